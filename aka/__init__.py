@@ -1,0 +1,3 @@
+"""aka: a kernel-optimization agent orchestrator."""
+
+__version__ = "0.1.0"
