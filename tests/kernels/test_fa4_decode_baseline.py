@@ -1,0 +1,138 @@
+"""Interpreter tests for kernels/fa4_decode/baseline.py against a float64 reference.
+
+Small shapes (D = 256, few heads, a few 128-token pages): q_len 1 and 4, page-edge lengths,
+ragged batches, GQA ratios, with and without split-KV, several CONFIG points.
+TRITON_INTERPRET must be set before the kernel module is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from aka.interp import install_bf16_dot_shim  # noqa: E402
+
+install_bf16_dot_shim()
+mod = importlib.import_module("kernels.fa4_decode.baseline")
+
+D = 256
+PAGE = 128
+
+
+def make_case(kv_lens, q_len, hq, hkv, seed=0, spare_pages=2, extra_cols=1):
+    g = torch.Generator().manual_seed(seed)
+    pages_per = [-(-kv // PAGE) for kv in kv_lens]
+    max_pages = max(pages_per) + extra_cols  # wider than needed: the split policy sees an upper bound
+    num_pages = sum(pages_per) + spare_pages
+    perm = torch.randperm(num_pages, generator=g)
+    page_table = torch.full((len(kv_lens), max_pages), -1, dtype=torch.int32)
+    used = 0
+    for i, np_ in enumerate(pages_per):
+        page_table[i, :np_] = perm[used:used + np_].to(torch.int32)
+        used += np_
+    k_cache = torch.randn(num_pages, PAGE, hkv, D, generator=g).to(torch.bfloat16)
+    v_cache = torch.randn(num_pages, PAGE, hkv, D, generator=g).to(torch.bfloat16)
+    mask = torch.ones(num_pages, PAGE, dtype=torch.bool)
+    for i, kv in enumerate(kv_lens):
+        for j in range(pages_per[i]):
+            mask[page_table[i, j], : min(PAGE, kv - j * PAGE)] = False
+    k_cache[mask] = float("nan")  # unused slots: reading them poisons the output
+    v_cache[mask] = float("nan")
+    q = torch.randn(len(kv_lens) * q_len, hq, D, generator=g).to(torch.bfloat16)
+    return dict(q=q, k_cache=k_cache, v_cache=v_cache, page_table=page_table,
+                kv_lens=torch.tensor(kv_lens, dtype=torch.int32))
+
+
+def reference(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
+    rows, hq, d = q.shape
+    hkv = k_cache.shape[2]
+    b = kv_lens.shape[0]
+    q_len = rows // b
+    scale = d ** -0.5 if softmax_scale is None else softmax_scale
+    out = torch.zeros(rows, hq, d, dtype=torch.float64)
+    for s in range(b):
+        kv = int(kv_lens[s])
+        pages = page_table[s, : -(-kv // PAGE)].long()
+        k = k_cache[pages].reshape(-1, hkv, d)[:kv].double().repeat_interleave(hq // hkv, 1).transpose(0, 1)
+        v = v_cache[pages].reshape(-1, hkv, d)[:kv].double().repeat_interleave(hq // hkv, 1).transpose(0, 1)
+        qs = q[s * q_len:(s + 1) * q_len].double().transpose(0, 1)
+        sc = qs @ k.transpose(1, 2) * scale
+        qpos = torch.arange(q_len) + kv - q_len
+        sc = sc.masked_fill(torch.arange(kv)[None, :] > qpos[:, None], float("-inf"))
+        out[s * q_len:(s + 1) * q_len] = (sc.softmax(-1) @ v).transpose(0, 1)
+    return out
+
+
+def rel_l2(o, ref):
+    return ((o.double() - ref).norm() / ref.norm()).item()
+
+
+def check(case, cfg=None, tol=1e-2):
+    old = dict(mod.CONFIG)
+    try:
+        if cfg:
+            mod.CONFIG.update(cfg)
+        o = mod.fa4_decode(**case)
+    finally:
+        mod.CONFIG.clear()
+        mod.CONFIG.update(old)
+    assert o.shape == case["q"].shape and o.dtype == torch.bfloat16
+    assert torch.isfinite(o).all()
+    err = rel_l2(o, reference(**case))
+    assert err <= tol, err
+    return err
+
+
+# Many splits on tiny inputs: SPLIT_TARGET high, short minimum chunk.
+SPLITTY = dict(BLOCK_N=32, SPLIT_TARGET=64, MIN_SPLIT_TOKENS=32, REDUCE_BLOCK_S=4)
+NOSPLIT = dict(BLOCK_N=64, SPLIT_TARGET=1)
+
+
+@pytest.mark.parametrize("q_len", [1, 4])
+@pytest.mark.parametrize("kv_lens", [[4], [127], [128], [129], [5, 300, 64, 1]],
+                         ids=["len4", "len127", "len128", "len129", "ragged"])
+@pytest.mark.parametrize("cfg", [SPLITTY, NOSPLIT], ids=["split", "nosplit"])
+def test_lengths(kv_lens, q_len, cfg):
+    kv_lens = [max(k, q_len) for k in kv_lens]
+    check(make_case(kv_lens, q_len, hq=4, hkv=1, seed=sum(kv_lens) + q_len), cfg)
+
+
+@pytest.mark.parametrize("hq,hkv", [(8, 1), (4, 2), (2, 2), (16, 1)])
+@pytest.mark.parametrize("q_len", [1, 4])
+def test_gqa(hq, hkv, q_len):
+    check(make_case([200, 70], q_len, hq=hq, hkv=hkv, seed=hq * 10 + hkv), SPLITTY)
+
+
+def test_len1_q1():
+    check(make_case([1, 3], 1, hq=4, hkv=1, seed=5), SPLITTY)
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(BLOCK_N=16, SPLIT_TARGET=8, MIN_SPLIT_TOKENS=16, REDUCE_BLOCK_S=8),
+    dict(BLOCK_N=128, SPLIT_TARGET=4, MIN_SPLIT_TOKENS=128),
+    dict(BLOCK_N=64, num_warps=8, num_stages=3),
+], ids=["bn16", "bn128", "w8"])
+def test_config_points(cfg):
+    check(make_case([260, 129], 4, hq=4, hkv=1, seed=9), cfg)
+
+
+def test_split_policy_from_shapes():
+    assert mod.num_splits_for(1, 1, 32768) == 128  # capped by MIN_SPLIT_TOKENS (256)
+    assert mod.num_splits_for(64, 1, 32768) == 5
+    assert mod.num_splits_for(300, 1, 32768) == 1
+
+
+def test_scale():
+    case = make_case([90], 4, hq=4, hkv=1, seed=2)
+    o = mod.fa4_decode(**case, softmax_scale=0.2)
+    assert rel_l2(o, reference(**case, softmax_scale=0.2)) <= 1e-2
+
+
+@pytest.mark.slow
+def test_long_default_config():
+    check(make_case([2000, 700], 4, hq=8, hkv=1, seed=13))
