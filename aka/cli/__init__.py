@@ -1,0 +1,1 @@
+"""Typer command groups: each module parses, wires and prints; the logic lives in aka/."""

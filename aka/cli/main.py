@@ -1,0 +1,34 @@
+"""The `aka` console script: one Typer app; each command module registers its commands."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+from rich.console import Console
+
+from aka.errors import AkaError
+
+app = typer.Typer(
+    name="aka",
+    help="Kernel-optimization agent orchestrator: plan, codegen, correctness gate, benchmark, promotion.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command modules, each with register(app). Order is the order of `aka --help`.
+COMMANDS = ("aka.cli.ops", "aka.cli.doctor")
+
+for _name in COMMANDS:
+    importlib.import_module(_name).register(app)
+
+
+def main() -> None:
+    """Entry point: user errors print one line and exit non-zero, never a traceback."""
+    try:
+        app()
+    except AkaError as err:
+        Console(stderr=True).print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        sys.exit(err.exit_code)

@@ -1,0 +1,130 @@
+"""Op registry: finds workloads/<op>.yaml and the op's trusted modules under kernels/<op>/.
+
+Everything op-specific (reference, inputs, cost model, kernels) is named by the contract, so
+adding an op means adding files, not code here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from aka.errors import ProjectNotFoundError, UnknownOpError
+from aka.spec import Contract, ShapeCaseBase, load_contract
+
+
+def _is_project(path: Path) -> bool:
+    return (path / "workloads").is_dir() and (path / "kernels").is_dir()
+
+
+def project_root() -> Path:
+    """AKA_ROOT, else the nearest folder above cwd holding workloads/ and kernels/, else the checkout aka runs from."""
+    env = os.environ.get("AKA_ROOT")
+    if env:
+        root = Path(env).resolve()
+        if not _is_project(root):
+            raise ProjectNotFoundError(f"AKA_ROOT={env} has no workloads/ and kernels/: point it at an aka checkout")
+        return root
+    here = Path.cwd().resolve()
+    for cand in (here, *here.parents):
+        if _is_project(cand):
+            return cand
+    pkg_parent = Path(__file__).resolve().parent.parent
+    if _is_project(pkg_parent):
+        return pkg_parent
+    raise ProjectNotFoundError(
+        "no aka project found (a folder with workloads/ and kernels/): run inside the repository or set AKA_ROOT"
+    )
+
+
+def load_module(path: Path, name: str | None = None) -> ModuleType:
+    """Import a Python file by path under a unique module name (trusted project code only)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such module file")
+    mod_name = name or f"aka_loaded.{path.parent.name}.{path.stem}_{abs(hash(str(path.resolve()))):x}"
+    if name and name in sys.modules:  # a named module is loaded once per process
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be imported as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
+    return module
+
+
+class Op:
+    """One operator line: its contract plus lazily imported trusted modules."""
+
+    def __init__(self, contract: Contract, root: Path):
+        self.contract = contract
+        self.root = root
+
+    @property
+    def name(self) -> str:
+        return self.contract.name
+
+    @property
+    def spec(self):
+        return self.contract.spec
+
+    def path(self, which: str) -> Path:
+        """Absolute path of one of the contract's modules (reference, inputs, model, baseline, promoted)."""
+        return self.root / getattr(self.spec.modules, which)
+
+    @functools.cached_property
+    def reference(self) -> ModuleType:
+        return load_module(self.path("reference"), f"aka_ops.{self.name}.reference")
+
+    @functools.cached_property
+    def inputs(self) -> ModuleType:
+        return load_module(self.path("inputs"), f"aka_ops.{self.name}.inputs")
+
+    @functools.cached_property
+    def model(self) -> ModuleType:
+        return load_module(self.path("model"), f"aka_ops.{self.name}.model")
+
+    def cases(self, which: str) -> list[ShapeCaseBase]:
+        return self.contract.cases(which)
+
+    def flops(self, case: ShapeCaseBase) -> float:
+        return float(self.model.flops(case))
+
+    def min_bytes(self, case: ShapeCaseBase) -> float:
+        return float(self.model.min_bytes(case))
+
+    def default_kernel(self) -> Path:
+        """The promoted kernel when one exists, else the baseline."""
+        promoted = self.path("promoted")
+        return promoted if promoted.is_file() else self.path("baseline")
+
+
+def op_names(root: Path | None = None) -> list[str]:
+    root = root or project_root()
+    return sorted(p.stem for p in (root / "workloads").glob("*.yaml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _load(root: Path, name: str) -> Op:
+    return Op(load_contract(root / "workloads" / f"{name}.yaml"), root)
+
+
+def get_op(name: str, root: Path | None = None) -> Op:
+    root = root or project_root()
+    known = op_names(root)
+    if name not in known:
+        raise UnknownOpError(f"unknown op '{name}'; known ops: {', '.join(known) or '(none)'}")
+    return _load(root, name)
+
+
+def all_ops(root: Path | None = None) -> list[Op]:
+    root = root or project_root()
+    return [get_op(name, root) for name in op_names(root)]

@@ -1,0 +1,56 @@
+"""Deterministic, realistic inputs for a gdn_prefill shape case.
+
+Distributions follow Qwen3-Next / Qwen3.5: q and k L2-normalised (the model normalises them before
+the kernel), g = -exp(A_log) * softplus(a + dt_bias) with A = exp(A_log) ~ U(1, 16) per head and
+dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 1e-1] (the models' initialisation), beta = sigmoid.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _gen(seed: int, device) -> torch.Generator:
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return gen
+
+
+def make_inputs(case, seed: int, device="cpu") -> dict:
+    """Tensors for one call: q, k, v, g, beta, cu_seqlens and (when the case asks) initial_state."""
+    gen = _gen(seed, device)
+    lens = list(case.seqlens)
+    T, HK, HV, D = sum(lens), case.hk, case.hv, case.dim
+    if HV % HK:
+        raise ValueError(f"{case.id}: hv={HV} is not a multiple of hk={HK}")
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32)
+
+    def rand(*shape):
+        return torch.rand(*shape, generator=gen, device=device, dtype=torch.float32)
+
+    q = torch.nn.functional.normalize(randn(T, HK, D), dim=-1).to(torch.bfloat16)
+    k = torch.nn.functional.normalize(randn(T, HK, D), dim=-1).to(torch.bfloat16)
+    v = randn(T, HV, D).to(torch.bfloat16)
+    A = 1.0 + 15.0 * rand(HV)
+    dt = torch.exp(math.log(1e-3) + (math.log(1e-1) - math.log(1e-3)) * rand(HV))
+    dt_bias = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+    a = randn(T, HV)
+    g = -A * torch.nn.functional.softplus(a + dt_bias)
+    beta = torch.sigmoid(randn(T, HV))
+    cu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int32, device=device)
+    out = {"q": q, "k": k, "v": v, "g": g.contiguous(), "beta": beta.contiguous(), "cu_seqlens": cu}
+    if case.initial_state:
+        # A state of the magnitude a few hundred tokens of k v^T leave behind.
+        out["initial_state"] = 0.1 * randn(len(lens), HV, D, D)
+    return out
+
+
+def _cumsum(xs):
+    total = 0
+    for x in xs:
+        total += x
+        yield total
