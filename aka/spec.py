@@ -128,6 +128,10 @@ class OpSpec(_Strict):
     allowed_methods: list[str] = Field(description="tensor methods a candidate may call (views, copies)")
     modules: Modules
     case_params: dict[str, ParamSpec] = Field(min_length=1)
+    competitors: dict[str, str] = Field(
+        default_factory=dict,
+        description="external implementations to time: name -> 'path/to/module.py:function'",
+    )
     shapes: dict[str, list[dict[str, Any]]]
 
     @field_validator("shapes")
