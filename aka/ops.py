@@ -112,7 +112,7 @@ def op_names(root: Path | None = None) -> list[str]:
     return sorted(p.stem for p in (root / "workloads").glob("*.yaml"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(root: Path, name: str) -> Op:
     return Op(load_contract(root / "workloads" / f"{name}.yaml"), root)
 

@@ -229,7 +229,8 @@ def load_contract(path: Path) -> Contract:
     outputs = set(spec.output_names())
     if set(spec.tolerances) != outputs:
         raise ContractError(
-            f"{path}: field 'tolerances': expected one entry per output {sorted(outputs)}, got {sorted(spec.tolerances)}"
+            f"{path}: field 'tolerances': expected one entry per output {sorted(outputs)},"
+            f" got {sorted(spec.tolerances)}"
         )
     model = _case_model(spec.name, spec.case_params)
     sets: dict[str, list[ShapeCaseBase]] = {}

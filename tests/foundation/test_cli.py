@@ -1,0 +1,47 @@
+"""The foundation commands as a user runs them: through the real entry point, in a subprocess."""
+
+import subprocess
+import sys
+
+import pytest
+
+
+def aka(*args, env=None):
+    code = "import sys; from aka.cli.main import main; sys.argv = ['aka', *sys.argv[1:]]; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          env=env)
+
+
+def test_ops_lists_three():
+    r = aka("ops")
+    assert r.returncode == 0, r.stderr
+    for name in ("gdn_prefill", "fa4_prefill", "fa4_decode"):
+        assert name in r.stdout
+
+
+@pytest.mark.parametrize("op,ids", [("gdn_prefill", [f"G{i}" for i in range(1, 11)]),
+                                    ("fa4_prefill", [f"P{i}" for i in range(1, 31)]),
+                                    ("fa4_decode", [f"D{i}-q{q}" for q in (1, 4) for i in range(1, 11)])])
+def test_shapes_rows(op, ids):
+    r = aka("shapes", op)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("│")[1].strip() for line in r.stdout.splitlines() if line.startswith("│")]
+    assert [x for x in rows if x] == ids
+    assert f"({len(ids)} shapes)" in r.stdout
+
+
+def test_unknown_op_is_one_line_error():
+    r = aka("shapes", "nope")
+    assert r.returncode != 0
+    assert r.stderr.strip().count("\n") == 0
+    assert "unknown op 'nope'" in r.stderr and "gdn_prefill" in r.stderr
+
+
+def test_doctor_reports_interpreter_and_hides_keys():
+    import os
+
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-secret-value"}
+    r = aka("doctor", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "CPU only: Triton interpreter" in r.stdout and "runs a bf16" in r.stdout
+    assert "OPENAI_API_KEY" in r.stdout and "sk-test-secret-value" not in r.stdout
