@@ -1,0 +1,235 @@
+"""Timing core: warm-up, L2 flush, input rotation, device-wide synchronisation, adaptive medians.
+
+One timed call on a GPU is: flush L2 (write a buffer ``flush_factor`` x the L2 size), synchronise the
+device, record a start event, make the call, synchronise the *device* (not just the stream), record
+the end event. The device-wide synchronisation is what makes work a kernel hides on a side stream
+count (KernelBench's adversarial kernels did exactly that); the price is a small constant (the sync
+round trip, a few µs) inside every sample, the same for every implementation.
+
+Every :class:`Timing` carries a ``kind``; only "gpu-eager" and "gpu-graph" are GPU numbers
+(:func:`is_gpu_timing`). CPU runs ("interpreter", "cpu") are printed but must never be compared
+with GPU numbers or used for a promotion.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TimingKind = Literal["gpu-eager", "gpu-graph", "interpreter", "cpu"]
+GPU_KINDS = ("gpu-eager", "gpu-graph")
+NOT_REPRESENTATIVE = "interpreter, not representative"
+
+
+class BenchConfig(BaseModel):
+    """How a shape is timed (defaults for the H200; :meth:`for_cpu` for interpreter runs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    warmup: int = Field(3, ge=1, description="untimed calls per input copy first: compilation, autotuning, allocation")
+    min_iters: int = Field(20, ge=1, description="timed calls before the stop rule is consulted")
+    max_iters: int = Field(400, ge=1, description="never more timed calls than this")
+    time_cap_s: float = Field(3.0, gt=0, description="stop adding calls after this much wall time per timing")
+    median_rse_target: float = Field(
+        0.003, gt=0, description="stop once the median's relative standard error (from the IQR) is below this"
+    )
+    check_every: int = Field(10, ge=1, description="timed calls between two checks of the stop rule")
+    input_copies: int = Field(3, ge=1, description="input sets rotated between calls so none is warm in L2")
+    flush_factor: float = Field(2.0, ge=0, description="L2 flush buffer size as a multiple of the L2 size")
+    graph: bool = Field(True, description="also time CUDA-graph replay (reported beside eager, labelled)")
+
+    @classmethod
+    def for_cpu(cls) -> BenchConfig:
+        """Interpreter runs are minutes per call at full size: one warm-up, a few samples."""
+        return cls(warmup=1, min_iters=2, max_iters=3, time_cap_s=30.0, input_copies=1, graph=False)
+
+
+class Timing(BaseModel):
+    """A distribution of per-call times in microseconds, labelled with how it was measured."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: TimingKind
+    median_us: float
+    q1_us: float
+    q3_us: float
+    n: int
+    stop: str = Field(description="why sampling stopped: converged, max_iters or time_cap")
+    samples_us: list[float] = Field(default_factory=list, description="every sample, in call order")
+
+    @property
+    def iqr_us(self) -> float:
+        return self.q3_us - self.q1_us
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.iqr_us / self.median_us if self.median_us > 0 else math.inf
+
+
+def is_gpu_timing(t: Timing | dict[str, Any] | None) -> bool:
+    """True only for numbers measured on a GPU; the Supervisor must refuse everything else."""
+    if t is None:
+        return False
+    kind = t.get("kind") if isinstance(t, dict) else t.kind
+    return kind in GPU_KINDS
+
+
+def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
+    """(q1, median, q3) with linear interpolation (numpy's default), for any n >= 1."""
+    s = sorted(xs)
+    if not s:
+        raise ValueError("quartiles of an empty sample")
+
+    def at(p: float) -> float:
+        pos = p * (len(s) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    return at(0.25), at(0.5), at(0.75)
+
+
+def median_rse(xs: Sequence[float]) -> float:
+    """Relative standard error of the median: 1.2533 sigma / sqrt(n), sigma estimated as IQR / 1.349.
+
+    The IQR estimate resists the outliers (a preemption, a clock dip) that a standard deviation
+    would let dominate; with fewer than 4 samples the estimate is meaningless, so it is infinite.
+    """
+    if len(xs) < 4:
+        return math.inf
+    q1, med, q3 = quartiles(xs)
+    if med <= 0:
+        return math.inf
+    return 1.2533 * ((q3 - q1) / 1.349) / math.sqrt(len(xs)) / med
+
+
+class Timer(Protocol):
+    """Measures one call; tests inject a fake one."""
+
+    kind: TimingKind
+
+    def measure(self, call: Callable[[], Any]) -> float:
+        """Microseconds that ``call()`` took, measured the timer's way."""
+        ...
+
+
+class HostTimer:
+    """perf_counter around the call: CPU runs (Triton interpreter, CPU torch)."""
+
+    def __init__(self, kind: TimingKind = "interpreter"):
+        self.kind: TimingKind = kind
+
+    def measure(self, call: Callable[[], Any]) -> float:
+        t0 = time.perf_counter()
+        call()
+        return (time.perf_counter() - t0) * 1e6
+
+
+def time_fn(
+    calls: Sequence[Callable[[], Any]],
+    cfg: BenchConfig,
+    timer: Timer,
+    clock: Callable[[], float] = time.monotonic,
+) -> Timing:
+    """Warm up every call, then time them in rotation until the median is stable or a cap is hit.
+
+    ``calls`` holds one zero-argument callable per input copy (preparation already done), so that
+    consecutive timed calls read different buffers.
+    """
+    if not calls:
+        raise ValueError("time_fn needs at least one call")
+    for call in calls:
+        for _ in range(cfg.warmup):
+            call()
+    samples: list[float] = []
+    start = clock()
+    stop = "max_iters"
+    while len(samples) < cfg.max_iters:
+        samples.append(timer.measure(calls[len(samples) % len(calls)]))
+        n = len(samples)
+        if n >= cfg.min_iters and (n - cfg.min_iters) % cfg.check_every == 0:
+            if median_rse(samples) <= cfg.median_rse_target:
+                stop = "converged"
+                break
+            if clock() - start >= cfg.time_cap_s:
+                stop = "time_cap"
+                break
+    return make_timing(timer.kind, samples, stop)
+
+
+def make_timing(kind: TimingKind, samples: Sequence[float], stop: str) -> Timing:
+    q1, med, q3 = quartiles(samples)
+    return Timing(kind=kind, median_us=med, q1_us=q1, q3_us=q3, n=len(samples), stop=stop,
+                  samples_us=[round(x, 3) for x in samples])
+
+
+def geomean(xs: Sequence[float]) -> float:
+    """Geometric mean of positive numbers; NaN for an empty list."""
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    if not xs:
+        return math.nan
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
+
+
+class CudaTimer:
+    """CUDA events around a device-wide synchronisation, with an L2 flush before every call.
+
+    The flush is followed by a synchronisation too: otherwise a kernel launched on a side stream
+    could start while the flush still runs on the default stream, before the start event fires,
+    and part of its time would escape the measurement.
+    """
+
+    kind: TimingKind = "gpu-eager"
+
+    def __init__(self, flush_bytes: int):
+        import torch
+
+        self._torch = torch
+        self._flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device="cuda")
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def measure(self, call: Callable[[], Any]) -> float:
+        cuda = self._torch.cuda
+        self._flush.fill_(1)  # a write of every line evicts whatever the last call left in L2
+        cuda.synchronize()
+        self._start.record()
+        call()
+        cuda.synchronize()  # device-wide: work on any stream is inside the interval
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) * 1e3
+
+
+class GraphTimer(CudaTimer):
+    """Replays of a CUDA graph captured from each call: launch gaps removed, labelled gpu-graph."""
+
+    kind: TimingKind = "gpu-graph"
+
+    def __init__(self, flush_bytes: int):
+        super().__init__(flush_bytes)
+        self._graphs: dict[int, Any] = {}
+
+    def capture(self, calls: Sequence[Callable[[], Any]]) -> list[Callable[[], Any]]:
+        """One graph per input copy; raises RuntimeError (e.g. work on an unjoined stream)."""
+        torch = self._torch
+        replays = []
+        for call in calls:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                call()
+            self._graphs[id(graph)] = graph  # keep the graph (and its memory pool) alive
+            replays.append(graph.replay)
+        torch.cuda.synchronize()
+        return replays
+
+
+def l2_bytes(default: int = 64 * 2**20) -> int:
+    """The current device's L2 size (torch exposes it on recent versions), else ``default``."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return int(getattr(props, "L2_cache_size", 0) or default)

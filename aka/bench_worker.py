@@ -1,0 +1,173 @@
+"""Worker entries (run in a spawned process by aka.runner, or in-process in tests):
+``bench_worker`` times implementations per shape; ``compare_worker`` runs A against B (ABBA).
+
+Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
+CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
+outputs, achieved TFLOP/s and TB/s from the op's cost model, and the fraction of the roofline at
+the device's calibrated ceilings. On CPU every timing is labelled interpreter/cpu and there is no
+roofline.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+from aka.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn
+from aka.impls import ImplRef, note_of, prepare
+
+
+def _setup(payload: dict[str, Any]):
+    """The op, the device and the config; selects the interpreter before any kernel loads on CPU."""
+    import torch
+
+    from aka.ops import get_op
+
+    gpu = torch.cuda.is_available() and not payload.get("force_cpu", False)
+    if not gpu:
+        from aka.interp import enable_interpreter
+
+        enable_interpreter()
+    cfg_raw = payload.get("config")
+    cfg = BenchConfig(**cfg_raw) if cfg_raw else (BenchConfig() if gpu else BenchConfig.for_cpu())
+    if payload.get("graph") is False:
+        cfg = cfg.model_copy(update={"graph": False})
+    root = payload.get("root")
+    op = get_op(payload["op"], None if root is None else Path(root))
+    return op, ("cuda" if gpu else "cpu"), cfg
+
+
+def _out_bytes(out: Any) -> int:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.numel() * out.element_size()
+    if isinstance(out, (tuple, list)):
+        return sum(_out_bytes(x) for x in out)
+    return 0
+
+
+def _peak_extra(call) -> int:
+    """Peak bytes allocated during one call beyond what existed before (inputs) and what it returns."""
+    import torch
+
+    gc.collect()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = call()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base - _out_bytes(out)
+    del out
+    return max(int(extra), 0)
+
+
+def _timer(device: str, ref: ImplRef, cfg: BenchConfig, cache: dict) -> Timer:
+    if device == "cpu":  # competitors run native CPU torch; kernels run in Triton's interpreter
+        return HostTimer("cpu" if ref.kind == "competitor" else "interpreter")
+    if "eager" not in cache:
+        cache["eager"] = CudaTimer(int(cfg.flush_factor * l2_bytes()))
+    return cache["eager"]
+
+
+def _graph(calls, cfg: BenchConfig, cache: dict) -> tuple[dict | None, str]:
+    if "graph" not in cache:
+        cache["graph"] = GraphTimer(int(cfg.flush_factor * l2_bytes()))
+    timer = cache["graph"]
+    try:
+        replays = timer.capture(calls)
+    except Exception as exc:  # capture refuses unjoined side streams, host syncs, ...
+        import torch
+
+        torch.cuda.synchronize()
+        return None, f"no graph: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    return time_fn(replays, cfg, timer).model_dump(), ""
+
+
+def _metrics(flops: float, nbytes: float, us: float, floor_us: float | None) -> dict[str, Any]:
+    return {"tflops": flops / (us * 1e-6) / 1e12, "tbps": nbytes / (us * 1e-6) / 1e12,
+            "roofline_frac": (floor_us / us) if floor_us else None}
+
+
+def _time_impl(ref: ImplRef, copies: list[dict], device: str, cfg: BenchConfig, cache: dict,
+               costs: tuple[float, float, float | None]) -> dict[str, Any]:
+    try:
+        calls = [prepare(ref, inputs) for inputs in copies]
+    except (ImportError, RuntimeError) as exc:
+        return {"skipped": f"{type(exc).__name__}: {exc}"}
+    res: dict[str, Any] = {"note": note_of(calls[0])}
+    try:
+        eager = time_fn(calls, cfg, _timer(device, ref, cfg, cache))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    res["eager"] = eager.model_dump()
+    res.update(_metrics(costs[0], costs[1], eager.median_us, costs[2]))
+    if device == "cuda":
+        res["peak_extra_bytes"] = _peak_extra(calls[0])
+        res["graph"], res["graph_note"] = _graph(calls, cfg, cache) if cfg.graph else (None, "graph off")
+    return res
+
+
+def _ceilings(device: str, notes: list[str]) -> dict | None:
+    if device == "cpu":
+        notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
+        return None
+    from aka.calibrate import ceilings
+
+    try:
+        return ceilings().model_dump()
+    except Exception as exc:  # a failed calibration must not cost the timings
+        notes.append(f"calibration failed, no roofline fractions: {type(exc).__name__}: {exc}")
+        return None
+
+
+def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """Time every implementation on every shape. payload: op, impls (ImplRef dicts), shapes, config?, seed?."""
+    import torch
+
+    op, device, cfg = _setup(payload)
+    refs = [ImplRef(**r) for r in payload["impls"]]
+    notes: list[str] = []
+    ceil = _ceilings(device, notes)
+    rows, cache = [], {}
+    for case in op.cases(payload.get("shapes", "full")):
+        flops, nbytes = op.flops(case), op.min_bytes(case)
+        floor = None
+        if ceil:
+            floor = max(flops / (ceil["gemm_tflops"] * 1e12), nbytes / (ceil["copy_tbps"] * 1e12)) * 1e6
+        copies = [op.inputs.make_inputs(case, payload.get("seed", 0) + i, device) for i in range(cfg.input_copies)]
+        results = {r.name: _time_impl(r, copies, device, cfg, cache, (flops, nbytes, floor)) for r in refs}
+        rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
+                     "floor_us": floor, "results": results})
+        del copies
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
+            "impls": [r.name for r in refs], "ceilings": ceil, "config": cfg.model_dump(), "notes": notes,
+            "rows": rows}
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    if device == "cpu":
+        return "cpu (Triton interpreter)"
+    return torch.cuda.get_device_name(torch.cuda.current_device())
+
+
+def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """A against B, ABBA-interleaved per shape on shared inputs. payload: op, a, b (ImplRef dicts), shapes."""
+    from aka.compare import interleave, summarise
+
+    op, device, cfg = _setup(payload)
+    a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])
+    cache: dict = {}
+    timer = _timer(device, a, cfg, cache)
+    samples = {}
+    for case in op.cases(payload.get("shapes", "full")):
+        copies = [op.inputs.make_inputs(case, payload.get("seed", 0) + i, device) for i in range(cfg.input_copies)]
+        samples[case.id] = interleave([prepare(a, x) for x in copies], [prepare(b, x) for x in copies], cfg, timer)
+        del copies
+    return summarise(samples, timer.kind).model_dump()

@@ -1,0 +1,169 @@
+"""`aka bench OP`: time implementations side by side, per shape, in one worker process."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from aka.bench import NOT_REPRESENTATIVE, geomean
+from aka.errors import AkaError
+from aka.impls import resolve
+from aka.ops import get_op
+
+console = Console()
+WORKER = "aka.bench_worker:bench_worker"
+
+
+class BenchRunError(AkaError):
+    """The benchmark worker failed (crash, timeout, CUDA fault)."""
+
+
+def run_worker(payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Through aka.runner's spawned process when it exists, else in this process (trusted code only)."""
+    try:
+        from aka.runner import run_task
+    except ImportError:  # TODO(runner): drop this path once aka/runner.py lands
+        from aka.bench_worker import bench_worker
+
+        return bench_worker(payload)
+    res = run_task(WORKER, payload, timeout=timeout)
+    if not res.ok:
+        tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
+        raise BenchRunError(f"bench worker failed at {res.stage}: {res.error} {tail[0]}".strip())
+    return res.value
+
+
+def _cell_time(r: dict[str, Any]) -> str:
+    if "skipped" in r:
+        return "[dim]skipped[/dim]"
+    if "error" in r:
+        return "[red]error[/red]"
+    e = r["eager"]
+    text = f"{e['median_us']:.1f} ±{(e['q3_us'] - e['q1_us']) / 2:.1f}"
+    if r.get("graph"):
+        text += f"\n[dim]graph {r['graph']['median_us']:.1f}[/dim]"
+    return text
+
+
+def _median(r: dict[str, Any] | None) -> float | None:
+    return r["eager"]["median_us"] if r and "eager" in r else None
+
+
+def _kind(r: dict[str, Any] | None) -> str | None:
+    return r["eager"]["kind"] if r and "eager" in r else None
+
+
+def speedups(rows: list[dict[str, Any]], impls: list[str]) -> dict[str, list[float | None]]:
+    """Per impl, per row: time of the first impl / time of this impl.
+
+    None when either is missing or they were measured differently (interpreter against CPU torch).
+    """
+    out: dict[str, list[float | None]] = {}
+    for name in impls:
+        col = []
+        for row in rows:
+            ra, rb = row["results"].get(impls[0]), row["results"].get(name)
+            a, b = _median(ra), _median(rb)
+            col.append(a / b if a and b and _kind(ra) == _kind(rb) else None)
+        out[name] = col
+    return out
+
+
+def render(result: dict[str, Any]) -> Table:
+    """The side-by-side table: per shape, each impl's time, speedup against the first, roofline fraction."""
+    impls, rows = result["impls"], result["rows"]
+    gpu = result["kind"] == "gpu"
+    title = f"{result['op']} on {result['device']}" + ("" if gpu else f" — [bold red]{NOT_REPRESENTATIVE}[/bold red]")
+    table = Table(title=title, caption="eager median ±IQR/2 µs; graph = CUDA-graph replay; × = speedup vs "
+                  f"{impls[0] if impls else '-'}; roof = roofline time / measured time")
+    table.add_column("shape", style="bold")
+    sp = speedups(rows, impls)
+    for name in impls:
+        table.add_column(f"{name} µs", justify="right")
+        table.add_column("×", justify="right")
+        table.add_column("roof", justify="right")
+    for i, row in enumerate(rows):
+        cells = [row["shape"]]
+        for name in impls:
+            r = row["results"].get(name, {})
+            frac = r.get("roofline_frac")
+            cells += [_cell_time(r), _fmt(sp[name][i], "{:.2f}"), _fmt(frac, "{:.0%}")]
+        table.add_row(*cells)
+    gm = ["geomean"]
+    for name in impls:
+        gm += ["", _fmt(geomean([x for x in sp[name] if x]), "{:.2f}"), ""]
+    table.add_row(*gm, style="bold")
+    return table
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else spec.format(x)
+
+
+def notes(result: dict[str, Any], skipped: list[dict[str, str]]) -> list[str]:
+    """Every skip, error and competitor note, once per implementation."""
+    lines = [f"{s['name']}: skipped — {s['note']}" for s in skipped] + list(result["notes"])
+    seen: set[tuple[str, str]] = set()
+    for row in result["rows"]:
+        for name, r in row["results"].items():
+            for key in ("skipped", "error", "note", "graph_note"):
+                text = r.get(key)
+                if text and (name, text) not in seen:
+                    seen.add((name, text))
+                    where = "" if key in ("note", "skipped") else f" ({row['shape']})"
+                    lines.append(f"{name}{where}: {key.replace('_', ' ')}: {text}")
+    return lines
+
+
+def write_csv(result: dict[str, Any], path: Path) -> None:
+    kind = result["kind"]
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["shape", "impl", "kind", "median_us", "q1_us", "q3_us", "n", "graph_us", "tflops", "tbps",
+                    "roofline_frac", "peak_extra_bytes", "status"])
+        for row in result["rows"]:
+            for name, r in row["results"].items():
+                e, g = r.get("eager") or {}, r.get("graph") or {}
+                status = "skipped" if "skipped" in r else "error" if "error" in r else "ok"
+                w.writerow([row["shape"], name, e.get("kind", kind), e.get("median_us"), e.get("q1_us"),
+                            e.get("q3_us"), e.get("n"), g.get("median_us"), r.get("tflops"), r.get("tbps"),
+                            r.get("roofline_frac"), r.get("peak_extra_bytes"), status])
+
+
+def bench(
+    op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
+    kernel: Annotated[Path | None, typer.Option("--kernel", help="a candidate kernel file (policy-checked)")] = None,
+    impl: str = typer.Option("baseline,promoted", "--impl", help="comma-separated: baseline, promoted, "
+                             "kernel, a competitor of the op (fla, sdpa), or a .py file; speedups are vs the first"),
+    shapes: str = typer.Option("full", "--shapes", help="full, smoke, edge, or comma-separated shape ids"),
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="the full result, all samples")] = None,
+    graph: bool = typer.Option(True, "--graph/--no-graph", help="also time CUDA-graph replay"),
+    timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the worker is killed"),
+) -> None:
+    """Time implementations of an op side by side: per shape time, speedup and roofline fraction."""
+    o = get_op(op)
+    o.cases(shapes)  # a bad shape set fails here, in one line, before any process starts
+    refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
+    payload = {"op": o.name, "root": str(o.root), "impls": [r.model_dump() for r in refs], "shapes": shapes}
+    if not graph:
+        payload["graph"] = False
+    result = run_worker(payload, timeout)
+    console.print(render(result))
+    for line in notes(result, [s.model_dump() for s in skipped]):
+        console.print(f"[dim]note[/dim] {line}", highlight=False, soft_wrap=True)
+    if csv_path:
+        write_csv(result, csv_path)
+    if json_path:
+        json_path.write_text(json.dumps({**result, "skipped": [s.model_dump() for s in skipped]}, indent=1))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
