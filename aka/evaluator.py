@@ -1,0 +1,250 @@
+"""The loop's one door to the measuring stages: static check, compile, gate, bench, compare.
+
+The loop talks to an Evaluator and never imports a stage. RealEvaluator runs every stage that
+executes candidate code in a fresh worker process (aka.runner.run_task) and labels where timings
+came from; tests hand run_loop() a fake evaluator object directly. There is no flag or setting
+that swaps the evaluator from the CLI, so interpreter timings can never reach a promotion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from aka.bench import geomean
+
+
+@dataclass
+class StageOutcome:
+    ok: bool
+    error: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GateOutcome:
+    passed: dict[str, list[bool]]  # shape id -> pass per round
+    error: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BenchOutcome:
+    times_us: dict[str, float]  # shape id -> median microseconds
+    timing: str  # "gpu" or "interpreter"
+    error: str = ""
+
+
+@dataclass
+class CompareOutcome:
+    speedups: dict[str, float]  # shape id -> incumbent time / candidate time
+    geomean: float | None
+    noise: float | None
+    timing: str
+    error: str = ""
+
+
+class Evaluator(Protocol):
+    def device(self) -> dict[str, Any]: ...
+    def check(self, source: str) -> StageOutcome: ...
+    def compile(self, path: Path) -> StageOutcome: ...
+    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
+    def bench(self, path: Path, shapes: str) -> BenchOutcome: ...
+    def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
+
+
+def code_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float | None:
+    """Geomean over common shapes of reference time / candidate time."""
+    common = [s for s in reference if s in candidate and candidate[s] > 0]
+    return geomean([reference[s] / candidate[s] for s in common]) if common else None
+
+
+def versions() -> dict[str, str]:
+    import torch
+    import triton
+
+    out = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
+    if torch.cuda.is_available():
+        out["cuda"] = str(torch.version.cuda)
+        try:
+            import subprocess
+
+            drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=20)
+            out["driver"] = drv.stdout.strip().splitlines()[0] if drv.returncode == 0 else "?"
+        except (OSError, IndexError, Exception):
+            out["driver"] = "?"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the real stages, each in a worker process
+
+
+def _run_task(task: str, payload: dict[str, Any], timeout: float, interpreter: bool) -> tuple[bool, Any, str]:
+    """(ok, value, error) of task(payload) in a fresh process; aka.runner when present."""
+    try:
+        from aka.runner import run_task
+    except ImportError:
+        run_task = None
+    if run_task is not None:
+        res = run_task(task, payload, timeout=timeout, interpreter=interpreter)
+        err = res.error or ""
+        if not res.ok and res.stderr_tail and not err:
+            err = res.stderr_tail.strip().splitlines()[-1:]
+        return bool(res.ok), res.value, f"{res.stage}: {err}" if not res.ok else ""
+    return _spawn(task, payload, timeout, interpreter)
+
+
+def _spawn(task: str, payload: dict[str, Any], timeout: float, interpreter: bool) -> tuple[bool, Any, str]:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(task, payload, interpreter, queue), daemon=True)
+    proc.start()
+    try:
+        ok, value = queue.get(timeout=timeout)
+    except Exception:
+        proc.kill()
+        proc.join(5)
+        return False, None, f"worker: no result within {timeout:.0f} s (exit code {proc.exitcode})"
+    proc.join(10)
+    return ok, (value if ok else None), ("" if ok else str(value))
+
+
+def _child(task: str, payload: dict[str, Any], interpreter: bool, queue) -> None:  # pragma: no cover
+    import importlib
+
+    if interpreter:
+        from aka.interp import enable_interpreter
+
+        enable_interpreter()
+    try:
+        mod, _, fn = task.partition(":")
+        queue.put((True, getattr(importlib.import_module(mod), fn)(payload)))
+    except BaseException as exc:  # the parent records the failure; the candidate fails alone
+        queue.put((False, f"{type(exc).__name__}: {str(exc)[:400]}"))
+
+
+def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """Import the candidate and call it once on the smallest smoke case: Triton compiles here."""
+    import time
+
+    import torch
+
+    from aka.ops import get_op, load_module
+
+    op = get_op(payload["op"], Path(payload["root"]))
+    device = "cuda" if torch.cuda.is_available() and not payload.get("interpreter") else "cpu"
+    t0 = time.perf_counter()
+    module = load_module(Path(payload["path"]))
+    fn = getattr(module, op.spec.entry)
+    case = min(op.cases("smoke"), key=lambda c: op.flops(c))
+    fn(**op.inputs.make_inputs(case, 0, device))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return {"seconds": time.perf_counter() - t0, "case": case.id}
+
+
+class RealEvaluator:
+    """check -> compile -> gate -> bench -> compare through aka.policy, aka.gate and aka.bench_worker."""
+
+    def __init__(self, op, timeout_s: float = 300.0, interpreter: bool | None = None):
+        import torch
+
+        self.op = op
+        self.root = op.root
+        self.timeout = timeout_s
+        self.interpreter = (not torch.cuda.is_available()) if interpreter is None else interpreter
+
+    def _payload(self, **extra: Any) -> dict[str, Any]:
+        return {"op": self.op.name, "root": str(self.root), "force_cpu": self.interpreter,
+                "interpreter": self.interpreter, **extra}
+
+    def device(self) -> dict[str, Any]:
+        import torch
+
+        if self.interpreter:
+            return {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0, **versions()}
+        props = torch.cuda.get_device_properties(0)
+        return {"name": props.name, "interpreter": False, "sms": props.multi_processor_count,
+                "capability": f"sm_{props.major}{props.minor}", **versions()}
+
+    def check(self, source: str) -> StageOutcome:
+        try:
+            from aka.policy import check_source
+        except ImportError:
+            return StageOutcome(True, detail={"note": "aka.policy not installed: static check skipped"})
+        res = check_source(source, self.op.spec)
+        ok = bool(getattr(res, "ok", res is None or res is True))
+        msg = getattr(res, "message", None) or "; ".join(map(str, getattr(res, "errors", []) or [])) or str(res)
+        return StageOutcome(ok, "" if ok else msg)
+
+    def compile(self, path: Path) -> StageOutcome:
+        ok, value, err = _run_task("aka.evaluator:compile_worker", self._payload(path=str(path)),
+                                   self.timeout, self.interpreter)
+        return StageOutcome(ok, err, value or {})
+
+    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
+        payload = self._payload(path=str(path), kernel=str(path), sets=sets, shapes=",".join(
+            c.id for s in sets for c in self.op.cases(s)), rounds=rounds, seed=seed)
+        ok, value, err = _run_task("aka.gate:gate_worker", payload, self.timeout * max(1, rounds), self.interpreter)
+        if not ok:
+            return GateOutcome({}, err or "gate worker failed")
+        return gate_outcome(value)
+
+    def bench(self, path: Path, shapes: str) -> BenchOutcome:
+        impl = {"name": "candidate", "kind": "kernel", "path": str(path), "function": self.op.spec.entry}
+        ok, value, err = _run_task("aka.bench_worker:bench_worker", self._payload(impls=[impl], shapes=shapes),
+                                   self.timeout, self.interpreter)
+        if not ok:
+            return BenchOutcome({}, "none", err)
+        times, errors = {}, []
+        for row in value["rows"]:
+            res = row["results"]["candidate"]
+            if "eager" in res:  # graph replay when it worked: no launch gaps in the screen
+                times[row["shape"]] = (res.get("graph") or res["eager"])["median_us"]
+            else:
+                errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
+        return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors))
+
+    def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
+        ref = lambda name, p: {"name": name, "kind": "kernel", "path": str(p), "function": self.op.spec.entry}  # noqa: E731
+        payload = self._payload(a=ref("incumbent", incumbent), b=ref("candidate", candidate), shapes=shapes)
+        ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
+        if not ok:
+            return CompareOutcome({}, None, None, "none", err)
+        return compare_outcome(value)
+
+
+def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
+    """aka.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
+    speedups = {s["shape"]: 1.0 / s["ratio"] for s in cmp["shapes"]}
+    gm = 1.0 / cmp["geomean"]
+    noise = (cmp["ci_high"] - cmp["ci_low"]) / 2 / cmp["geomean"]
+    timing = "gpu" if str(cmp.get("kind", "")).startswith("gpu") else "interpreter"
+    return CompareOutcome(speedups, gm, noise, timing)
+
+
+def gate_outcome(value: Any) -> GateOutcome:
+    """Per shape, per round pass/fail from the gate worker's report (a dict, JSON-able)."""
+    passed: dict[str, list[bool]] = {}
+    errors: list[str] = []
+    rows = value.get("rounds") or value.get("results") or value.get("shapes") or []
+    for row in rows:
+        shape = row.get("shape") or row.get("case") or row.get("id")
+        ok = bool(row.get("ok", row.get("passed", False)))
+        passed.setdefault(shape, []).append(ok)
+        if not ok and len(errors) < 3:
+            errors.append(f"{shape}: {row.get('reason') or row.get('error') or row.get('message') or 'failed'}")
+    if not rows:
+        errors.append(f"gate report without per-shape rounds: keys {sorted(value)[:6]}")
+    return GateOutcome(passed, "; ".join(errors), {"summary": value.get("summary", "")})

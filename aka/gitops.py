@@ -1,0 +1,134 @@
+"""Promotion in git: kernels/<op>/promoted.py + promoted.json committed alone; history; rollback.
+
+Git history is the kernel's version history. A promotion commit holds only the two promoted files
+(`git commit --only`), so whatever else the user has staged or edited stays out of it; aka refuses
+to overwrite promoted files that carry uncommitted edits, since those edits would be lost.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aka.errors import AkaError
+
+
+class GitError(AkaError):
+    """A git step failed or the promoted files are in a state aka must not overwrite."""
+
+
+def _git(root: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise GitError(f"git {' '.join(args[:2])} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    return proc.stdout
+
+
+def promoted_paths(op: str) -> tuple[str, str]:
+    return f"kernels/{op}/promoted.py", f"kernels/{op}/promoted.json"
+
+
+def is_repo(root: Path) -> bool:
+    return subprocess.run(["git", "rev-parse", "--git-dir"], cwd=root, capture_output=True).returncode == 0
+
+
+def check_clean(root: Path, op: str) -> None:
+    """Raise when the promoted files have uncommitted edits (staged or not)."""
+    if not is_repo(root):
+        return
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *promoted_paths(op)).strip()
+    if dirty:
+        files = ", ".join(line[3:] for line in dirty.splitlines())
+        raise GitError(
+            f"{files} has uncommitted edits; commit or discard them (git checkout -- {files}) before promoting"
+        )
+
+
+def write_promoted(root: Path, op: str, source: str, meta: dict[str, Any]) -> None:
+    py, js = promoted_paths(op)
+    (root / py).write_text(source)
+    (root / js).write_text(json.dumps(meta, indent=2, default=str) + "\n")
+
+
+def read_promoted_meta(root: Path, op: str) -> dict[str, Any]:
+    """The promoted.json on disk ({} when there is none or it is unreadable)."""
+    try:
+        return json.loads((root / promoted_paths(op)[1]).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def commit_promoted(root: Path, op: str, message: str) -> str:
+    """Commit only the promoted files; returns the new commit id."""
+    paths = promoted_paths(op)
+    _git(root, "add", "--", *paths)
+    _git(root, "commit", "--only", "-m", message, "--", *paths)
+    return _git(root, "rev-parse", "HEAD").strip()
+
+
+def promote(root: Path, op: str, source: str, meta: dict[str, Any], message: str, commit: bool) -> str | None:
+    """Write (and unless commit=False, commit) a promoted kernel; refuses over uncommitted edits."""
+    if commit and not is_repo(root):
+        raise GitError(f"{root} is not a git repository; use --no-commit to write the kernel without committing")
+    check_clean(root, op)
+    write_promoted(root, op, source, meta)
+    return commit_promoted(root, op, message) if commit else None
+
+
+@dataclass
+class Promotion:
+    rev: str
+    date: str
+    subject: str
+    meta: dict[str, Any]
+
+
+def history(root: Path, op: str) -> list[Promotion]:
+    """Commits that changed kernels/<op>/promoted.py, newest first, with their promoted.json."""
+    if not is_repo(root):
+        raise GitError(f"{root} is not a git repository: no promotion history")
+    py, js = promoted_paths(op)
+    out = []
+    for line in _git(root, "log", "--format=%H%x09%ad%x09%s", "--date=iso", "--", py).splitlines():
+        rev, date, subject = line.split("\t", 2)
+        raw = _git(root, "show", f"{rev}:{js}", check=False)
+        try:
+            meta = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            meta = {}
+        out.append(Promotion(rev, date, subject, meta))
+    return out
+
+
+def rollback(root: Path, op: str, to: str | None = None) -> str:
+    """Restore the promoted kernel of revision `to` (default: the one before HEAD's) as a new commit.
+
+    When that revision has no promoted kernel (rolling back past the first promotion), the promoted
+    files are removed, so the op falls back to its baseline.
+    """
+    check_clean(root, op)
+    entries = history(root, op)
+    if not entries:
+        raise GitError(f"{op} has no promotions to roll back")
+    if to is None:
+        target = entries[1].rev if len(entries) > 1 else f"{entries[0].rev}~1"
+    else:
+        target = _git(root, "rev-parse", "--verify", "--quiet", f"{to}^{{commit}}", check=False).strip()
+        if not target:
+            raise GitError(f"unknown revision '{to}'; `aka history {op}` lists the promotions")
+    py, js = promoted_paths(op)
+    src = subprocess.run(["git", "show", f"{target}:{py}"], cwd=root, capture_output=True, text=True)
+    if src.returncode == 0:
+        meta = _git(root, "show", f"{target}:{js}", check=False)
+        (root / py).write_text(src.stdout)
+        (root / js).write_text(meta or "{}\n")
+        _git(root, "add", "--", py, js)
+        label = target[:10]
+    else:
+        _git(root, "rm", "--quiet", "--ignore-unmatch", "--", py, js)
+        label = "baseline"
+    _git(root, "commit", "--only", "-m", f"{op}: roll back promoted kernel to {label}", "--", py, js)
+    return _git(root, "rev-parse", "HEAD").strip()

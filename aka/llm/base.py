@@ -1,0 +1,88 @@
+"""The Backend protocol, token usage, the context a backend sees, and the lazy backend registry.
+
+A backend is one module exposing ``make_backend(**options) -> Backend``; the registry maps a
+name to that module's dotted path and imports it only when asked, so the offline default never
+imports an SDK and an LLM provider is one new file plus one entry here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from aka.errors import AkaError
+from aka.plan import Plan
+
+
+class UnknownBackendError(AkaError):
+    """A --backend name that is not registered."""
+
+
+class BackendExhausted(AkaError):
+    """The backend has nothing new to propose: the run ends normally."""
+
+
+class Usage(BaseModel):
+    """Tokens one backend call consumed (all zero for the offline backend)."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+@dataclass
+class Context:
+    """What a backend may know when it plans: never the exact evaluation shapes' data, only facts.
+
+    ``history`` holds one dict per finished attempt of this run (the attempts.jsonl records), so
+    a backend that derives its state from it resumes exactly where a killed run stopped.
+    """
+
+    op: str
+    attempt: int  # index of the attempt being planned (0-based)
+    incumbent_source: str
+    incumbent_label: str  # "baseline" or "promoted" or "candidate N"
+    baseline_path: str
+    kernel_dir: str
+    hardware: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seed: int = 0
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def plan(self, context: Context) -> tuple[Plan, Usage]: ...
+
+    def candidate(self, plan: Plan, context: Context) -> tuple[str, Usage]: ...
+
+
+# name -> module with make_backend(**options); later: anthropic, openai, replay
+REGISTRY: dict[str, str] = {
+    "offline": "aka.llm.offline",
+    "scripted": "aka.llm.scripted",
+}
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """Import the named backend lazily and build it; unknown names fail with the known ones listed."""
+    path = REGISTRY.get(name)
+    if path is None:
+        raise UnknownBackendError(f"unknown backend '{name}'; choose one of: {', '.join(sorted(REGISTRY))}")
+    return importlib.import_module(path).make_backend(**options)

@@ -1,0 +1,169 @@
+"""The embedded default backend: a planner and a search over the op's pattern library, no network.
+
+A pattern (kernels/<op>/patterns/<name>.yaml) names a template kernel whose module-level CONFIG
+dict is the only thing a candidate changes, the structural choices it pins (`fixed`), which of the
+template's SPACE entries it tunes, constraints that keep a configuration valid, and regions of the
+space to prefer given hardware facts. Without a patterns folder the baseline itself, with its
+CONFIG/SPACE, is the one pattern, so a new op gets the search for free.
+
+The backend keeps no state: every plan() rebuilds the search from the run's finished attempts,
+which is what makes `aka optimize --resume` propose exactly what the killed run would have.
+"""
+
+from __future__ import annotations
+
+import ast
+import pprint
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aka.errors import AkaError
+from aka.llm.base import BackendExhausted, Context, Usage
+from aka.plan import Plan
+from aka.search import Proposal, Structure, Trial, propose
+
+
+class PatternError(AkaError):
+    """A pattern file or template that cannot be used."""
+
+
+@dataclass
+class Pattern:
+    name: str
+    description: str
+    template: Path
+    fixed: dict[str, Any]
+    params: list[str] | None
+    constraints: list[str]
+    regions: list[dict[str, Any]]
+
+
+def config_node(source: str, path: str = "<template>") -> ast.Assign:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CONFIG" for t in node.targets):
+            return node
+    raise PatternError(f"{path}: no module-level CONFIG = {{...}} to substitute")
+
+
+def read_dict(source: str, name: str, path: str = "<template>") -> dict[str, Any]:
+    """A module-level literal dict (CONFIG or SPACE) without importing the module."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            try:
+                return dict(ast.literal_eval(node.value))
+            except ValueError as exc:
+                raise PatternError(f"{path}: {name} is not a literal dict: {exc}") from None
+    return {}
+
+
+def render(template_source: str, config: dict[str, Any]) -> str:
+    """The template with its CONFIG literal replaced by `config` (everything else byte-identical)."""
+    node = config_node(template_source)
+    lines = template_source.splitlines(keepends=True)
+    body = pprint.pformat(config, sort_dicts=False, width=100)
+    new = f"CONFIG = {body}  # rendered by aka's offline search\n"
+    return "".join(lines[: node.lineno - 1]) + new + "".join(lines[node.end_lineno :])
+
+
+def load_patterns(kernel_dir: Path, baseline: Path) -> list[Pattern]:
+    pdir = kernel_dir / "patterns"
+    files = sorted(pdir.glob("*.yaml")) if pdir.is_dir() else []
+    if not files:
+        return [Pattern("baseline", "the baseline's own CONFIG/SPACE", baseline, {}, None, [], [])]
+    out = []
+    for f in files:
+        raw = yaml.safe_load(f.read_text()) or {}
+        try:
+            out.append(
+                Pattern(
+                    name=raw["name"],
+                    description=raw.get("description", ""),
+                    template=(f.parent / raw["template"]).resolve(),
+                    fixed=dict(raw.get("fixed") or {}),
+                    params=raw.get("params"),
+                    constraints=list(raw.get("constraints") or []),
+                    regions=list(raw.get("regions") or []),
+                )
+            )
+        except KeyError as exc:
+            raise PatternError(f"{f}: missing field {exc}") from None
+    return out
+
+
+def structure_of(p: Pattern, hardware: dict[str, Any], incumbent_config: dict[str, Any]) -> Structure:
+    """The planner: pin the pattern's structure, pick the region its hardware facts select."""
+    src = p.template.read_text()
+    config = read_dict(src, "CONFIG", str(p.template))
+    space = read_dict(src, "SPACE", str(p.template))
+    names = p.params if p.params is not None else [k for k in space if k not in p.fixed]
+    space = {k: list(space[k]) for k in names if k in space}
+    facts = {"sms": 0, "interpreter": False, **hardware}
+    for region in p.regions:
+        if eval(str(region.get("when", "True")), {"__builtins__": {}}, facts):
+            space.update({k: list(v) for k, v in (region.get("space") or {}).items() if k in space})
+            break
+    start = {**config, **{k: v for k, v in incumbent_config.items() if k in config}, **p.fixed}
+    for k, vals in space.items():  # keep the start inside the chosen region
+        if start.get(k) not in vals:
+            start[k] = vals[len(vals) // 2]
+    return Structure(p.name, space, start, tuple(p.constraints))
+
+
+def trials_from(history: list[dict[str, Any]]) -> list[Trial]:
+    out = []
+    for rec in history:
+        plan = rec.get("plan") or {}
+        if not plan.get("pattern"):
+            continue  # an attempt some other backend planned: not part of this search
+        config = rec.get("config") or Plan.model_validate(plan).fixed_config()
+        out.append(Trial(plan["pattern"], config, rec.get("score"), rec.get("failed_stage", "")))
+    return out
+
+
+class OfflineBackend:
+    name = "offline"
+
+    def __init__(self, seed: int | None = None):
+        self.seed = seed
+
+    def _structures(self, ctx: Context) -> tuple[list[Pattern], list[Structure]]:
+        patterns = load_patterns(Path(ctx.kernel_dir), Path(ctx.baseline_path))
+        inc = read_dict(ctx.incumbent_source, "CONFIG")
+        return patterns, [structure_of(p, ctx.hardware, inc) for p in patterns]
+
+    def plan(self, ctx: Context) -> tuple[Plan, Usage]:
+        patterns, structures = self._structures(ctx)
+        seed = ctx.seed if self.seed is None else self.seed
+        prop = propose(structures, trials_from(ctx.history), seed)
+        if prop is None:
+            raise BackendExhausted(f"{ctx.op}: every configuration of every pattern has been tried")
+        return _as_plan(prop, next(p for p in patterns if p.name == prop.structure.name)), Usage()
+
+    def candidate(self, plan: Plan, ctx: Context) -> tuple[str, Usage]:
+        patterns = {p.name: p for p in load_patterns(Path(ctx.kernel_dir), Path(ctx.baseline_path))}
+        if plan.pattern not in patterns:
+            raise PatternError(f"plan names unknown pattern '{plan.pattern}'; known: {', '.join(patterns)}")
+        src = patterns[plan.pattern].template.read_text()
+        config = {**read_dict(src, "CONFIG"), **plan.fixed_config()}
+        return render(src, config), Usage()
+
+
+def _as_plan(prop: Proposal, pattern: Pattern) -> Plan:
+    structural = f"{pattern.name}: {pattern.description}" if prop.phase == "structure" else ""
+    return Plan(
+        hypothesis=prop.rationale,
+        structural_change=structural,
+        expected_effect={},
+        risks=[] if prop.phase == "parameters" else ["a structure untried on this device"],
+        param_ranges={k: [v] for k, v in prop.config.items()},
+        avoided=prop.avoided,
+        pattern=pattern.name,
+        cited_evidence=[f"{k}: {a} -> {b}" for k, (a, b) in prop.changed.items()],
+    )
+
+
+def make_backend(**options: Any) -> OfflineBackend:
+    return OfflineBackend(**options)

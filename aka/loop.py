@@ -1,0 +1,251 @@
+"""The optimisation loop: plan -> candidate -> check -> compile -> gate -> bench -> decide -> record.
+
+Read run_loop() top to bottom: one round per candidate until the budget says stop. Every stage
+is reached through the Evaluator (aka.evaluator), the backend (aka.llm) or the Supervisor's pure
+decide(); this module only sequences them and records what happened. State that matters for the
+next round (budget used, best score, incumbent) is rebuilt from attempts.jsonl, so a resumed run
+continues exactly where the log ends: finished attempts are never repeated, the one in flight
+when the process died is redone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from aka import gitops
+from aka.errors import AkaError
+from aka.evaluator import Evaluator, code_hash, speedup
+from aka.llm.base import Backend, BackendExhausted, Context
+from aka.settings import OptimizeSettings
+from aka.store import RunStore
+from aka.supervisor import (
+    BudgetUsed,
+    Decision,
+    Measurements,
+    decide,
+    promotion_message,
+    promotion_meta,
+    stop_reason,
+)
+
+
+class View(Protocol):
+    def update(self, **fields: Any) -> None: ...
+
+
+class _Quiet:
+    def update(self, **fields: Any) -> None:
+        pass
+
+
+@dataclass
+class State:
+    """What the next round needs; a pure function of run.json and the attempts log."""
+
+    used: BudgetUsed
+    best: float | None  # best geomean speedup over the baseline (bench screen)
+    incumbent: Path
+    incumbent_label: str
+    incumbent_times: dict[str, float]
+    seen: dict[str, int] = field(default_factory=dict)  # code hash -> attempt that measured it
+
+
+def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
+    """Gate stages, bench shapes and gate rounds: the full set only off the interpreter."""
+    if settings.interpreter:
+        return [["smoke", "edge"]], "smoke", settings.cpu_gate_rounds
+    return [["smoke", "edge"], ["full"]], "full", settings.gate_rounds
+
+
+def rebuild(store: RunStore, run: dict[str, Any]) -> State:
+    st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
+               run["incumbent"]["label"], dict(run["baseline"]["incumbent_us"]))
+    st.seen[run["incumbent"]["hash"]] = -1
+    for rec in store.attempts():
+        st.used.candidates += 1
+        st.used.elapsed_s += rec.get("duration_s", 0.0)
+        st.used.tokens += rec.get("tokens", 0)
+        st.used.since_improvement = 0 if rec.get("improved") else st.used.since_improvement + 1
+        if rec.get("score") is not None:
+            st.best = rec["score"] if st.best is None else max(st.best, rec["score"])
+        if rec.get("code_hash"):
+            st.seen.setdefault(rec["code_hash"], rec["n"])
+        if rec["decision"]["promote"]:
+            st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
+            st.incumbent_label = f"candidate {rec['n']}"
+            st.incumbent_times = dict(rec["bench"]["times_us"])
+    return st
+
+
+class SetupError(AkaError):
+    """The baseline could not be measured, so no candidate can be judged."""
+
+
+def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator) -> RunStore:
+    """Create the run directory and pay once for the baseline figures every decision needs."""
+    t0 = time.monotonic()
+    if settings.commit and not settings.interpreter:
+        gitops.check_clean(op.root, op.name)  # fail now, not after an hour of search
+    device = evaluator.device()
+    _, bench_shapes, _ = shape_plan(settings)
+    incumbent = op.default_kernel()
+    figures = {}
+    for label, path in {"baseline": op.path("baseline"), "incumbent": incumbent}.items():
+        if label == "incumbent" and path == op.path("baseline"):
+            figures["incumbent_us"] = figures["baseline_us"]
+            continue
+        b = evaluator.bench(path, bench_shapes)
+        if b.error or not b.times_us:
+            raise SetupError(f"{op.name}: timing the {label} ({path.name}) failed: {b.error or 'no times'}")
+        figures[f"{label}_us"], figures["timing"] = b.times_us, b.timing
+    source = incumbent.read_text()
+    store = RunStore.create(runs_root, op.name, {})
+    copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py
+    run = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "running", "settings": settings.model_dump(),
+        "device": device, "baseline": {**figures, "shapes": bench_shapes},
+        "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source)},
+        "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
+        "setup_s": round(time.monotonic() - t0, 3),
+    }
+    store.update_run(**run)
+    return store
+
+
+def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
+             view: View | None = None) -> dict[str, Any]:
+    """Run rounds until a stop condition; returns the run summary (also written to run.json)."""
+    view = view or _Quiet()
+    run = store.read_run()
+    st = rebuild(store, run)
+    finish_pending_promotion(store, settings, op)
+    reason = None
+    while reason is None:
+        reason = stop_reason(settings.budget, st.used)
+        if reason:
+            break
+        n = st.used.candidates
+        view.update(round=n + 1, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
+        try:
+            rec = attempt(n, store, settings, op, backend, evaluator, st, run, view)
+        except BackendExhausted as exc:
+            reason = str(exc)
+            break
+        store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
+        if rec["decision"]["promote"]:
+            finish_pending_promotion(store, settings, op)
+        st = rebuild(store, run)
+        view.update(stage="decided", record=rec, best=st.best)
+    summary = {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
+               "incumbent": st.incumbent_label, "elapsed_s": round(st.used.elapsed_s, 1), "tokens": st.used.tokens}
+    store.update_run(status="finished", summary=summary)
+    return summary
+
+
+def attempt(n: int, store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
+            st: State, run: dict[str, Any], view: View) -> dict[str, Any]:
+    """One round: everything measured about candidate n, and the Supervisor's decision."""
+    t0 = time.monotonic()
+    ctx = Context(op=op.name, attempt=n, incumbent_source=st.incumbent.read_text(), incumbent_label=st.incumbent_label,
+                  baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
+                  hardware=run["device"], history=store.attempts(), seed=settings.seed)
+    rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": ""}
+    plan, use1 = backend.plan(ctx)
+    rec.update(plan=plan.model_dump(), config=plan.fixed_config())
+    view.update(stage="codegen", candidate=plan.summary())
+    source, use2 = backend.candidate(plan, ctx)
+    usage = use1 + use2
+    rec.update(usage=usage.model_dump(), tokens=usage.total, code_hash=code_hash(source))
+    path = store.write_candidate(n, source)
+    m, score = evaluate(source, path, settings, op, evaluator, st, run, rec, view)
+    rec["score"] = score
+    rec["improved"] = score is not None and (st.best is None or score > st.best)
+    decision = decide(m, settings.rules)
+    if decision.promote:
+        decision = still_current(store, op, decision)
+    rec["measurements"] = m.model_dump()
+    rec["decision"] = decision.model_dump()
+    rec["duration_s"] = round(time.monotonic() - t0, 3)
+    return rec
+
+
+def evaluate(source: str, path: Path, settings: OptimizeSettings, op, ev: Evaluator, st: State,
+             run: dict[str, Any], rec: dict[str, Any], view: View) -> tuple[Measurements, float | None]:
+    """The staged evaluation; stops at the first failing stage and says which one in rec."""
+    gate_stages, bench_shapes, rounds = shape_plan(settings)
+    full_ids = [c.id for c in op.cases(bench_shapes)]
+    m = Measurements(expected_shapes=full_ids)
+    if rec["code_hash"] in st.seen:
+        rec["failed_stage"] = "duplicate"
+        m.check_error = f"identical code already measured (attempt {st.seen[rec['code_hash']]}); not re-measured"
+        return m, None
+    view.update(stage="check")
+    chk = ev.check(source)
+    rec["check"] = {"ok": chk.ok, "error": chk.error}
+    if not chk.ok:
+        rec["failed_stage"], m.check_error = "check", chk.error
+        return m, None
+    view.update(stage="compile")
+    comp = ev.compile(path)
+    rec["compile"] = {"ok": comp.ok, "error": comp.error, **comp.detail}
+    if not comp.ok:
+        rec["failed_stage"], m.compile_error = "compile", comp.error or "failed"
+        return m, None
+    for sets in gate_stages:  # cheap shapes first: a wrong kernel never costs a full-set gate
+        view.update(stage="gate " + "+".join(sets))
+        g = ev.gate(path, sets, rounds, settings.seed + 1000 * rec["n"])
+        m.gate.update(g.passed)
+        m.gate_sets += sets
+        rec["gate"] = {"sets": m.gate_sets, "passed": m.gate, "error": g.error, **g.detail}
+        if g.error or not g.passed or not all(all(r) for r in g.passed.values()):
+            rec["failed_stage"], m.gate_error = "gate", g.error or "a shape failed"
+            return m, None
+    view.update(stage=f"bench {bench_shapes}")
+    b = ev.bench(path, bench_shapes)
+    rec["bench"] = {"times_us": b.times_us, "timing": b.timing, "error": b.error}
+    m.timing = b.timing if b.timing in ("gpu", "interpreter") else "none"
+    if b.error or not b.times_us:
+        rec["failed_stage"] = "bench"
+        return m, None
+    score = speedup(run["baseline"]["baseline_us"], b.times_us)
+    vs_inc = speedup(st.incumbent_times, b.times_us)
+    rec["bench"].update(vs_baseline=score, vs_incumbent=vs_inc)
+    if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
+        view.update(stage="compare (ABBA)")  # only promising candidates earn the interleaved re-measurement
+        c = ev.compare(st.incumbent, path, bench_shapes)
+        rec["compare"] = {"speedups": c.speedups, "geomean": c.geomean, "noise": c.noise, "timing": c.timing,
+                          "error": c.error}
+        if c.timing == "gpu" and not c.error:
+            m.ratios, m.geomean, m.noise = c.speedups, c.geomean, c.noise
+    elif m.timing == "gpu":
+        m.screen_gain = None if vs_inc is None else vs_inc - 1
+    return m, score
+
+
+def still_current(store: RunStore, op, decision: Decision) -> Decision:
+    """Another run may have promoted meanwhile: then our comparison was against a stale incumbent."""
+    promoted = [r for r in store.attempts() if r["decision"]["promote"]]
+    expected = promoted[-1]["code_hash"] if promoted else store.read_run().get("promoted_at_start")
+    current = gitops.read_promoted_meta(op.root, op.name).get("code_hash")
+    if current != expected:
+        return Decision(promote=False, verdict="rejected",
+                        reason=f"the promoted kernel changed during this run (now {current}); re-run against it")
+    return decision
+
+
+def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) -> None:
+    """Apply the last promote decision of the log if it is not applied yet (idempotent; resume-safe)."""
+    promoted = [r for r in store.attempts() if r["decision"]["promote"]]
+    if not promoted:
+        return
+    rec = promoted[-1]
+    if gitops.read_promoted_meta(op.root, op.name).get("code_hash") == rec["code_hash"]:
+        return
+    run = store.read_run()
+    source = (store.path / "candidates" / f"{rec['n']}.py").read_text()
+    meta = promotion_meta(run, rec, promoted[-2] if len(promoted) > 1 else None)
+    commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit)
+    store.update_run(promotions=[*run.get("promotions", []), {"n": rec["n"], "commit": commit}])

@@ -1,0 +1,40 @@
+"""Typed settings of `aka optimize`: every knob is a pydantic field with a one-line docstring."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PromotionRules(BaseModel):
+    """The Supervisor's thresholds; decide() reads nothing else."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min_gain: float = Field(0.01, ge=0, description="geomean speedup must exceed 1 + this")
+    shape_margin: float = Field(0.05, ge=0, description="no shape may be slower than 1 - this")
+    allow_shape_regression: bool = Field(False, description="accept shapes slower than the margin")
+
+
+class Budget(BaseModel):
+    """When a run stops: candidates, wall time, tokens, rounds without improvement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_candidates: int = Field(20, ge=1, description="candidates evaluated in the whole run (--budget)")
+    max_time_s: float | None = Field(None, gt=0, description="wall-clock seconds of evaluation, summed over resumes")
+    max_tokens: int | None = Field(None, gt=0, description="backend tokens (input + output) over the run")
+    patience: int | None = Field(None, ge=1, description="stop after this many attempts without a new best")
+
+
+class OptimizeSettings(BaseModel):
+    """Everything one `aka optimize` run was started with; stored in run.json and reused on resume."""
+
+    model_config = ConfigDict(extra="forbid")
+    op: str = Field(description="operator line to optimize")
+    budget: Budget = Field(default_factory=Budget, description="stop conditions")
+    rules: PromotionRules = Field(default_factory=PromotionRules, description="promotion thresholds")
+    backend: str = Field("offline", description="planner/codegen backend name (registry in aka.llm.base)")
+    commit: bool = Field(True, description="commit a promoted kernel to git (--no-commit: only write it)")
+    seed: int = Field(0, description="seed for the search and the gate's input rounds")
+    gate_rounds: int = Field(3, ge=1, description="gate rounds (fresh inputs each) on every shape set")
+    interpreter: bool = Field(False, description="run kernels in Triton's CPU interpreter (set when no GPU)")
+    cpu_gate_rounds: int = Field(1, ge=1, description="gate rounds in the interpreter (seconds per shape there)")
+    timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")

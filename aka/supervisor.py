@@ -1,0 +1,131 @@
+"""The Supervisor: stop conditions and the promotion decision, as pure functions of measurements.
+
+decide() is the only place that says "promote". It reads a Measurements record (what the gate,
+the bench and the interleaved comparison reported) and the PromotionRules, and returns a
+Decision with its reason; it does no I/O, so every rule has a unit test (tests/loop/test_decide.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aka.settings import Budget, PromotionRules
+
+Timing = Literal["gpu", "interpreter", "none"]
+
+
+class Measurements(BaseModel):
+    """What one candidate's evaluation produced; inputs to decide()."""
+
+    model_config = ConfigDict(extra="forbid")
+    check_error: str = Field("", description="static check failure; empty when it passed")
+    compile_error: str = Field("", description="compile/import failure; empty when it passed")
+    gate: dict[str, list[bool]] = Field(default_factory=dict, description="shape id -> pass per gate round")
+    gate_error: str = Field("", description="first gate failure in words")
+    gate_sets: list[str] = Field(default_factory=list, description="shape sets the gate covered")
+    timing: Timing = Field("none", description="where the timings come from")
+    ratios: dict[str, float] = Field(default_factory=dict, description="shape -> incumbent/candidate time")
+    expected_shapes: list[str] = Field(default_factory=list, description="full-set shape ids compare must cover")
+    screen_gain: float | None = Field(None, description="bench gain over the incumbent when too small to re-measure")
+    geomean: float | None = Field(None, description="geomean speedup over the incumbent (interleaved)")
+    noise: float | None = Field(None, description="relative noise of the geomean (e.g. CI half-width)")
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    promote: bool
+    verdict: Literal["promoted", "rejected", "not promoted"]
+    reason: str
+
+
+def _no(reason: str, verdict: Literal["rejected", "not promoted"] = "rejected") -> Decision:
+    return Decision(promote=False, verdict=verdict, reason=reason)
+
+
+def decide(m: Measurements, rules: PromotionRules) -> Decision:
+    """Promote only a fully gated, GPU-timed candidate that is measurably faster everywhere that counts."""
+    if m.check_error:
+        return _no(f"static check failed: {m.check_error}")
+    if m.compile_error:
+        return _no(f"compile failed: {m.compile_error}")
+    failed = [f"{s} round {i + 1}" for s, rounds in m.gate.items() for i, ok in enumerate(rounds) if not ok]
+    if not m.gate or failed or m.gate_error:
+        where = ", ".join(failed[:3]) or "no gate result"
+        return _no(f"gate failed ({where}){': ' + m.gate_error if m.gate_error else ''}")
+    if m.timing == "interpreter":
+        return _no("not promoted: interpreter timings cannot promote", "not promoted")
+    if "full" not in m.gate_sets:
+        return _no(f"gate covered only {'+'.join(m.gate_sets) or 'nothing'}, not the full set")
+    if m.timing == "gpu" and m.geomean is None and m.screen_gain is not None:
+        return _no(f"bench gain {m.screen_gain:+.2%} over the incumbent too small to re-measure")
+    if m.timing != "gpu" or m.geomean is None:
+        return _no("no interleaved GPU comparison against the incumbent")
+    missing = [s for s in m.expected_shapes if s not in m.ratios]
+    if missing:
+        return _no(f"comparison missing shapes {', '.join(missing)}")
+    gain = m.geomean - 1.0
+    if gain <= rules.min_gain:
+        return _no(f"geomean gain {gain:+.2%} not above min-gain {rules.min_gain:.2%}")
+    noise = m.noise or 0.0
+    if gain <= noise:
+        return _no(f"geomean gain {gain:+.2%} within measured noise {noise:.2%}")
+    slow = {s: r for s, r in m.ratios.items() if r < 1.0 - rules.shape_margin}
+    if slow and not rules.allow_shape_regression:
+        worst = min(slow, key=slow.__getitem__)
+        return _no(f"{worst} slower by {1 - slow[worst]:.1%} (margin {rules.shape_margin:.0%})")
+    extra = f"; allowed regressions on {', '.join(sorted(slow))}" if slow else ""
+    return Decision(promote=True, verdict="promoted", reason=f"geomean gain {gain:+.2%} (noise {noise:.2%}){extra}")
+
+
+class BudgetUsed(BaseModel):
+    """What a run has consumed so far; rebuilt from attempts.jsonl on resume."""
+
+    model_config = ConfigDict(extra="forbid")
+    candidates: int = 0
+    elapsed_s: float = 0.0
+    tokens: int = 0
+    since_improvement: int = 0
+
+
+def stop_reason(budget: Budget, used: BudgetUsed) -> str | None:
+    """Why the run must stop now, or None to run another round."""
+    if used.candidates >= budget.max_candidates:
+        return f"budget of {budget.max_candidates} candidates used"
+    if budget.max_time_s is not None and used.elapsed_s >= budget.max_time_s:
+        return f"time limit of {budget.max_time_s:.0f} s reached"
+    if budget.max_tokens is not None and used.tokens >= budget.max_tokens:
+        return f"token limit of {budget.max_tokens} reached"
+    if budget.patience is not None and used.since_improvement >= budget.patience:
+        return f"no improvement in {budget.patience} attempts (patience)"
+    return None
+
+
+def promotion_meta(run: dict[str, Any], rec: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """promoted.json: what was promoted, measured where, and how much faster than what."""
+    times = rec["bench"]["times_us"]
+    base = run["baseline"]["baseline_us"]
+    prev = previous["bench"]["times_us"] if previous else run["baseline"]["incumbent_us"]
+    dev = run["device"]
+    return {
+        "op": run["op"], "run_id": run["run_id"], "attempt": rec["n"], "code_hash": rec["code_hash"],
+        "plan": rec["plan"].get("hypothesis", ""), "pattern": rec["plan"].get("pattern"), "config": rec.get("config"),
+        "times_us": times,
+        "speedup_vs_baseline": {s: base[s] / t for s, t in times.items() if s in base},
+        "speedup_vs_previous": {s: prev[s] / t for s, t in times.items() if s in prev},
+        "geomean_vs_previous": rec["measurements"]["geomean"], "noise": rec["measurements"]["noise"],
+        "geomean_vs_baseline": rec.get("score"),
+        "gate": rec.get("gate", {}),
+        "device": dev.get("name"), "driver": dev.get("driver"), "cuda": dev.get("cuda"),
+        "torch": dev.get("torch"), "triton": dev.get("triton"), "python": dev.get("python"),
+        "decision": rec["decision"]["reason"],
+    }
+
+
+def promotion_message(run: dict[str, Any], rec: dict[str, Any], meta: dict[str, Any]) -> str:
+    gain = (meta["geomean_vs_previous"] or 1.0) - 1.0
+    vs_base = meta.get("geomean_vs_baseline") or 0.0
+    return (f"{run['op']}: promote attempt {rec['n']} of run {run['run_id']}: geomean {gain:+.1%} vs previous, "
+            f"{vs_base:.3f}x vs baseline\n\n{rec['plan'].get('hypothesis', '')}\ncode {rec['code_hash']}, "
+            f"device {meta['device']}")

@@ -1,0 +1,93 @@
+"""A fake evaluator and a temporary project for loop tests.
+
+Candidates are tiny Python sources whose comments tell the fake what to report, e.g.
+``# speed=1.2`` (20% faster than the baseline everywhere), ``# gate=fail``, ``# compile=fail``,
+``# slow=G2:0.8`` (shape G2 at 0.8x of the speed). The fake reports GPU timings only when built
+with timing="gpu" — an explicit injection that the CLI cannot reach.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from aka.evaluator import BenchOutcome, CompareOutcome, GateOutcome, StageOutcome
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def source(speed: float = 1.0, tag: str = "", **marks: str) -> str:
+    lines = [f"# speed={speed}", f"# tag={tag}"] + [f"# {k}={v}" for k, v in marks.items()]
+    return "\n".join(lines) + "\ndef gdn_prefill(**kw):\n    return None\n"
+
+
+def marks(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^# (\w+)=(\S+)", text, re.M))
+
+
+class FakeEvaluator:
+    def __init__(self, op, timing: str = "gpu", noise: float = 0.002, delay_s: float = 0.0):
+        self.op = op
+        self.timing = timing
+        self.noise = noise
+        self.delay_s = delay_s
+        self.calls: list[str] = []
+
+    def device(self) -> dict[str, Any]:
+        interp = self.timing != "gpu"
+        return {"name": "fake H200" if not interp else "cpu (fake)", "interpreter": interp, "sms": 132,
+                "torch": "x", "triton": "y", "driver": "z"}
+
+    def _speed(self, path: Path, shape: str) -> float:
+        m = marks(Path(path).read_text())
+        speed = float(m.get("speed", 1.0))
+        slow = m.get("slow", "")
+        if slow.startswith(shape + ":"):
+            speed *= float(slow.split(":")[1])
+        return speed
+
+    def check(self, src: str) -> StageOutcome:
+        self.calls.append("check")
+        return StageOutcome(marks(src).get("check") != "fail", "fake policy refusal")
+
+    def compile(self, path: Path) -> StageOutcome:
+        self.calls.append("compile")
+        time.sleep(self.delay_s)
+        ok = marks(Path(path).read_text()).get("compile") != "fail"
+        return StageOutcome(ok, "" if ok else "SyntaxError: fake")
+
+    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
+        self.calls.append("gate:" + "+".join(sets))
+        fail = marks(Path(path).read_text()).get("gate") == "fail"
+        passed = {c.id: [not fail] * rounds for s in sets for c in self.op.cases(s)}
+        return GateOutcome(passed, "S1: rel_l2 3e-1 > 1e-2" if fail else "")
+
+    def bench(self, path: Path, shapes: str) -> BenchOutcome:
+        self.calls.append("bench")
+        return BenchOutcome({c.id: 100.0 / self._speed(path, c.id) for c in self.op.cases(shapes)}, self.timing)
+
+    def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
+        self.calls.append("compare")
+        sp = {c.id: self._speed(candidate, c.id) / self._speed(incumbent, c.id) for c in self.op.cases(shapes)}
+        from aka.bench import geomean
+
+        return CompareOutcome(sp, geomean(list(sp.values())), self.noise, self.timing)
+
+
+def make_project(tmp: Path, git: bool = True) -> Path:
+    """A minimal aka project (the real gdn_prefill contract, a fake baseline) in a fresh git repo."""
+    root = tmp / "proj"
+    (root / "workloads").mkdir(parents=True)
+    (root / "kernels" / "gdn_prefill").mkdir(parents=True)
+    shutil.copy(REPO / "workloads" / "gdn_prefill.yaml", root / "workloads")
+    (root / "kernels" / "gdn_prefill" / "baseline.py").write_text(source(1.0, "baseline"))
+    (root / ".gitignore").write_text("/runs/\n")
+    if git:
+        for cmd in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
+                    ["config", "user.name", "t"], ["add", "."], ["commit", "-q", "-m", "init"]):
+            subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
+    return root

@@ -1,0 +1,102 @@
+"""Resume: the store's log survives torn writes and kills; a resumed run neither loses nor repeats work."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakes import FakeEvaluator, source
+
+from aka.llm.scripted import ScriptedBackend
+from aka.loop import prepare_run, run_loop
+from aka.settings import Budget, OptimizeSettings
+from aka.store import RunBusyError, RunStore, UnknownRunError, list_runs
+
+HERE = Path(__file__).parent
+
+
+def test_torn_last_line_is_dropped_and_appends_continue(tmp_path):
+    store = RunStore.create(tmp_path, "op", {"settings": {}})
+    store.append_attempt({"n": 0, "decision": {"promote": False}})
+    with open(store.path / "attempts.jsonl", "a") as fh:
+        fh.write('{"n": 1, "deci')  # kill -9 in the middle of a write
+    store.close()
+    again = RunStore.open(tmp_path, store.run_id)
+    assert [a["n"] for a in again.attempts()] == [0]
+    again.append_attempt({"n": 1, "decision": {"promote": False}})
+    assert [a["n"] for a in again.attempts()] == [0, 1]
+    with pytest.raises(RuntimeError, match="out of order"):
+        again.append_attempt({"n": 5})
+
+
+def test_one_run_one_process_and_unique_ids(tmp_path):
+    a = RunStore.create(tmp_path, "op", {})
+    b = RunStore.create(tmp_path, "op", {})
+    assert a.run_id != b.run_id
+    with pytest.raises(RunBusyError, match="in use"):
+        RunStore.open(tmp_path, a.run_id)
+    a.close()
+    RunStore.open(tmp_path, a.run_id).close()
+    with pytest.raises(UnknownRunError, match="aka runs"):
+        RunStore.open(tmp_path, "nope")
+    assert {r["run_id"] for r in list_runs(tmp_path)} == {a.run_id, b.run_id}
+
+
+def test_resume_in_process_continues_the_budget(project, op):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=5), commit=False, interpreter=True)
+    steps = [{"source": source(1.0 + i / 10)} for i in range(10)]
+    ev = FakeEvaluator(op, timing="interpreter")
+    store = prepare_run(project / "runs", settings, op, ev)
+    first = Budget(max_candidates=2)
+    run_loop(store, settings.model_copy(update={"budget": first}), op, ScriptedBackend(steps), ev)
+    assert len(store.attempts()) == 2
+    summary = run_loop(store, settings, op, ScriptedBackend(steps), ev)
+    assert [a["n"] for a in store.attempts()] == [0, 1, 2, 3, 4]
+    assert summary["attempts"] == 5
+    tags = [json.loads(json.dumps(a["code_hash"])) for a in store.attempts()]
+    assert len(set(tags)) == 5
+
+
+def _start(project: Path, steps: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
+    return subprocess.Popen([sys.executable, str(HERE / "driver.py"), str(project), str(steps), "0.25", *extra],
+                            stdout=subprocess.PIPE, text=True, env=env)
+
+
+def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(project):
+    speeds = [1.0, 1.05, 1.2, 0.9, 1.3, 1.1, 1.25, 1.4]
+    steps = project / "steps.json"
+    steps.write_text(json.dumps([{"source": source(s, tag=f"t{i}")} for i, s in enumerate(speeds)]))
+    proc = _start(project, steps)
+    run_id = proc.stdout.readline().split()[1]
+    log = next((project / "runs" / "gdn_prefill").glob(f"{run_id}/attempts.jsonl"), None)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        log = project / "runs" / "gdn_prefill" / run_id / "attempts.jsonl"
+        if log.exists() and len(log.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = len(log.read_text().splitlines())
+    assert 3 <= killed_at < len(speeds), "the kill must land mid-run"
+
+    again = _start(project, steps, run_id)
+    out, _ = again.communicate(timeout=120)
+    assert again.returncode == 0, out
+    attempts = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [a["n"] for a in attempts] == list(range(len(speeds)))  # nothing lost, nothing twice
+    assert [a["code_hash"] for a in attempts] == sorted({a["code_hash"] for a in attempts}, key=[
+        a["code_hash"] for a in attempts].index)
+    promoted = [a["n"] for a in attempts if a["decision"]["promote"]]
+    assert promoted == [1, 2, 4, 7]  # 1.05 > 1.0, 1.2, 1.3, 1.4: each beats the incumbent by > 1%
+    meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
+    assert meta["attempt"] == 7 and meta["run_id"] == run_id
+    subjects = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
+    assert subjects.count(f"run {run_id}") == 4  # one commit per promotion, none repeated
