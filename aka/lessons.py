@@ -1,0 +1,187 @@
+"""Lessons: what a run learned, as structured records, and card drafts proposed from them.
+
+The attempts log (runs/<op>/<run-id>/attempts.jsonl) is written by the loop; this module only
+reads it, defensively, because its schema grows: unknown fields are ignored and missing ones
+read as "unknown". Nothing here writes into wiki/: drafts go to stdout or a folder the user names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aka.errors import AkaError
+
+
+class LessonError(AkaError):
+    """A run folder or attempts log that cannot be read."""
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """The few things lessons and stats need from one attempts.jsonl record."""
+
+    attempt: int
+    summary: str
+    cited_wiki: list[str]
+    passed_gate: bool | None  # None: the record does not say
+    promoted: bool
+    reason: str
+    measurements: dict[str, float] = field(default_factory=dict)
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _numbers(d: dict[str, Any], prefix: str) -> dict[str, float]:
+    return {f"{prefix}{k}": float(v) for k, v in d.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _gate_passed(rec: dict[str, Any], gate: dict[str, Any]) -> bool | None:
+    """The loop logs gate.passed as {shape: [bool per round]}; older or other logs may use a bool."""
+    if rec.get("failed_stage") in ("check", "compile", "gate", "duplicate"):
+        return False
+    passed = gate.get("passed", rec.get("gate_passed"))
+    if isinstance(passed, bool):
+        return passed
+    if isinstance(passed, dict) and passed:
+        rounds = [r if isinstance(r, list) else [r] for r in passed.values()]
+        return not gate.get("error") and all(bool(x) for r in rounds for x in r)
+    return None
+
+
+def view(rec: dict[str, Any], index: int) -> AttemptView:
+    plan, gate, dec, bench, meas = (_dict(rec.get(k)) for k in ("plan", "gate", "decision", "bench", "measurements"))
+    cited = [c for c in plan.get("cited_wiki") or [] if isinstance(c, str)]
+    verdict = str(dec.get("verdict", dec.get("action", ""))).lower()
+    promoted = bool(dec.get("promote") or dec.get("promoted")) or verdict in ("promote", "promoted")
+    passed = True if promoted else _gate_passed(rec, gate)  # promotion implies the gate passed
+    reason = str(dec.get("reason") or gate.get("error") or rec.get("error") or "")
+    if rec.get("failed_stage") and rec["failed_stage"] not in reason:
+        reason = f"{rec['failed_stage']} stage: {reason}" if reason else f"failed at the {rec['failed_stage']} stage"
+    summary = str(plan.get("structural_change") or plan.get("hypothesis") or rec.get("summary") or "")
+    if plan.get("pattern"):
+        summary = f"[{plan['pattern']}] {summary}".strip()
+    numbers = {**_numbers(bench, "bench."), **_numbers(meas, ""), **_numbers(dec, "decision.")}
+    if isinstance(rec.get("score"), int | float):
+        numbers["score"] = float(rec["score"])
+    attempt = rec.get("n", rec.get("attempt", index))
+    return AttemptView(attempt if isinstance(attempt, int) else index, summary, cited, passed, promoted, reason,
+                       numbers)
+
+
+def read_attempts(path: Path) -> list[dict[str, Any]]:
+    """Records of one attempts.jsonl; a torn last line (killed run) is skipped, other bad lines fail."""
+    if not path.is_file():
+        raise LessonError(f"{path}: no attempts log; pass a run folder such as runs/<op>/<run-id>")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                continue
+            raise LessonError(f"{path}: line {i + 1} is not JSON") from None
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+class Lesson(BaseModel):
+    """One thing a run learned, with the evidence."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["worked", "failed"]
+    what: str = Field(description="the change that was tried")
+    why: str = Field(description="the decision's reason: gain, gate failure, no speedup, crash")
+    measurements: dict[str, float] = Field(default_factory=dict)
+    cited_wiki: list[str] = Field(default_factory=list)
+    attempt: int
+
+
+def lessons_from_attempts(records: list[dict[str, Any]]) -> list[Lesson]:
+    """Pure: one lesson per attempt that says something (promoted, or failed with a reason)."""
+    out = []
+    for i, rec in enumerate(records):
+        v = view(rec, i)
+        if not v.summary and not v.reason:
+            continue
+        why = v.reason or ("promoted" if v.promoted else "not promoted (no reason recorded)")
+        out.append(Lesson(kind="worked" if v.promoted else "failed", what=v.summary or "(no plan summary)",
+                          why=why, measurements=v.measurements, cited_wiki=v.cited_wiki, attempt=v.attempt))
+    return out
+
+
+def write_lessons(run_dir: Path) -> list[Lesson]:
+    """Read run_dir/attempts.jsonl and write run_dir/lessons.jsonl (replacing it)."""
+    lessons = lessons_from_attempts(read_attempts(run_dir / "attempts.jsonl"))
+    text = "".join(les.model_dump_json() + "\n" for les in lessons)
+    (run_dir / "lessons.jsonl").write_text(text, encoding="utf-8")
+    return lessons
+
+
+def load_lessons(run_dir: Path) -> list[Lesson]:
+    """lessons.jsonl when the run wrote it, else derived from its attempts now."""
+    path = run_dir / "lessons.jsonl"
+    if path.is_file():
+        return [Lesson.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+    return lessons_from_attempts(read_attempts(run_dir / "attempts.jsonl"))
+
+
+@dataclass(frozen=True)
+class Draft:
+    action: Literal["new", "update"]
+    card_id: str
+    relpath: str  # where it would go under wiki/, for the reviewer
+    text: str
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())[:6]
+    return "-".join(words) or "lesson"
+
+
+def _evidence(lessons: list[Lesson], run: str) -> str:
+    rows = []
+    for les in lessons:
+        meas = ", ".join(f"{k}={v:g}" for k, v in sorted(les.measurements.items())) or "no measurements"
+        rows.append(f"- {run} attempt {les.attempt}: {les.kind}: {les.what} — {les.why} ({meas})")
+    return "\n".join(rows) + "\n"
+
+
+def distill(lessons: list[Lesson], run: str, known_ids: set[str]) -> list[Draft]:
+    """Drafts for a person to review: evidence appended to cited cards, new cards for uncited wins
+    and uncited failures. Deterministic; never touches wiki/."""
+    drafts: list[Draft] = []
+    by_card: dict[str, list[Lesson]] = {}
+    for les in lessons:
+        for cid in les.cited_wiki:
+            by_card.setdefault(cid, []).append(les)
+    for cid in sorted(by_card):
+        if cid not in known_ids:
+            continue  # a plan cited an id the wiki does not have: stats reports it, no draft
+        text = f"<!-- append to the card '{cid}' under '## Evidence from runs' -->\n" + _evidence(by_card[cid], run)
+        drafts.append(Draft("update", cid, f"(existing card {cid})", text))
+    seen: set[str] = set()
+    for les in lessons:
+        if les.cited_wiki:
+            continue
+        kind, folder = ("technique", "techniques") if les.kind == "worked" else ("anti-pattern", "anti-patterns")
+        cid = f"draft-{_slug(les.what)}"
+        cid = f"{cid}-{les.attempt}" if cid in seen else cid
+        seen.add(cid)
+        fm = (f"---\nid: {cid}\nkind: {kind}\ntitle: {json.dumps(les.what[:100] or cid)}\narch: []\nops: []\n"
+              f"tags: []\nsources:\n  - \"{run} attempt {les.attempt} (aka run log)\"\n---\n")
+        body = (f"## When it applies\nTODO (reviewer): the regime where this held.\n\n## Mechanism\n{les.what}\n\n"
+                f"## Observed\n{_evidence([les], run)}\n## How to verify\nTODO (reviewer).\n\n## Pitfalls\n{les.why}\n")
+        drafts.append(Draft("new", cid, f"{folder}/{cid}.md", fm + body))
+    return drafts
