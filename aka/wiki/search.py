@@ -18,7 +18,7 @@ from aka.wiki.model import Card
 _WEIGHTS = {"id": 2.0, "title": 3.0, "tags": 3.0, "ops": 1.0, "body": 1.0}
 _K1, _B = 1.2, 0.75
 _OP_BOOST = 1.5  # the card names the requested op
-_TAG_BOOST = 0.5  # per requested evidence tag the card carries
+_TAG_BOOST = 2.0  # per requested tag word the card carries (BM25 scores run about 2-30)
 _STOP = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "is", "it", "by", "as", "at", "be"}
 _SUFFIXES = ("ing", "ed", "es", "s", "e")
 
