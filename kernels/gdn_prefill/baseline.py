@@ -33,8 +33,6 @@ independent segments.
 from __future__ import annotations
 
 import math
-from typing import Optional
-
 import torch
 import triton
 import triton.language as tl
@@ -42,14 +40,17 @@ import triton.language as tl
 # Values the entry point uses; a search replaces this dict wholesale (read at call time).
 # Defaults are from the H200 sweep recorded in docs/perf/gdn_prefill.md.
 CONFIG = {
-    "BV": 64,  # value-column block of _fwd_kernel (state block K x BV in registers)
+    "BV": 32,  # value-column block of _fwd_kernel (state block K x BV in registers)
     "fwd_warps": 4,
     "fwd_stages": 2,
+    "reload_k": True,
+    "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop  # re-read k for the state update instead of keeping it live (fewer spills)
     "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
     "seg_warps": 4,
     "seg_stages": 2,
     "BVC": 32,  # column block of the chain kernel
     "prep_warps": 4,
+    "prep_prec": "tf32x3",  # precision of the 16x16 inverse/merge dots (tf32: fewer registers)
     "cp": True,  # context parallelism on/off
     "cp_min_programs": 264,  # use CP only when N*HV*(V/BV) is below this (2 programs per SM)
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
@@ -60,11 +61,14 @@ SPACE = {
     "BV": [32, 64, 128],
     "fwd_warps": [4, 8],
     "fwd_stages": [1, 2, 3],
+    "reload_k": [True, False],
+    "pre_p": [True, False],
     "BVA": [32, 64, 128],
     "seg_warps": [4, 8],
     "seg_stages": [1, 2, 3],
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
+    "prep_prec": ["tf32x3", "tf32"],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
@@ -149,9 +153,9 @@ def _store_tb(tb_ptr, T, bcol, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.cons
 
 @triton.jit
 def _prep_kernel(
-    k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, N,
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
 ):
     i_h = tl.program_id(0)
     i_c = tl.program_id(1)
@@ -165,6 +169,17 @@ def _prep_kernel(
     i_hk = i_h // (HV // HK)
     r = tl.arange(0, 16)
     ck = tl.arange(0, K)
+    if PRE_P:  # P = scale (Q K^T . Gamma . causal), full 64x64 tile, bf16
+        rb = tl.arange(0, BT)
+        t_r = t0 + rb
+        m_r = t_r < eos
+        qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+        kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+        gf = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+        causal = rb[:, None] >= rb[None, :]
+        pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gf[:, None] - gf[None, :], float("-inf")))
+        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
+                 mask=m_r[:, None])
 
     t_0 = t0 + r
     t_1 = t0 + 16 + r
@@ -227,7 +242,14 @@ def _prep_kernel(
         + tl.dot(A32, T20, input_precision=PREC),
         input_precision=PREC,
     )
-    # store Tb = T diag(beta); upper blocks are never written (readers mask them)
+    # store Tb = T diag(beta), zero upper blocks included (readers load whole 64x64 tiles)
+    Z = tl.zeros([16, 16], dtype=tl.float32)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 16)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 32)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 48)
+    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 32)
+    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 48)
+    _store_tb(tb_ptr, Z, b0, t_2, m_2, i_h, HV, 48)
     _store_tb(tb_ptr, T00, b0, t_0, m_0, i_h, HV, 0)
     _store_tb(tb_ptr, T10, b0, t_1, m_1, i_h, HV, 0)
     _store_tb(tb_ptr, T11, b1, t_1, m_1, i_h, HV, 16)
@@ -245,22 +267,26 @@ def _prep_kernel(
 
 
 @triton.jit
-def _chunk_common(k_ptr, g_ptr, tb_ptr, t, eos, i_h, i_hk,
-                  HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
-    """Loads one chunk; returns (rows, row mask, k bf16, gamma (log2), gamma_C, Tb bf16, W bf16)."""
-    o_t = t + tl.arange(0, BT)
-    m_t = o_t < eos
-    ck = tl.arange(0, K)
-    cb = tl.arange(0, BT)
-    k = tl.load(k_ptr + (o_t[:, None] * HK + i_hk) * K + ck[None, :], mask=m_t[:, None], other=0.0)
-    g = tl.load(g_ptr + o_t * HV + i_h, mask=m_t, other=0.0)
+def _ld(base, rows, m_rows, STRIDE: tl.constexpr, cols):
+    return tl.load(base + (rows[:, None] * STRIDE + cols[None, :]), mask=m_rows[:, None], other=0.0)
+
+
+@triton.jit
+def _chunk_common(k_b, g_b, tb_b, tt, L, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
+    """One chunk at local row tt of a sequence of L rows (bases already offset to the sequence/head).
+
+    Scalar 64-bit bases + 32-bit tile offsets: int64 offset tiles spilled ~900 B/thread here
+    (ptxas, sm_90). (Block pointers are gone in Triton 3.9.)"""
+    o_r = tt + tl.arange(0, BT)
+    m_r = o_r < L
+    k = _ld(k_b, o_r, m_r, HK * K, tl.arange(0, K))
+    g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
     gam = tl.cumsum(g, 0) * 1.4426950408889634
     gl = tl.sum(g, 0) * 1.4426950408889634
-    m_tb = m_t[:, None] & ((cb[None, :] // 16) <= (cb[:, None] // 16))
-    tb = tl.load(tb_ptr + (o_t[:, None] * HV + i_h) * BT + cb[None, :], mask=m_tb, other=0.0)
+    tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
     kg = (k * tl.exp2(gam)[:, None]).to(tl.bfloat16)
     w = tl.dot(tb, kg).to(tl.bfloat16)
-    return o_t, m_t, k, gam, gl, tb, w
+    return o_r, m_r, k, gam, gl, tb, w
 
 
 @triton.jit
@@ -295,10 +321,14 @@ def _seg_kernel(
     if (j == 0) and (not is_c):
         return  # the first segment starts from a known state: no M needed
     bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    t_beg = bos + j.to(tl.int64) * SEG * BT
-    t_end = tl.minimum(t_beg + SEG * BT, eos)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    t_beg = j * SEG * BT
+    t_end = tl.minimum(t_beg + SEG * BT, L)
     i_hk = i_h // (HV // HK)
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
     ck = tl.arange(0, K)
     cc = i_c * BVA + tl.arange(0, BVA)  # column of [M | C]
     cv = cc - K  # value column (C part)
@@ -308,11 +338,11 @@ def _seg_kernel(
         if HAS_H0:
             if j == 0:
                 S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
-    for t in range(t_beg, t_end, BT):
-        o_t, m_t, k, gam, gl, tb, w = _chunk_common(k_ptr, g_ptr, tb_ptr, t, eos, i_h, i_hk, HV, HK, K, BT)
+    for tt in range(t_beg, t_end, BT):
+        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
         ws = tl.dot(w, S.to(tl.bfloat16))
         if is_c:
-            vb = tl.load(v_ptr + (o_t[:, None] * HV + i_h) * V + cv[None, :], mask=m_t[:, None], other=0.0)
+            vb = _ld(v_b, o_r, m_r, HV * V, cv)
             vn = tl.dot(tb, vb) - ws
         else:
             vn = -ws
@@ -355,9 +385,10 @@ def _chain_kernel(
 
 @triton.jit
 def _fwd_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
+    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, RELOAD_K: tl.constexpr,
+    PRE_P: tl.constexpr,
 ):
     i_v = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -369,10 +400,17 @@ def _fwd_kernel(
     nseg = tl.load(cus_ptr + seq + 1) - s0
     j = i_s - s0
     bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    t_beg = bos + j.to(tl.int64) * SEG * BT
-    t_end = tl.minimum(t_beg + SEG * BT, eos)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    t_beg = j * SEG * BT
+    t_end = tl.minimum(t_beg + SEG * BT, L)
     i_hk = i_h // (HV // HK)
+    q_b = q_ptr + (bos * HK + i_hk) * K
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    o_b = o_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    p_b = p_ptr + (bos * HV + i_h) * BT
     ck = tl.arange(0, K)
     cv = i_v * BV + tl.arange(0, BV)
     cb = tl.arange(0, BT)
@@ -385,18 +423,24 @@ def _fwd_kernel(
         p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
         S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
     causal = cb[:, None] >= cb[None, :]
-    for t in range(t_beg, t_end, BT):
-        o_t, m_t, k, gam, gl, tb, w = _chunk_common(k_ptr, g_ptr, tb_ptr, t, eos, i_h, i_hk, HV, HK, K, BT)
-        q = tl.load(q_ptr + (o_t[:, None] * HK + i_hk) * K + ck[None, :], mask=m_t[:, None], other=0.0)
-        vb = tl.load(v_ptr + (o_t[:, None] * HV + i_h) * V + cv[None, :], mask=m_t[:, None], other=0.0)
+    for tt in range(t_beg, t_end, BT):
+        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
+        q = _ld(q_b, o_r, m_r, HK * K, ck)
+        vb = _ld(v_b, o_r, m_r, HV * V, cv)
         s_b = S.to(tl.bfloat16)
-        vn = tl.dot(tb, vb) - tl.dot(w, s_b)
-        vn_b = vn.to(tl.bfloat16)
-        qk = tl.dot(q, tl.trans(k))
-        p_att = qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale
+        vn_b = (tl.dot(tb, vb) - tl.dot(w, s_b)).to(tl.bfloat16)
+        if PRE_P:  # (Q K^T . Gamma . causal) scale, precomputed by _prep_kernel
+            p_att = _ld(p_b, o_r, m_r, HV * BT, cb)
+        else:
+            qk = tl.dot(q, tl.trans(k))
+            p_att = (qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale).to(
+                tl.bfloat16
+            )
         qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
-        o = tl.dot(qg, s_b) + tl.dot(p_att.to(tl.bfloat16), vn_b)
-        tl.store(o_ptr + (o_t[:, None] * HV + i_h) * V + cv[None, :], o.to(tl.bfloat16), mask=m_t[:, None])
+        o = tl.dot(qg, s_b) + tl.dot(p_att, vn_b)
+        tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
+        if RELOAD_K:
+            k = _ld(k_b, o_r, m_r, HK * K, ck)
         S = _state_update(S, k, vn_b, gam, gl)
     if j == nseg - 1:
         tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
@@ -425,7 +469,7 @@ def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
     return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)
 
 
-def forward(q, k, v, g, beta, cu_seqlens, initial_state: Optional[torch.Tensor], scale, cfg: dict):
+def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict):
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = cu_seqlens.numel() - 1
@@ -450,9 +494,11 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: Optional[torch.Tensor],
     nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
     nseg_bound = triton.cdiv(nt_bound, seg) + N
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
+    pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
     if T > 0:
         _prep_kernel[(HV, nt_bound)](
-            k, g, beta, cu, cuc, tb, N, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, PREC="tf32x3",
+            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"],
             num_warps=cfg["prep_warps"],
         )
     mc = ht  # dummy when CP is off
@@ -467,17 +513,18 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: Optional[torch.Tensor],
         _chain_kernel[(V // bvc, HV, N)](mc, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", num_warps=4)
     bv = cfg["BV"]
     _fwd_kernel[(V // bv, HV, nseg_bound)](
-        q, k, v, g, tb, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-        LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["fwd_warps"], num_stages=cfg["fwd_stages"],
+        q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+        LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"], num_warps=cfg["fwd_warps"],
+        num_stages=cfg["fwd_stages"],
     )
     return o, ht
 
 
-def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: Optional[dict] = None) -> int:
+def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
     """Device bytes allocated beyond inputs and outputs (Tb + CP transitions + indices)."""
     cfg = CONFIG if cfg is None else cfg
     seg = _seg_chunks(T, N, HV, V, cfg)
-    b = T * HV * BT * 2 + 2 * (N + 1) * 4
+    b = T * HV * BT * 2 * (2 if cfg["pre_p"] else 1) + 2 * (N + 1) * 4
     if seg < triton.cdiv(T, BT):
         b += (triton.cdiv(triton.cdiv(T, BT) + N, seg) + N) * HV * K * (K + V) * 4
     return b

@@ -144,8 +144,9 @@ def test_cp_strong_decay():
         {"BV": 32, "BVA": 128, "BVC": 64},
         {"BV": 128, "BVA": 32, "fwd_warps": 8, "seg_warps": 8},
         dict(NOCP, BV=64),
+        {"pre_p": False, "reload_k": True, "BV": 64, "prep_prec": "tf32"},
     ],
-    ids=["bv32", "bv128", "nocp"],
+    ids=["bv32", "bv128", "nocp", "no_pre_p"],
 )
 def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)

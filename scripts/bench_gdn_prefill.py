@@ -1,0 +1,278 @@
+"""One device call: check kernels/gdn_prefill/baseline.py on G1..G10 against a float64 recurrence,
+then time it (and CONFIG variants) beside fla 0.6.0's chunk_gated_delta_rule (Triton path).
+
+Timing: median over reps; before every call the L2 is flushed (256 MB buffer write, > 4x the 60 MB
+L2), the device is synchronised, and CUDA events bracket the call; inputs rotate over NROT copies.
+Extra memory = peak allocated during the call - allocated before - outputs.
+Prints a per-shape table last; writes markdown + JSON under $OUT when OUT is set.
+
+Run on the device machine (fla carried as a wheel, FLA_FLASH_QLA=0):
+    python3 scripts/bench_gdn_prefill.py [--variants default,bv128,...] [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+SHAPES = {  # id: (HK, HV, seqlens, initial_state)
+    "G1": (16, 32, [8192], False),
+    "G2": (16, 32, [4096], False),
+    "G3": (16, 32, [16384], False),
+    "G4": (16, 32, [32768], False),
+    "G5": (16, 32, [2048] * 4, False),
+    "G6": (16, 32, [1024, 7168], False),
+    "G7": (16, 32, [1024] * 8, True),
+    "G8": (16, 64, [8192], False),
+    "G9": (16, 48, [8192], False),
+    "G10": (4, 16, [16384], False),
+}
+# published H200 forward ms (FlashQLA benchmark table, fla 0.5.1, CUDA graphs): QLA / FlashInfer / FLA
+PUBLISHED = {
+    "G1": (0.280, 0.394, 0.472), "G2": (0.173, 0.201, 0.247), "G3": (0.472, 0.779, 0.930),
+    "G4": (0.877, 1.550, 1.890), "G5": (0.167, 0.111, 0.485), "G6": (0.282, 0.346, 0.476),
+    "G7": (0.178, 0.119, 0.501), "G8": (0.397, 0.392, 0.814), "G9": (0.410, 0.393, 0.665),
+    "G10": (0.302, 0.830, 0.614),
+}
+VARIANTS = {  # name: CONFIG overrides
+    "default": {},
+    "bv64w8": {"BV": 64, "fwd_warps": 8},
+    "prep_tf32": {"prep_prec": "tf32"},
+    "nocp": {"cp": False},
+    "cp1024": {"cp_target_programs": 1024, "cp_min_seg_chunks": 4},
+    "no_pre_p": {"pre_p": False},
+    "bv64w4": {"BV": 64},
+    "cp256": {"cp_target_programs": 256, "cp_min_seg_chunks": 16},
+    "cpall": {"cp_min_programs": 1056},
+    "st1": {"fwd_stages": 1, "seg_stages": 1},
+    "st3": {"fwd_stages": 3, "seg_stages": 3},
+    "bva128w8": {"BVA": 128, "seg_warps": 8},
+    "bva32": {"BVA": 32},
+}
+D = 128
+
+
+def make_inputs(hk, hv, lens, h0, seed, dev):
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    T = sum(lens)
+    rn = lambda *s: torch.randn(*s, generator=gen, device=dev)  # noqa: E731
+    q = torch.nn.functional.normalize(rn(T, hk, D), dim=-1).to(torch.bfloat16)
+    k = torch.nn.functional.normalize(rn(T, hk, D), dim=-1).to(torch.bfloat16)
+    v = rn(T, hv, D).to(torch.bfloat16)
+    # Qwen gate: g = -exp(A_log) softplus(a + dt_bias), A in [1,16], dt log-uniform in [1e-3, 1e-1]
+    A = 1 + 15 * torch.rand(hv, generator=gen, device=dev)
+    dt = torch.exp(math.log(1e-3) + math.log(100) * torch.rand(hv, generator=gen, device=dev))
+    dt_bias = dt + torch.log(-torch.expm1(-dt))
+    g = (-A * torch.nn.functional.softplus(rn(T, hv) + dt_bias)).contiguous()
+    beta = torch.sigmoid(rn(T, hv)).contiguous()
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device=dev)
+    init = 0.1 * rn(len(lens), hv, D, D) if h0 else None
+    return dict(q=q, k=k, v=v, g=g, beta=beta, cu_seqlens=cu, initial_state=init)
+
+
+@torch.no_grad()
+def ref64(q, k, v, g, beta, cu_seqlens, initial_state=None):
+    T, HK, _ = q.shape
+    HV = v.shape[1]
+    heads = torch.arange(HV, device=q.device) // (HV // HK)
+    qd, kd, vd = q.double()[:, heads] * D**-0.5, k.double()[:, heads], v.double()
+    ed, bd = g.double().exp(), beta.double()
+    o = torch.empty(T, HV, D, dtype=torch.float64, device=q.device)
+    cl = cu_seqlens.tolist()
+    finals = []
+    for n in range(len(cl) - 1):
+        h = torch.zeros(HV, D, D, dtype=torch.float64, device=q.device)
+        if initial_state is not None:
+            h = initial_state[n].double().clone()
+        for t in range(cl[n], cl[n + 1]):
+            h.mul_(ed[t][:, None, None])
+            vn = bd[t][:, None] * (vd[t] - torch.bmm(kd[t][:, None, :], h)[:, 0])
+            h.add_(kd[t][:, :, None] * vn[:, None, :])
+            o[t] = torch.bmm(qd[t][:, None, :], h)[:, 0]
+        finals.append(h)
+    return o, torch.stack(finals)
+
+
+def rel(a, b):
+    return ((a.double() - b).norm() / b.norm()).item()
+
+
+def fla_fn():
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    cu64 = {}
+
+    def run(q, k, v, g, beta, cu_seqlens, initial_state=None):
+        key = cu_seqlens.data_ptr()
+        if key not in cu64:  # fla wants int64 cu_seqlens; convert once (its own caches key on it)
+            cu64[key] = cu_seqlens.long()
+        o, s = chunk_gated_delta_rule(
+            q[None], k[None], v[None], g[None], beta[None], scale=D**-0.5, initial_state=initial_state,
+            output_final_state=True, cu_seqlens=cu64[key],
+        )
+        return o[0], s
+
+    return run
+
+
+def time_fn(fn, inputs_list, reps, flush):
+    times = []
+    for i in range(reps + 3):
+        inp = inputs_list[i % len(inputs_list)]
+        flush.zero_()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn(**inp)
+        e.record()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append(s.elapsed_time(e))
+    return statistics.median(times), min(times)
+
+
+def extra_mem(fn, inp, out_bytes):
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    r = fn(**inp)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    del r
+    return max(0, peak - base - out_bytes)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default="default,bv64w8,prep_tf32,nocp,cp1024,no_pre_p")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--nrot", type=int, default=3)
+    ap.add_argument("--no-fla", action="store_true")
+    ap.add_argument("--set", default="", help="JSON CONFIG overrides applied to every variant")
+    args = ap.parse_args()
+    out_dir = os.environ.get("OUT")
+    dev = torch.device("cuda")
+    mod = importlib.import_module("kernels.gdn_prefill.baseline")
+    base_cfg = dict(mod.CONFIG, **json.loads(args.set or "{}"))
+    variants = {n: dict(base_cfg, **VARIANTS[n]) for n in args.variants.split(",")}
+    fla = None
+    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    import triton
+
+    info["triton"] = triton.__version__
+    try:
+        import subprocess
+
+        info["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
+    except Exception as exc:  # noqa: BLE001
+        info["driver"] = f"? ({exc})"
+    if not args.no_fla:
+        import fla
+
+        info["fla"] = getattr(fla, "__version__", "?")
+        try:
+            import flash_qla  # noqa: F401
+
+            info["fla_path"] = "flash_qla importable (FLA_FLASH_QLA=%s)" % os.environ.get("FLA_FLASH_QLA")
+        except ImportError:
+            info["fla_path"] = "triton (flash_qla not installed, FLA_FLASH_QLA=%s)" % os.environ.get("FLA_FLASH_QLA")
+        fla = fla_fn()
+    print(json.dumps(info), flush=True)
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
+    rows, log = [], []
+    for sid in args.shapes.split(","):
+        hk, hv, lens, h0 = SHAPES[sid]
+        T, N = sum(lens), len(lens)
+        t0 = time.time()
+        inputs = [make_inputs(hk, hv, lens, h0, seed=100 + r, dev=dev) for r in range(args.nrot)]
+        o_ref, s_ref = ref64(**inputs[0])
+        out_bytes = T * hv * D * 2 + N * hv * D * D * 4
+        rec = {"shape": sid, "ref_s": round(time.time() - t0, 1)}
+        for name, cfg in variants.items():
+            fn = lambda cfg=cfg, **kw: mod.forward(  # noqa: E731
+                kw["q"], kw["k"], kw["v"], kw["g"], kw["beta"], kw["cu_seqlens"], kw.get("initial_state"), None, cfg
+            )
+            try:
+                o, s = fn(**inputs[0])
+                torch.cuda.synchronize()
+                eo, es = rel(o, o_ref), rel(s, s_ref)
+                ok = math.isfinite(eo) and math.isfinite(es) and eo <= 1e-2 and es <= 5e-3
+                med, mn = time_fn(fn, inputs, args.reps, flush)
+                rec[name] = dict(ms=med, min=mn, eo=eo, es=es, ok=ok, mem=extra_mem(fn, inputs[0], out_bytes))
+            except Exception as exc:  # noqa: BLE001
+                rec[name] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")
+            print(sid, name, rec[name], flush=True)
+        if fla is not None:
+            o, s = fla(**inputs[0])
+            torch.cuda.synchronize()
+            med, mn = time_fn(fla, inputs, args.reps, flush)
+            rec["fla"] = dict(ms=med, min=mn, eo=rel(o, o_ref), es=rel(s, s_ref), mem=extra_mem(fla, inputs[0], out_bytes))
+            print(sid, "fla", rec["fla"], flush=True)
+        log.append(rec)
+        if out_dir:
+            with open(os.path.join(out_dir, "gdn_prefill_log.json"), "w") as fh:
+                json.dump({"info": info, "log": log}, fh, indent=1)
+        del inputs, o_ref, s_ref
+        torch.cuda.empty_cache()
+
+    # variant summary (geomean speedup vs fla) then the main per-shape table for "default" (first variant)
+    lines = []
+    names = list(variants)
+    if fla is not None:
+        lines.append("| variant | geomean speedup vs fla | all ok |")
+        lines.append("| --- | --- | --- |")
+        for n in names:
+            sp = [r["fla"]["ms"] / r[n]["ms"] for r in log if "ms" in r.get(n, {})]
+            ok = all(r.get(n, {}).get("ok", False) for r in log)
+            gm = math.exp(sum(map(math.log, sp)) / len(sp)) if sp else float("nan")
+            lines.append(f"| {n} | {gm:.2f}x ({len(sp)} shapes) | {ok} |")
+        lines.append("")
+        lines.append("| shape | " + " | ".join(names) + " | fla |")
+        lines.append("| --- |" + " --- |" * (len(names) + 1))
+        for r in log:
+            cells = [f"{r[n]['ms']:.3f}" if "ms" in r.get(n, {}) else "ERR" for n in names]
+            lines.append(f"| {r['shape']} | " + " | ".join(cells) + f" | {r['fla']['ms']:.3f} |")
+        lines.append("")
+    main = names[0]
+    lines.append(f"Per shape, ours = variant '{main}'; ms = median; QLA/FI/FLA(pub) = published H200 (CUDA graphs)")
+    lines.append("| shape | ours ms | fla ms | speedup | ours o err | ours S err | fla o err | fla S err "
+                 "| ours extra MB | fla extra MB | QLA | FI | FLA(pub) |")
+    lines.append("| --- |" + " --- |" * 12)
+    for r in log:
+        a = r.get(main, {})
+        f = r.get("fla", {})
+        pub = PUBLISHED[r["shape"]]
+        if "ms" not in a:
+            lines.append(f"| {r['shape']} | ERR {a.get('error', '')[:60]} |")
+            continue
+        sp = f"{f['ms'] / a['ms']:.2f}x" if f else "-"
+        fcell = (f"{f['ms']:.3f}", sp, f"{f['eo']:.1e}", f"{f['es']:.1e}", f"{f['mem'] / 1e6:.0f}") if f else ("-",) * 5
+        lines.append(
+            f"| {r['shape']} | {a['ms']:.3f} | {fcell[0]} | {fcell[1]} | {a['eo']:.1e} | {a['es']:.1e} | {fcell[2]} "
+            f"| {fcell[3]} | {a['mem'] / 1e6:.0f} | {fcell[4]} | {pub[0]} | {pub[1]} | {pub[2]} |"
+        )
+    table = "\n".join(lines)
+    if out_dir:
+        with open(os.path.join(out_dir, "gdn_prefill_table.md"), "w") as fh:
+            fh.write(json.dumps(info) + "\n\n" + table + "\n")
+        with open(os.path.join(out_dir, "gdn_prefill_log.json"), "w") as fh:
+            json.dump({"info": info, "log": log}, fh, indent=1)
+    print(json.dumps(info))
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
