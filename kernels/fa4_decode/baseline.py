@@ -24,6 +24,8 @@ Design (flash-decoding, memory-bound):
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -32,22 +34,30 @@ import triton.language as tl
 CONFIG = {
     "BLOCK_N": 64,
     "num_warps": 4,
+    "num_warps_m64": 4,  # num_warps when the packed tile has >= 64 rows (q_len 4 x group 16)
     "num_stages": 2,
     "SPLIT_TARGET": 264,  # programs wanted in flight: 2 per SM on 132 SMs
     "MIN_SPLIT_TOKENS": 256,  # no split shorter than this (keeps the merge traffic small)
     "MAX_SPLITS": 256,
     "REDUCE_BLOCK_S": 16,  # splits merged per step in the reduction kernel
+    "SPLIT_POLICY": "target",  # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model
+    "CTAS_PER_SM": 2,  # "waves" policy: programs resident per SM
+    "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" policy: fixed cost of a program, in keys
 }
 
 # Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_decode.py).
 SPACE = {
     "BLOCK_N": [16, 32, 64, 128],
     "num_warps": [4, 8],
+    "num_warps_m64": [4, 8],
     "num_stages": [1, 2, 3, 4],
     "SPLIT_TARGET": [132, 264, 528],
     "MIN_SPLIT_TOKENS": [128, 256, 512, 1024],
     "MAX_SPLITS": [64, 256],
     "REDUCE_BLOCK_S": [8, 16, 32],
+    "SPLIT_POLICY": ["target", "waves"],
+    "CTAS_PER_SM": [1, 2, 3],
+    "SPLIT_OVERHEAD_TOKENS": [0, 256, 1024],
 }
 
 _LOG2E = 1.4426950408889634
@@ -107,10 +117,10 @@ def _fa4_decode_kernel(
                     mask=n_ok[:, None], other=0.0)
         v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],
                     mask=n_ok[:, None], other=0.0)
-        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        qk = tl.dot(q, tl.trans(k))
         qk = tl.where((offs_n[None, :] <= qpos[:, None]) & n_ok[None, :], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_new[:, None])
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])  # scale folded into one FMA
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -166,12 +176,36 @@ def _fa4_decode_merge_kernel(
     tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
 
 
-def num_splits_for(batch, hkv, max_kv, cfg=None):
-    """Split count from shapes only: fill SPLIT_TARGET programs, >= MIN_SPLIT_TOKENS keys per split."""
+def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132):
+    """Split count from shapes only (max_kv is the page table's capacity, an upper bound).
+
+    "target": fill SPLIT_TARGET programs. "waves": minimise waves x (keys per split + a fixed
+    per-program cost), so that B*Hkv*S does not spill a few programs into an extra wave.
+    Either way at least MIN_SPLIT_TOKENS keys per split and at most MAX_SPLITS splits.
+    """
     cfg = CONFIG if cfg is None else cfg
+    cap = max(1, min(triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], cfg["BLOCK_N"])), cfg["MAX_SPLITS"]))
+    if cfg.get("SPLIT_POLICY", "target") == "waves":
+        return _waves_splits(batch * hkv, max_kv, cap, num_sms * cfg["CTAS_PER_SM"], cfg["SPLIT_OVERHEAD_TOKENS"])
     want = triton.cdiv(cfg["SPLIT_TARGET"], batch * hkv)
-    cap = triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], cfg["BLOCK_N"]))
-    return max(1, min(want, cap, cfg["MAX_SPLITS"]))
+    return max(1, min(want, cap))
+
+
+@functools.lru_cache(maxsize=1024)
+def _waves_splits(base, max_kv, cap, slots, overhead):
+    best_cost, best_s = None, 1
+    for s in range(1, cap + 1):
+        cost = triton.cdiv(base * s, slots) * (triton.cdiv(max_kv, s) + overhead)
+        if best_cost is None or cost < best_cost:
+            best_cost, best_s = cost, s
+    return best_s
+
+
+@functools.lru_cache(maxsize=16)
+def _num_sms(device):
+    if device.type != "cuda":
+        return 132  # interpreter runs: an H200's count
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
@@ -189,7 +223,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     block_n = cfg["BLOCK_N"]
     block_m = max(16, triton.next_power_of_2(q_len * g))
     # Upper bound on kv_len from the page table's width (no host sync on kv_lens).
-    splits = num_splits_for(batch, hkv, page_table.shape[1] * page, cfg)
+    splits = num_splits_for(batch, hkv, page_table.shape[1] * page, cfg, _num_sms(q.device))
     o = torch.empty_like(q)
     if splits > 1:
         o_part = torch.empty(rows, hq, splits, d, dtype=torch.float32, device=q.device)
@@ -211,7 +245,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
         splits,
         Q_LEN=q_len, G=g, PAGE=page, HEAD_D=d,
         BLOCK_M=block_m, BLOCK_N=block_n, SPLIT=splits > 1,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        num_warps=cfg["num_warps_m64"] if block_m >= 64 else cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     if splits > 1:
         _fa4_decode_merge_kernel[(rows, hq)](

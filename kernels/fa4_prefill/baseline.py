@@ -42,6 +42,7 @@ CONFIG = {
     "PACK_GQA": False,
     "SPLIT_CAUSAL": True,
     "USE_TMA": False,
+    "WARP_SPEC": False,
 }
 
 # Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_prefill.py).
@@ -53,6 +54,7 @@ SPACE = {
     "PACK_GQA": [False, True],
     "SPLIT_CAUSAL": [False, True],
     "USE_TMA": [False, True],
+    "WARP_SPEC": [False],
 }
 
 _LOG2E = 1.4426950408889634
@@ -76,11 +78,11 @@ def _find_seq(cu_ptr, tile, N, TPT: tl.constexpr):
 @triton.jit
 def _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos, MASKED: tl.constexpr):
     qk = tl.dot(q, tl.trans(k))
-    qk = qk * qk_scale
     if MASKED:
         qk = tl.where(offs_n[None, :] <= qpos[:, None], qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    p = tl.math.exp2(qk - m_new[:, None])
+    # Scale folded into one FMA per score (qk * scale - m) instead of a separate multiply.
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None]
@@ -101,6 +103,7 @@ def _fa4_prefill_kernel(
     G: tl.constexpr, PAGE: tl.constexpr, HEAD_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     PACK_GQA: tl.constexpr, SPLIT_CAUSAL: tl.constexpr, USE_TMA: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
 ):
     GP: tl.constexpr = G if PACK_GQA else 1  # heads per tile
     TPT: tl.constexpr = BLOCK_M // GP  # tokens per tile
@@ -147,7 +150,7 @@ def _fa4_prefill_kernel(
     v_off = kvh * stride_vh
 
     # Unmasked part: full key blocks below the tile's first query position.
-    for n0 in range(0, lo_end, BLOCK_N):
+    for n0 in tl.range(0, lo_end, BLOCK_N, warp_specialize=WARP_SPEC):
         offs_n = n0 + offs_nb
         if USE_TMA:
             page = tl.load(pt_row + n0 // PAGE)
@@ -238,6 +241,7 @@ def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_
         G=g, PAGE=page, HEAD_D=d,
         BLOCK_M=block_m, BLOCK_N=block_n,
         PACK_GQA=pack, SPLIT_CAUSAL=bool(cfg["SPLIT_CAUSAL"]), USE_TMA=use_tma,
+        WARP_SPEC=bool(cfg.get("WARP_SPEC", False)),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     return o

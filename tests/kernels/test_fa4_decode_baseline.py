@@ -116,7 +116,8 @@ def test_len1_q1():
     dict(BLOCK_N=16, SPLIT_TARGET=8, MIN_SPLIT_TOKENS=16, REDUCE_BLOCK_S=8),
     dict(BLOCK_N=128, SPLIT_TARGET=4, MIN_SPLIT_TOKENS=128),
     dict(BLOCK_N=64, num_warps=8, num_stages=3),
-], ids=["bn16", "bn128", "w8"])
+    dict(BLOCK_N=32, num_warps_m64=8, SPLIT_POLICY="waves", CTAS_PER_SM=1, MIN_SPLIT_TOKENS=32),
+], ids=["bn16", "bn128", "w8", "waves"])
 def test_config_points(cfg):
     check(make_case([260, 129], 4, hq=4, hkv=1, seed=9), cfg)
 
@@ -125,6 +126,10 @@ def test_split_policy_from_shapes():
     assert mod.num_splits_for(1, 1, 32768) == 128  # capped by MIN_SPLIT_TOKENS (256)
     assert mod.num_splits_for(64, 1, 32768) == 5
     assert mod.num_splits_for(300, 1, 32768) == 1
+    waves = dict(mod.CONFIG, SPLIT_POLICY="waves", CTAS_PER_SM=2, SPLIT_OVERHEAD_TOKENS=256)
+    for b in (1, 16, 32, 64, 128):  # never spills a few programs into an extra wave
+        s = mod.num_splits_for(b, 1, 32768, waves, num_sms=132)
+        assert b * s <= 264 or b * s % 264 == 0 or s == 1, (b, s)
 
 
 def test_scale():
