@@ -144,7 +144,8 @@ def hw(
         table.add_column(col)
     if facts.detected:
         for k, v in facts.detected.model_dump().items():
-            table.add_row(k, str(v) if v is not None else "—", "device", "torch / nvidia-smi")
+            origin = "--name (hypothetical)" if name else "torch / nvidia-smi"
+            table.add_row(k, str(v) if v is not None else "—", "device", origin)
     for k, f in facts.facts.items():
         table.add_row(k, str(f.value), f.kind, f.source)
     console.print(table)
