@@ -163,13 +163,14 @@ class Constraints(BaseModel):
     notes: list[str] = Field(default_factory=list, description="one line per rule, for Plan.avoided")
 
     def apply(self, space: dict[str, list[Any]], config: dict[str, Any]) -> dict[str, list[Any]]:
-        """The space without forbidden values, preferred values first; never drops the current value."""
-        out = {}
-        for k, vals in space.items():
-            keep = [v for v in vals if v not in self.forbid.get(k, []) or v == config.get(k)]
-            first = [v for v in self.prefer.get(k, []) if v in keep]
-            out[k] = first + [v for v in keep if v not in first]
-        return out
+        """The space without forbidden values, order kept (the search steps to neighbours by position);
+        never drops the current value, so the incumbent stays reachable."""
+        return {k: [v for v in vals if v not in self.forbid.get(k, []) or v == config.get(k)]
+                for k, vals in space.items()}
+
+    def nudge(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` with each preferred parameter set to its first preferred value (a starting point)."""
+        return {**config, **{k: vals[0] for k, vals in self.prefer.items() if vals and k in config}}
 
 
 _BLOCK = re.compile(r"^(B[A-Z0-9_]*|BLOCK\w*)$")

@@ -115,7 +115,9 @@ def test_spills_forbid_bigger_blocks_and_deeper_pipelines(items, baseline):
     assert c.prefer["BV"] == [32] and c.prefer["cp"] == [True]  # latency-bound / low occupancy: more programs
     assert "prof:spills:_fwd_kernel" in c.cited and "prof:time-share:_fwd_kernel" not in c.cited
     narrowed = c.apply(space, config)
-    assert narrowed["BV"] == [32, 64] and narrowed["fwd_warps"] == [8, 4]
+    assert narrowed["BV"] == [32, 64] and narrowed["fwd_stages"] == [1, 2] and narrowed["fwd_warps"] == [4, 8]
+    start = c.nudge(config)
+    assert (start["BV"], start["fwd_warps"], start["fwd_stages"], start["cp"]) == (32, 8, 2, True)
 
 
 def test_latency_bound_without_spills_prefers_more_stages(summary, baseline):
@@ -128,4 +130,4 @@ def test_latency_bound_without_spills_prefers_more_stages(summary, baseline):
 def test_no_evidence_no_constraints(baseline):
     space, config, params = baseline
     assert steer([], space, config, params) == Constraints()
-    assert Constraints().apply(space, config) == space
+    assert Constraints().apply(space, config) == space and Constraints().nudge(config) == config
