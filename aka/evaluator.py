@@ -89,49 +89,13 @@ def versions() -> dict[str, str]:
 
 
 def _run_task(task: str, payload: dict[str, Any], timeout: float, interpreter: bool) -> tuple[bool, Any, str]:
-    """(ok, value, error) of task(payload) in a fresh process; aka.runner when present."""
-    try:
-        from aka.runner import run_task
-    except ImportError:
-        run_task = None
-    if run_task is not None:
-        res = run_task(task, payload, timeout=timeout, interpreter=interpreter)
-        err = res.error or ""
-        if not res.ok and res.stderr_tail and not err:
-            err = res.stderr_tail.strip().splitlines()[-1:]
-        return bool(res.ok), res.value, f"{res.stage}: {err}" if not res.ok else ""
-    return _spawn(task, payload, timeout, interpreter)
+    """(ok, value, error) of task(payload) in a fresh worker process (aka.runner)."""
+    from aka.runner import run_task
 
-
-def _spawn(task: str, payload: dict[str, Any], timeout: float, interpreter: bool) -> tuple[bool, Any, str]:
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(task, payload, interpreter, queue), daemon=True)
-    proc.start()
-    try:
-        ok, value = queue.get(timeout=timeout)
-    except Exception:
-        proc.kill()
-        proc.join(5)
-        return False, None, f"worker: no result within {timeout:.0f} s (exit code {proc.exitcode})"
-    proc.join(10)
-    return ok, (value if ok else None), ("" if ok else str(value))
-
-
-def _child(task: str, payload: dict[str, Any], interpreter: bool, queue) -> None:  # pragma: no cover
-    import importlib
-
-    if interpreter:
-        from aka.interp import enable_interpreter
-
-        enable_interpreter()
-    try:
-        mod, _, fn = task.partition(":")
-        queue.put((True, getattr(importlib.import_module(mod), fn)(payload)))
-    except BaseException as exc:  # the parent records the failure; the candidate fails alone
-        queue.put((False, f"{type(exc).__name__}: {str(exc)[:400]}"))
+    res = run_task(task, payload, timeout=timeout, interpreter=interpreter)
+    if res.ok:
+        return True, res.value, ""
+    return False, None, f"{res.stage}: {res.error}"[:500]
 
 
 def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
@@ -194,8 +158,7 @@ class RealEvaluator:
         return StageOutcome(ok, err, value or {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
-        payload = self._payload(path=str(path), kernel=str(path), sets=sets, shapes=",".join(
-            c.id for s in sets for c in self.op.cases(s)), rounds=rounds, seed=seed)
+        payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed)
         ok, value, err = _run_task("aka.gate:gate_worker", payload, self.timeout * max(1, rounds), self.interpreter)
         if not ok:
             return GateOutcome({}, err or "gate worker failed")
@@ -234,17 +197,15 @@ def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
     return CompareOutcome(speedups, gm, noise, timing)
 
 
-def gate_outcome(value: Any) -> GateOutcome:
-    """Per shape, per round pass/fail from the gate worker's report (a dict, JSON-able)."""
+def gate_outcome(report: dict[str, Any]) -> GateOutcome:
+    """Per shape, per round pass/fail from aka.gate's GateReport (as a dict)."""
     passed: dict[str, list[bool]] = {}
-    errors: list[str] = []
-    rows = value.get("rounds") or value.get("results") or value.get("shapes") or []
-    for row in rows:
-        shape = row.get("shape") or row.get("case") or row.get("id")
-        ok = bool(row.get("ok", row.get("passed", False)))
-        passed.setdefault(shape, []).append(ok)
-        if not ok and len(errors) < 3:
-            errors.append(f"{shape}: {row.get('reason') or row.get('error') or row.get('message') or 'failed'}")
-    if not rows:
-        errors.append(f"gate report without per-shape rounds: keys {sorted(value)[:6]}")
-    return GateOutcome(passed, "; ".join(errors), {"summary": value.get("summary", "")})
+    for shape in report.get("results", []):
+        rounds = [bool(r["ok"]) for r in shape.get("rounds", [])]
+        passed[shape["id"]] = rounds if rounds and shape["passed"] == all(rounds) else [bool(shape["passed"])]
+    error = "" if report.get("passed") else (report.get("reason") or report.get("summary") or "gate failed")
+    if report.get("passed") and not passed:
+        error = "gate passed no shapes"
+    detail = {"summary": report.get("summary", ""), "device": report.get("device", ""),
+              "rounds": report.get("n_rounds", 0), "seconds": report.get("duration_s", 0.0)}
+    return GateOutcome(passed, error[:500], detail)

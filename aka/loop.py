@@ -56,7 +56,7 @@ class State:
 def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
     """Gate stages, bench shapes and gate rounds: the full set only off the interpreter."""
     if settings.interpreter:
-        return [["smoke", "edge"]], "smoke", settings.cpu_gate_rounds
+        return [list(settings.cpu_gate_sets)], "smoke", settings.cpu_gate_rounds
     return [["smoke", "edge"], ["full"]], "full", settings.gate_rounds
 
 
@@ -101,6 +101,9 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         if b.error or not b.times_us:
             raise SetupError(f"{op.name}: timing the {label} ({path.name}) failed: {b.error or 'no times'}")
         figures[f"{label}_us"], figures["timing"] = b.times_us, b.timing
+    gate_sets, _, rounds = shape_plan(settings)
+    g = evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed)  # a failing incumbent explains everything
+    figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
     source = incumbent.read_text()
     store = RunStore.create(runs_root, op.name, {})
     copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py

@@ -36,5 +36,9 @@ class OptimizeSettings(BaseModel):
     seed: int = Field(0, description="seed for the search and the gate's input rounds")
     gate_rounds: int = Field(3, ge=1, description="gate rounds (fresh inputs each) on every shape set")
     interpreter: bool = Field(False, description="run kernels in Triton's CPU interpreter (set when no GPU)")
-    cpu_gate_rounds: int = Field(1, ge=1, description="gate rounds in the interpreter (seconds per shape there)")
+    cpu_gate_rounds: int = Field(2, ge=1, description="gate rounds in the interpreter (the gate's minimum is 2)")
+    cpu_gate_sets: list[str] = Field(
+        default_factory=lambda: ["smoke"],
+        description="shape sets gated in the interpreter; edge adds ~75 s per round on 2 cores (gdn_prefill)",
+    )
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")

@@ -1,0 +1,72 @@
+"""Whole loops on CPU with a scripted backend and an injected evaluator (the CLI cannot inject one)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from fakes import FakeEvaluator, source
+
+from aka import gitops
+from aka.llm.scripted import ScriptedBackend
+from aka.loop import prepare_run, run_loop
+from aka.settings import Budget, OptimizeSettings
+
+STEPS = [
+    {"source": source(1.3, check="fail")},  # refused by the static check
+    {"source": source(1.3, compile="fail")},  # does not compile
+    {"source": source(1.3, gate="fail")},  # wrong answers: never timed
+    {"source": source(1.2, tag="a")},  # promoted (+20%)
+    {"source": source(1.2, tag="a")},  # identical code: not re-measured
+    {"source": source(1.205, tag="b")},  # +0.4% over the incumbent: too small to re-measure
+    {"source": source(1.5, tag="c", slow="G4:0.75")},  # faster overall, G4 12.5% slower than incumbent
+    {"source": source(1.32, tag="d")},  # promoted (+10%)
+]
+
+
+def _loop(project, op, timing, commit=True, steps=STEPS):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=len(steps)), commit=commit,
+                                interpreter=timing != "gpu")
+    ev = FakeEvaluator(op, timing=timing)
+    store = prepare_run(project / "runs", settings, op, ev)
+    summary = run_loop(store, settings, op, ScriptedBackend(steps), ev)
+    return store, summary, ev
+
+
+def test_gpu_timed_loop_promotes_into_git(project, op):
+    store, summary, ev = _loop(project, op, "gpu")
+    att = store.attempts()
+    assert [a["failed_stage"] for a in att[:5]] == ["check", "compile", "gate", "", "duplicate"]
+    verdicts = [a["decision"]["verdict"] for a in att]
+    assert verdicts == ["rejected"] * 3 + ["promoted", "rejected", "rejected", "rejected", "promoted"]
+    assert "too small to re-measure" in att[5]["decision"]["reason"]
+    assert "G4 slower" in att[6]["decision"]["reason"]
+    assert ev.calls.count("gate:smoke+edge") == 6 and ev.calls.count("gate:full") == 4  # setup + staged gate
+    assert ev.calls.count("compare") == 3  # only promising candidates are re-measured
+    meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
+    assert meta["attempt"] == 7 and abs(meta["geomean_vs_baseline"] - 1.32) < 1e-9
+    assert abs(meta["speedup_vs_previous"]["G1"] - 1.1) < 1e-9 and meta["device"] == "fake H200"
+    assert meta["gate"]["passed"]["G10"] == [True, True, True]
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
+    assert log.splitlines()[0].startswith("gdn_prefill: promote attempt 7 of run") and "+10.0% vs previous" in log
+    assert len(gitops.history(project, "gdn_prefill")) == 2
+    assert summary["stop_reason"].startswith("budget") and summary["incumbent"] == "candidate 7"
+
+
+def test_interpreter_timings_promote_nothing(project, op):
+    store, summary, ev = _loop(project, op, "interpreter", steps=[{"source": source(9.0)}, {"source": source(20)}])
+    reasons = {a["decision"]["reason"] for a in store.attempts()}
+    assert reasons == {"not promoted: interpreter timings cannot promote"}
+    assert "gate:full" not in ev.calls and "compare" not in ev.calls
+    assert not (project / "kernels/gdn_prefill/promoted.py").exists()
+    assert abs(summary["best_score"] - 20.0) < 1e-9  # still scored, so the search can steer
+
+
+def test_promotion_refused_when_another_run_promoted_meanwhile(project, op):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), commit=True)
+    ev = FakeEvaluator(op, timing="gpu")
+    store = prepare_run(project / "runs", settings, op, ev)
+    gitops.promote(project, "gdn_prefill", source(1.1, tag="other"), {"code_hash": "other"}, "other run", True)
+    run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)
+    d = store.attempts()[0]["decision"]
+    assert not d["promote"] and "changed during this run" in d["reason"]

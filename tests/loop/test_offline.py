@@ -1,0 +1,69 @@
+"""The offline backend on the real gdn_prefill pattern library: rendering, planning, replay."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from aka.llm.base import Context, get_backend
+from aka.llm.offline import load_patterns, read_dict, render, structure_of
+
+REPO = Path(__file__).resolve().parents[2]
+KDIR = REPO / "kernels" / "gdn_prefill"
+BASELINE = KDIR / "baseline.py"
+
+
+def ctx(history=(), hardware=None, attempt=0):
+    return Context(op="gdn_prefill", attempt=attempt, incumbent_source=BASELINE.read_text(), incumbent_label="baseline",
+                   baseline_path=str(BASELINE), kernel_dir=str(KDIR), hardware=hardware or {"sms": 132},
+                   history=list(history))
+
+
+def test_render_substitutes_only_the_config_literal():
+    src = BASELINE.read_text()
+    cfg = {**read_dict(src, "CONFIG"), "BV": 32, "cp": False}
+    out = render(src, cfg)
+    assert read_dict(out, "CONFIG") == cfg
+    ast.parse(out)
+    before, after = src.split("CONFIG = ", 1), out.split("CONFIG = ", 1)
+    assert before[0] == after[0] and before[1].split("\nSPACE", 1)[1] == after[1].split("\nSPACE", 1)[1]
+
+
+def test_patterns_pin_structure_and_respect_the_kernel_space():
+    pats = {p.name: p for p in load_patterns(KDIR, BASELINE)}
+    assert {"context_parallel", "single_pass"} <= set(pats)
+    space = read_dict(BASELINE.read_text(), "SPACE")
+    single = structure_of(pats["single_pass"], {"sms": 132}, {})
+    assert single.start["cp"] is False and set(single.space) == {"BV", "fwd_warps", "fwd_stages", "prep_warps"}
+    cp = structure_of(pats["context_parallel"], {"sms": 132}, {})
+    assert cp.start["cp"] is True and "cp" not in cp.space
+    assert cp.space["cp_min_programs"] == [132, 264, 528]  # the H200 region
+    assert structure_of(pats["context_parallel"], {"sms": 0}, {}).space["cp_min_programs"] == space["cp_min_programs"]
+    for s in (single, cp):
+        assert all(set(vals) <= set(space[k]) for k, vals in s.space.items())
+
+
+def test_offline_backend_plans_renders_and_replays_from_history():
+    be = get_backend("offline")
+    history = []
+    hashes = []
+    for n in range(4):
+        plan, usage = be.plan(ctx(history, attempt=n))
+        src, _ = be.candidate(plan, ctx(history, attempt=n))
+        assert usage.total == 0 and plan.pattern and read_dict(src, "CONFIG") == {
+            **read_dict(BASELINE.read_text(), "CONFIG"), **plan.fixed_config()}
+        history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(),
+                        "score": 1.0 + n / 10 if n != 1 else None, "failed_stage": "gate" if n == 1 else ""})
+        hashes.append(hash(src))
+    assert len(set(hashes)) == 4
+    again, _ = be.plan(ctx(history[:2], attempt=2))
+    assert again.model_dump() == history[2]["plan"]  # resume proposes what the killed run would have
+
+
+def test_unknown_backend_is_one_clear_line():
+    import pytest
+
+    from aka.llm.base import UnknownBackendError
+
+    with pytest.raises(UnknownBackendError, match="unknown backend 'gpt9'; choose one of: offline, scripted"):
+        get_backend("gpt9")
