@@ -55,6 +55,9 @@ VARIANTS = {  # name: CONFIG overrides
     "cp256": {"cp_target_programs": 256, "cp_min_seg_chunks": 16},
     "cpall": {"cp_min_programs": 1056},
     "st1": {"fwd_stages": 1, "seg_stages": 1},
+    "w8st1": {"fwd_warps": 8, "fwd_stages": 1, "seg_stages": 1},
+    "bv64w8st1": {"BV": 64, "fwd_warps": 8, "fwd_stages": 1, "seg_stages": 1},
+    "no_pre_p_st1": {"pre_p": False, "fwd_stages": 1, "seg_stages": 1},
     "st3": {"fwd_stages": 3, "seg_stages": 3},
     "bva128w8": {"BVA": 128, "seg_warps": 8},
     "bva32": {"BVA": 32},
@@ -152,6 +155,21 @@ def extra_mem(fn, inp, out_bytes):
     return max(0, peak - base - out_bytes)
 
 
+def small_cases(mod, args, dev):
+    cp = {"cp": True, "cp_min_programs": 10**9, "cp_target_programs": 10**9, "cp_min_seg_chunks": 1}
+    cases = [([127, 1, 129, 64], 1, 2, True), ([300, 17, 129], 2, 4, True)]
+    for lens, hk, hv, h0 in cases:
+        inp = make_inputs(hk, hv, lens, h0, seed=1, dev=dev)
+        o_ref, s_ref = ref64(**inp)
+        for name in args.variants.split(","):
+            for cpn, extra in (("nocp", {"cp": False}), ("cp", cp)):
+                cfg = dict(mod.CONFIG, **VARIANTS[name], **extra)
+                o, s = mod.forward(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], inp["cu_seqlens"],
+                                   inp["initial_state"], None, cfg)
+                torch.cuda.synchronize()
+                print(lens, hk, hv, h0, name, cpn, f"o {rel(o, o_ref):.2e} S {rel(s, s_ref):.2e}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default="default,bv64w8,prep_tf32,nocp,cp1024,no_pre_p")
@@ -159,11 +177,14 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--nrot", type=int, default=3)
     ap.add_argument("--no-fla", action="store_true")
+    ap.add_argument("--small", action="store_true", help="small edge cases only (debug), CUDA_LAUNCH_BLOCKING")
     ap.add_argument("--set", default="", help="JSON CONFIG overrides applied to every variant")
     args = ap.parse_args()
     out_dir = os.environ.get("OUT")
     dev = torch.device("cuda")
     mod = importlib.import_module("kernels.gdn_prefill.baseline")
+    if args.small:
+        return small_cases(mod, args, dev)
     base_cfg = dict(mod.CONFIG, **json.loads(args.set or "{}"))
     variants = {n: dict(base_cfg, **VARIANTS[n]) for n in args.variants.split(",")}
     fla = None
@@ -201,6 +222,12 @@ def main():
         o_ref, s_ref = ref64(**inputs[0])
         out_bytes = T * hv * D * 2 + N * hv * D * D * 4
         rec = {"shape": sid, "ref_s": round(time.time() - t0, 1)}
+        if fla is not None:
+            o, s = fla(**inputs[0])
+            torch.cuda.synchronize()
+            med, mn = time_fn(fla, inputs, args.reps, flush)
+            rec["fla"] = dict(ms=med, min=mn, eo=rel(o, o_ref), es=rel(s, s_ref), mem=extra_mem(fla, inputs[0], out_bytes))
+            print(sid, "fla", rec["fla"], flush=True)
         for name, cfg in variants.items():
             fn = lambda cfg=cfg, **kw: mod.forward(  # noqa: E731
                 kw["q"], kw["k"], kw["v"], kw["g"], kw["beta"], kw["cu_seqlens"], kw.get("initial_state"), None, cfg
@@ -215,12 +242,6 @@ def main():
             except Exception as exc:  # noqa: BLE001
                 rec[name] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")
             print(sid, name, rec[name], flush=True)
-        if fla is not None:
-            o, s = fla(**inputs[0])
-            torch.cuda.synchronize()
-            med, mn = time_fn(fla, inputs, args.reps, flush)
-            rec["fla"] = dict(ms=med, min=mn, eo=rel(o, o_ref), es=rel(s, s_ref), mem=extra_mem(fla, inputs[0], out_bytes))
-            print(sid, "fla", rec["fla"], flush=True)
         log.append(rec)
         if out_dir:
             with open(os.path.join(out_dir, "gdn_prefill_log.json"), "w") as fh:

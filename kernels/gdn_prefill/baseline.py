@@ -318,7 +318,7 @@ def _seg_kernel(
     is_c = i_c >= NKB
     if j == nseg - 1:
         return  # the last segment's transition is never needed
-    if (j == 0) and (not is_c):
+    if (j == 0) & (i_c < NKB):
         return  # the first segment starts from a known state: no M needed
     bos = tl.load(cu_ptr + seq).to(tl.int64)
     L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
@@ -510,7 +510,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
             HAS_H0=has_h0, num_warps=cfg["seg_warps"], num_stages=cfg["seg_stages"],
         )
         bvc = cfg["BVC"]
-        _chain_kernel[(V // bvc, HV, N)](mc, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", num_warps=4)
+        _chain_kernel[(V // bvc, HV, N)](mc, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", num_warps=4,
+                                            num_stages=1)  # stages>1: 256 KB smem, over the limit
     bv = cfg["BV"]
     _fwd_kernel[(V // bv, HV, nseg_bound)](
         q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
