@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +25,16 @@ class BackendExhausted(AkaError):
     """The backend has nothing new to propose: the run ends normally."""
 
 
+class AttemptFailed(AkaError):
+    """This attempt's answer was unusable (prose, empty, code for another op, a plan that never
+    validated): the loop records the stage and reason, counts the tokens, and goes on."""
+
+    def __init__(self, stage: str, reason: str, usage: Usage | None = None):
+        super().__init__(reason)
+        self.stage = stage
+        self.usage = usage or Usage()
+
+
 class Usage(BaseModel):
     """Tokens one backend call consumed (all zero for the offline backend)."""
 
@@ -32,6 +42,7 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cost_usd: float | None = None  # estimate from the config's price table; None: no price known
 
     @property
     def total(self) -> int:
@@ -42,6 +53,8 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=None if self.cost_usd is None and other.cost_usd is None
+            else (self.cost_usd or 0.0) + (other.cost_usd or 0.0),
         )
 
 
@@ -62,6 +75,11 @@ class Context:
     hardware: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     seed: int = 0
+    # LLM backends: where exchanges are saved, a check+compile of a draft ('' or the error) for the
+    # repair loop, and a hook to the live display (tokens, streaming progress). All optional.
+    run_dir: str = ""
+    verify: Callable[[str], tuple[str, str]] | None = None  # source -> (failed stage, error); ("", "") ok
+    notify: Callable[..., None] | None = None
 
 
 @runtime_checkable
@@ -73,11 +91,15 @@ class Backend(Protocol):
     def candidate(self, plan: Plan, context: Context) -> tuple[str, Usage]: ...
 
 
-# name -> module with make_backend(**options); later: anthropic, openai, replay
+# name -> module with make_backend(**options)
 REGISTRY: dict[str, str] = {
     "offline": "aka.llm.offline",
     "scripted": "aka.llm.scripted",
+    "anthropic": "aka.llm.anthropic",
+    "openai": "aka.llm.openai",
+    "replay": "aka.llm.replay",
 }
+LLM_BACKENDS = ("anthropic", "openai", "replay")  # make_backend(op=..., llm=LLMSettings) for these
 
 
 def get_backend(name: str, **options: Any) -> Backend:
