@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aka.bench import geomean
+from aka.settings import OptimizeSettings
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Evaluator(Protocol):
     def check(self, source: str) -> StageOutcome: ...
     def compile(self, path: Path) -> StageOutcome: ...
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
+    def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
+               shapes: str) -> tuple[GateOutcome, BenchOutcome | None]: ...
     def bench(self, path: Path, shapes: str) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
 
@@ -119,38 +122,42 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 class RealEvaluator:
-    """check -> compile -> gate -> bench -> compare through aka.policy, aka.gate and aka.bench_worker."""
+    """check -> compile -> gate -> bench -> compare through aka.policy, aka.gate and aka.bench_worker.
 
-    def __init__(self, op, timeout_s: float = 300.0, interpreter: bool | None = None):
-        import torch
+    On a GPU the screen (small-shape gate + full-shape timing) runs in one worker, so each
+    candidate pays one process start for it; timings use short sampling caps, and only the
+    candidates the screen calls promising get the full-set gate and the ABBA comparison.
+    """
 
+    def __init__(self, op, settings: OptimizeSettings):
         self.op = op
         self.root = op.root
-        self.timeout = timeout_s
-        self.interpreter = (not torch.cuda.is_available()) if interpreter is None else interpreter
+        self.timeout = settings.timeout_s
+        self.interpreter = settings.interpreter
+        gpu = not self.interpreter
+        self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2) if gpu else None
+        self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
 
     def _payload(self, **extra: Any) -> dict[str, Any]:
-        return {"op": self.op.name, "root": str(self.root), "force_cpu": self.interpreter,
-                "interpreter": self.interpreter, **extra}
+        return {"op": self.op.name, "root": str(self.root), "force_cpu": self.interpreter, **extra}
+
+    def _kernel(self, name: str, path: Path) -> dict[str, Any]:
+        return {"name": name, "kind": "kernel", "path": str(path), "function": self.op.spec.entry}
 
     def device(self) -> dict[str, Any]:
-        import torch
-
         if self.interpreter:
             return {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0, **versions()}
+        import torch
+
         props = torch.cuda.get_device_properties(0)
         return {"name": props.name, "interpreter": False, "sms": props.multi_processor_count,
                 "capability": f"sm_{props.major}{props.minor}", **versions()}
 
     def check(self, source: str) -> StageOutcome:
-        try:
-            from aka.policy import check_source
-        except ImportError:
-            return StageOutcome(True, detail={"note": "aka.policy not installed: static check skipped"})
+        from aka.policy import check_source
+
         res = check_source(source, self.op.spec)
-        ok = bool(getattr(res, "ok", res is None or res is True))
-        msg = getattr(res, "message", None) or "; ".join(map(str, getattr(res, "errors", []) or [])) or str(res)
-        return StageOutcome(ok, "" if ok else msg)
+        return StageOutcome(res.ok, res.message)
 
     def compile(self, path: Path) -> StageOutcome:
         ok, value, err = _run_task("aka.evaluator:compile_worker", self._payload(path=str(path)),
@@ -160,32 +167,55 @@ class RealEvaluator:
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed)
         ok, value, err = _run_task("aka.gate:gate_worker", payload, self.timeout * max(1, rounds), self.interpreter)
+        return gate_outcome(value) if ok else GateOutcome({}, err or "gate worker failed")
+
+    def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
+               shapes: str) -> tuple[GateOutcome, BenchOutcome | None]:
+        payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
+                                impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
+        ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2, self.interpreter)
         if not ok:
-            return GateOutcome({}, err or "gate worker failed")
-        return gate_outcome(value)
+            return GateOutcome({}, err or "screen worker failed"), None
+        g = gate_outcome(value["gate"])
+        return g, (bench_outcome(value["bench"]) if value.get("bench") else None)
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
-        impl = {"name": "candidate", "kind": "kernel", "path": str(path), "function": self.op.spec.entry}
-        ok, value, err = _run_task("aka.bench_worker:bench_worker", self._payload(impls=[impl], shapes=shapes),
-                                   self.timeout, self.interpreter)
-        if not ok:
-            return BenchOutcome({}, "none", err)
-        times, errors = {}, []
-        for row in value["rows"]:
-            res = row["results"]["candidate"]
-            if "eager" in res:  # graph replay when it worked: no launch gaps in the screen
-                times[row["shape"]] = (res.get("graph") or res["eager"])["median_us"]
-            else:
-                errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
-        return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors))
+        payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
+        ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        return bench_outcome(value) if ok else BenchOutcome({}, "none", err)
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
-        ref = lambda name, p: {"name": name, "kind": "kernel", "path": str(p), "function": self.op.spec.entry}  # noqa: E731
-        payload = self._payload(a=ref("incumbent", incumbent), b=ref("candidate", candidate), shapes=shapes)
+        payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
+                                shapes=shapes, config=self.compare_cfg)
         ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
-        if not ok:
-            return CompareOutcome({}, None, None, "none", err)
-        return compare_outcome(value)
+        return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
+
+
+def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int) -> dict[str, Any]:
+    # eager only: the ABBA comparison times eager calls too, so screen and decision agree
+    return {"warmup": 2, "min_iters": min_iters, "max_iters": max_iters, "time_cap_s": cap_s,
+            "input_copies": copies, "graph": False, "check_every": 4}
+
+
+def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """Gate on the small sets, then (only if it passed) time every bench shape: one process start."""
+    from aka.bench_worker import bench_worker
+    from aka.gate import gate_worker
+
+    report = gate_worker({**payload, "shapes": payload["gate_shapes"]})
+    bench = bench_worker(payload) if report["passed"] else None
+    return {"gate": report, "bench": bench}
+
+
+def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
+    times, errors = {}, []
+    for row in value["rows"]:
+        res = row["results"]["candidate"]
+        if "eager" in res:
+            times[row["shape"]] = res["eager"]["median_us"]
+        else:
+            errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
+    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors))
 
 
 def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:

@@ -10,6 +10,7 @@ when the process died is redone.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 from aka import gitops
 from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
-from aka.llm.base import Backend, BackendExhausted, Context
+from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, Usage
 from aka.settings import OptimizeSettings
 from aka.store import RunStore
 from aka.supervisor import (
@@ -120,26 +121,40 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
 
 def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
              view: View | None = None) -> dict[str, Any]:
-    """Run rounds until a stop condition; returns the run summary (also written to run.json)."""
+    """Run rounds until a stop condition; returns the run summary (also written to run.json).
+
+    Candidate n+1 is planned, generated, checked and compiled in a background thread while
+    candidate n is gated and timed (compilation is CPU work; GPU timing stays serial).
+    """
     view = view or _Quiet()
     run = store.read_run()
     st = rebuild(store, run)
     finish_pending_promotion(store, settings, op)
-    reason = None
+    reason, ahead = None, None
     while reason is None:
         reason = stop_reason(settings.budget, st.used)
         if reason:
             break
-        n = st.used.candidates
+        n, t0 = st.used.candidates, time.monotonic()
         view.update(round=n + 1, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
         try:
-            rec = attempt(n, store, settings, op, backend, evaluator, st, run, view)
+            prep = ahead.result() if ahead is not None else prepare(n, store, settings, op, backend, evaluator, st,
+                                                                    run, view=view)
         except BackendExhausted as exc:
             reason = str(exc)
             break
+        ahead = None
+        if settings.prepare_ahead and n + 1 < settings.budget.max_candidates:
+            ahead = Ahead(prepare, n + 1, store, settings, op, backend, evaluator, st, run, pending=prep, view=view)
+        view.update(stage="measure", candidate=prep.summary)
+        rec = measure(prep, settings, op, evaluator, st, run, view, ahead)
+        if rec["decision"]["promote"]:
+            rec["decision"] = still_current(store, op, Decision(**rec["decision"])).model_dump()
+        rec["duration_s"] = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
         store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
         if rec["decision"]["promote"]:
             finish_pending_promotion(store, settings, op)
+            ahead = None  # planned against the old incumbent: plan again
         st = rebuild(store, run)
         view.update(stage="decided", record=rec, best=st.best)
     summary = {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
@@ -148,84 +163,147 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
     return summary
 
 
-def attempt(n: int, store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
-            st: State, run: dict[str, Any], view: View) -> dict[str, Any]:
-    """One round: everything measured about candidate n, and the Supervisor's decision."""
+@dataclass
+class Prepared:
+    """A candidate up to compilation: its record so far and what the static stages found."""
+
+    rec: dict[str, Any]
+    path: Path
+    m: Measurements
+    summary: str
+
+
+def prepare(n: int, store: RunStore, settings: OptimizeSettings, op, backend: Backend, ev: Evaluator, st: State,
+            run: dict[str, Any], pending: Prepared | None = None, view: View | None = None) -> Prepared:
+    """Plan, generate, check and compile candidate n (no GPU timing happens here)."""
     t0 = time.monotonic()
     ctx = Context(op=op.name, attempt=n, incumbent_source=st.incumbent.read_text(), incumbent_label=st.incumbent_label,
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
-                  hardware=run["device"], history=store.attempts(), seed=settings.seed)
+                  hardware=run["device"], history=store.attempts(), seed=settings.seed,
+                  pending=[pending.rec] if pending else [], run_dir=str(store.path),
+                  verify=lambda src: _verify(src, store.path / "candidates" / f"{n}.draft.py", ev),
+                  notify=(view or _Quiet()).update)
     rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": ""}
-    plan, use1 = backend.plan(ctx)
-    rec.update(plan=plan.model_dump(), config=plan.fixed_config())
-    view.update(stage="codegen", candidate=plan.summary())
-    source, use2 = backend.candidate(plan, ctx)
+    _, bench_shapes, _ = shape_plan(settings)
+    m = Measurements(expected_shapes=[c.id for c in op.cases(bench_shapes)])
+    try:
+        plan, use1 = backend.plan(ctx)
+        rec.update(plan=plan.model_dump(), config=plan.fixed_config())
+        source, use2 = backend.candidate(plan, ctx)
+    except AttemptFailed as exc:  # an unusable answer: recorded, its tokens counted, the run goes on
+        used = exc.usage + (use1 if "plan" in rec else Usage())
+        rec.update(failed_stage=exc.stage, usage=used.model_dump(), tokens=used.total, code_hash="")
+        m.backend_error = f"{exc.stage}: {exc}"
+        return Prepared(rec, store.path / "candidates" / f"{n}.py", m, f"({exc.stage} failed)")
     usage = use1 + use2
     rec.update(usage=usage.model_dump(), tokens=usage.total, code_hash=code_hash(source))
     path = store.write_candidate(n, source)
-    m, score = evaluate(source, path, settings, op, evaluator, st, run, rec, view)
+    seen = dict(st.seen, **({pending.rec["code_hash"]: pending.rec["n"]} if pending else {}))
+    if rec["code_hash"] in seen:
+        rec["failed_stage"] = "duplicate"
+        m.backend_error = f"identical code already measured (attempt {seen[rec['code_hash']]}); not re-measured"
+    else:
+        stage, error = _verify(source, path, ev, rec)
+        if stage:
+            rec["failed_stage"] = stage
+            setattr(m, f"{stage}_error", error or "failed")
+    rec["prepare_s"] = round(time.monotonic() - t0, 3)
+    return Prepared(rec, path, m, plan.summary())
+
+
+def _verify(source: str, path: Path, ev: Evaluator, rec: dict[str, Any] | None = None) -> tuple[str, str]:
+    """Static check then compile: ('', '') when both pass, else (stage, error)."""
+    if rec is None:  # a draft from a backend's repair loop
+        path.write_text(source)
+    chk = ev.check(source)
+    if rec is not None:
+        rec["check"] = {"ok": chk.ok, "error": chk.error}
+    if not chk.ok:
+        return "check", chk.error
+    comp = ev.compile(path)
+    if rec is not None:
+        rec["compile"] = {"ok": comp.ok, "error": comp.error, **comp.detail}
+    return ("", "") if comp.ok else ("compile", comp.error)
+
+
+def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: State, run: dict[str, Any],
+            view: View, ahead: Ahead | None) -> dict[str, Any]:
+    """Gate and time a prepared candidate, then let the Supervisor decide."""
+    rec, m, path = prep.rec, prep.m, prep.path
+    gate_stages, bench_shapes, rounds = shape_plan(settings)
+    score = None
+    if not rec["failed_stage"]:
+        view.update(stage=f"gate {'+'.join(gate_stages[0])} + bench {bench_shapes}")
+        g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec["n"], bench_shapes)
+        _gate_into(rec, m, g, gate_stages[0])
+        if not rec["failed_stage"] and b is not None:
+            score = _bench_into(rec, m, b, run, st)
+    vs_inc = rec.get("bench", {}).get("vs_incumbent") if score is not None else None
+    # only promising candidates earn the expensive stages; nothing else may touch the GPU meanwhile
+    if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
+        if ahead is not None:
+            ahead.wait()
+        for sets in gate_stages[1:]:
+            view.update(stage="gate " + "+".join(sets))
+            _gate_into(rec, m, ev.gate(path, sets, rounds, settings.seed + 1000 * rec["n"] + 1), sets)
+        if not rec["failed_stage"]:
+            view.update(stage="compare (ABBA)")
+            c = ev.compare(st.incumbent, path, bench_shapes)
+            rec["compare"] = {"speedups": c.speedups, "geomean": c.geomean, "noise": c.noise,
+                              "timing": c.timing, "error": c.error}
+            if c.timing == "gpu" and not c.error:
+                m.ratios, m.geomean, m.noise = c.speedups, c.geomean, c.noise
+    elif m.timing == "gpu" and vs_inc is not None:
+        m.screen_gain = vs_inc - 1
     rec["score"] = score
     rec["improved"] = score is not None and (st.best is None or score > st.best)
-    decision = decide(m, settings.rules)
-    if decision.promote:
-        decision = still_current(store, op, decision)
     rec["measurements"] = m.model_dump()
-    rec["decision"] = decision.model_dump()
-    rec["duration_s"] = round(time.monotonic() - t0, 3)
+    rec["decision"] = decide(m, settings.rules).model_dump()
     return rec
 
 
-def evaluate(source: str, path: Path, settings: OptimizeSettings, op, ev: Evaluator, st: State,
-             run: dict[str, Any], rec: dict[str, Any], view: View) -> tuple[Measurements, float | None]:
-    """The staged evaluation; stops at the first failing stage and says which one in rec."""
-    gate_stages, bench_shapes, rounds = shape_plan(settings)
-    full_ids = [c.id for c in op.cases(bench_shapes)]
-    m = Measurements(expected_shapes=full_ids)
-    if rec["code_hash"] in st.seen:
-        rec["failed_stage"] = "duplicate"
-        m.check_error = f"identical code already measured (attempt {st.seen[rec['code_hash']]}); not re-measured"
-        return m, None
-    view.update(stage="check")
-    chk = ev.check(source)
-    rec["check"] = {"ok": chk.ok, "error": chk.error}
-    if not chk.ok:
-        rec["failed_stage"], m.check_error = "check", chk.error
-        return m, None
-    view.update(stage="compile")
-    comp = ev.compile(path)
-    rec["compile"] = {"ok": comp.ok, "error": comp.error, **comp.detail}
-    if not comp.ok:
-        rec["failed_stage"], m.compile_error = "compile", comp.error or "failed"
-        return m, None
-    for sets in gate_stages:  # cheap shapes first: a wrong kernel never costs a full-set gate
-        view.update(stage="gate " + "+".join(sets))
-        g = ev.gate(path, sets, rounds, settings.seed + 1000 * rec["n"])
-        m.gate.update(g.passed)
-        m.gate_sets += sets
-        rec["gate"] = {"sets": m.gate_sets, "passed": m.gate, "error": g.error, **g.detail}
-        if g.error or not g.passed or not all(all(r) for r in g.passed.values()):
-            rec["failed_stage"], m.gate_error = "gate", g.error or "a shape failed"
-            return m, None
-    view.update(stage=f"bench {bench_shapes}")
-    b = ev.bench(path, bench_shapes)
+def _gate_into(rec: dict[str, Any], m: Measurements, g, sets: list[str]) -> None:
+    m.gate.update(g.passed)
+    m.gate_sets += sets
+    rec["gate"] = {"sets": m.gate_sets, "passed": m.gate, "error": g.error, **g.detail}
+    if g.error or not g.passed or not all(all(r) for r in g.passed.values()):
+        rec["failed_stage"], m.gate_error = "gate", g.error or "a shape failed"
+
+
+def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st: State) -> float | None:
     rec["bench"] = {"times_us": b.times_us, "timing": b.timing, "error": b.error}
     m.timing = b.timing if b.timing in ("gpu", "interpreter") else "none"
     if b.error or not b.times_us:
         rec["failed_stage"] = "bench"
-        return m, None
+        return None
     score = speedup(run["baseline"]["baseline_us"], b.times_us)
-    vs_inc = speedup(st.incumbent_times, b.times_us)
-    rec["bench"].update(vs_baseline=score, vs_incumbent=vs_inc)
-    if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
-        view.update(stage="compare (ABBA)")  # only promising candidates earn the interleaved re-measurement
-        c = ev.compare(st.incumbent, path, bench_shapes)
-        rec["compare"] = {"speedups": c.speedups, "geomean": c.geomean, "noise": c.noise, "timing": c.timing,
-                          "error": c.error}
-        if c.timing == "gpu" and not c.error:
-            m.ratios, m.geomean, m.noise = c.speedups, c.geomean, c.noise
-    elif m.timing == "gpu":
-        m.screen_gain = None if vs_inc is None else vs_inc - 1
-    return m, score
+    rec["bench"].update(vs_baseline=score, vs_incumbent=speedup(st.incumbent_times, b.times_us))
+    return score
+
+
+class Ahead:
+    """prepare() of the next candidate on a daemon thread (Ctrl-C never waits for it)."""
+
+    def __init__(self, fn, *args: Any, **kwargs: Any):
+        self._out: list[Any] = []
+        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args, kwargs) -> None:
+        try:
+            self._out.append((True, fn(*args, **kwargs)))
+        except BaseException as exc:  # re-raised in the loop's thread by result()
+            self._out.append((False, exc))
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Prepared:
+        self.wait()
+        ok, value = self._out[0]
+        if not ok:
+            raise value
+        return value
 
 
 def still_current(store: RunStore, op, decision: Decision) -> Decision:

@@ -54,13 +54,18 @@ def key(structure: str, config: dict[str, Any]) -> str:
     return structure + ":" + json.dumps(config, sort_keys=True, default=str)
 
 
-def propose(structures: list[Structure], trials: list[Trial], seed: int = 0) -> Proposal | None:
-    """The next configuration to evaluate, or None when the space is exhausted."""
-    rng = random.Random(f"{seed}:{len(trials)}")
-    seen = {key(t.structure, t.config) for t in trials}
+def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
+            pending: list[Trial] = ()) -> Proposal | None:
+    """The next configuration to evaluate, or None when the space is exhausted.
+
+    `pending` are proposals still being measured (the loop prepares one candidate ahead): they
+    count as seen, so the two in flight always differ.
+    """
+    rng = random.Random(f"{seed}:{len(trials)}:{len(pending)}")
+    seen = {key(t.structure, t.config) for t in [*trials, *pending]}
     by_name = {s.name: [t for t in trials if t.structure == s.name] for s in structures}
     for s in structures:  # structure phase, in the planner's order of preference
-        if not by_name[s.name] and key(s.name, s.start) not in seen:
+        if not by_name[s.name] and key(s.name, s.start) not in seen:  # pending ones are in `seen`
             return Proposal(s, dict(s.start), "structure", f"first look at structure '{s.name}'")
     for s in alive(structures, by_name, len(trials)):
         prop = _mutate(s, by_name[s.name], trials, seen, rng)

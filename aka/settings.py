@@ -42,3 +42,8 @@ class OptimizeSettings(BaseModel):
         description="shape sets gated in the interpreter; edge adds ~75 s per round on 2 cores (gdn_prefill)",
     )
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")
+    prepare_ahead: bool = Field(True, description="plan and compile the next candidate while this one is timed")
+    screen_time_cap_s: float = Field(
+        0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"
+    )
+    compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")

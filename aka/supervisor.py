@@ -20,6 +20,7 @@ class Measurements(BaseModel):
     """What one candidate's evaluation produced; inputs to decide()."""
 
     model_config = ConfigDict(extra="forbid")
+    backend_error: str = Field("", description="the backend gave no usable candidate; empty otherwise")
     check_error: str = Field("", description="static check failure; empty when it passed")
     compile_error: str = Field("", description="compile/import failure; empty when it passed")
     gate: dict[str, list[bool]] = Field(default_factory=dict, description="shape id -> pass per gate round")
@@ -46,20 +47,24 @@ def _no(reason: str, verdict: Literal["rejected", "not promoted"] = "rejected") 
 
 def decide(m: Measurements, rules: PromotionRules) -> Decision:
     """Promote only a fully gated, GPU-timed candidate that is measurably faster everywhere that counts."""
+    if m.backend_error:
+        return _no(f"no usable candidate: {m.backend_error}")
     if m.check_error:
         return _no(f"static check failed: {m.check_error}")
     if m.compile_error:
         return _no(f"compile failed: {m.compile_error}")
     failed = [f"{s} round {i + 1}" for s, rounds in m.gate.items() for i, ok in enumerate(rounds) if not ok]
     if not m.gate or failed or m.gate_error:
-        where = ", ".join(failed[:3]) or "no gate result"
-        return _no(f"gate failed ({where}){': ' + m.gate_error if m.gate_error else ''}")
+        shapes = sorted({f.split()[0] for f in failed})
+        if m.gate_error:  # the gate's own words name the first failure precisely
+            return _no(f"gate failed on {len(shapes) or 'some'} shape(s): {m.gate_error}")
+        return _no(f"gate failed ({', '.join(failed[:3]) or 'no gate result'})")
     if m.timing == "interpreter":
         return _no("not promoted: interpreter timings cannot promote", "not promoted")
-    if "full" not in m.gate_sets:
-        return _no(f"gate covered only {'+'.join(m.gate_sets) or 'nothing'}, not the full set")
     if m.timing == "gpu" and m.geomean is None and m.screen_gain is not None:
         return _no(f"bench gain {m.screen_gain:+.2%} over the incumbent too small to re-measure")
+    if "full" not in m.gate_sets:
+        return _no(f"gate covered only {'+'.join(m.gate_sets) or 'nothing'}, not the full set")
     if m.timing != "gpu" or m.geomean is None:
         return _no("no interleaved GPU comparison against the incumbent")
     missing = [s for s in m.expected_shapes if s not in m.ratios]

@@ -120,7 +120,7 @@ def optimize(
         settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
     be = get_backend(settings.backend)
-    evaluator = RealEvaluator(the_op, settings.timeout_s, interpreter=settings.interpreter)
+    evaluator = RealEvaluator(the_op, settings)
     if settings.interpreter:
         console.print(f"[yellow]no GPU: {_cpu_note(settings)}[/yellow]")
     with Live(Panel("measuring the baseline ..."), console=console, refresh_per_second=4, transient=True) as live:
@@ -178,10 +178,16 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None) -> None:
         lines.append(f"promoted attempt {p['n']}" + (f" in commit {p['commit'][:10]}" if p.get("commit") else
                                                     " (written, not committed)"))
     if not run.get("promotions"):
-        reasons = {a["decision"]["reason"] for a in attempts}
-        why = "; ".join(sorted(reasons))[:300] if reasons else "no attempts"
-        lines.append(f"nothing promoted: {why}")
+        lines.append(f"nothing promoted: {_tally(attempts)}")
     console.print(Panel("\n".join(lines), title="summary"))
+
+
+def _tally(attempts: list[dict[str, Any]]) -> str:
+    """'2 x gate, 1 x interpreter timings cannot promote': why attempts ended, most common first."""
+    from collections import Counter
+
+    why = Counter(a.get("failed_stage") or a["decision"]["reason"].removeprefix("not promoted: ") for a in attempts)
+    return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in why.most_common()) or "no attempts"
 
 
 def runs(op: str = typer.Argument(None, help="only this op")) -> None:

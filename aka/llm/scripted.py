@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aka.llm.base import BackendExhausted, Context, Usage
+from aka.llm.base import AttemptFailed, BackendExhausted, Context, Usage
 from aka.plan import Plan
 
 
@@ -33,6 +33,8 @@ class ScriptedBackend:
 
     def plan(self, ctx: Context) -> tuple[Plan, Usage]:
         step = self._step(ctx)
+        if step.get("fail"):  # an unusable answer, as an LLM backend reports one
+            raise AttemptFailed(step["fail"], "scripted unusable answer", Usage(input_tokens=self.tokens))
         plan = Plan.model_validate(step.get("plan") or {"hypothesis": f"scripted step {ctx.attempt}"})
         return plan, Usage(input_tokens=self.tokens, output_tokens=self.tokens // 2)
 

@@ -66,6 +66,10 @@ class FakeEvaluator:
         passed = {c.id: [not fail] * rounds for s in sets for c in self.op.cases(s)}
         return GateOutcome(passed, "S1: rel_l2 3e-1 > 1e-2" if fail else "")
 
+    def screen(self, path: Path, sets: list[str], rounds: int, seed: int, shapes: str):
+        g = self.gate(path, sets, rounds, seed)
+        return g, (None if g.error else self.bench(path, shapes))
+
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         self.calls.append("bench")
         return BenchOutcome({c.id: 100.0 / self._speed(path, c.id) for c in self.op.cases(shapes)}, self.timing)

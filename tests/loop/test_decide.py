@@ -36,6 +36,7 @@ def test_clean_win_promotes():
         ({"check_error": "imports torch.matmul"}, "static check failed"),
         ({"compile_error": "SyntaxError"}, "compile failed"),
         ({"gate": {"S1": [True, False, True], "G1": [True]}}, "S1 round 2"),
+        ({"gate": {"S1": [False]}, "gate_error": "S1: o: rel L2 3e-2"}, "1 shape(s): S1: o: rel L2"),
         ({"gate": {}}, "no gate result"),
         ({"gate_error": "NaN in o"}, "gate failed"),
     ],

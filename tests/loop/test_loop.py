@@ -41,8 +41,9 @@ def test_gpu_timed_loop_promotes_into_git(project, op):
     assert verdicts == ["rejected"] * 3 + ["promoted", "rejected", "rejected", "rejected", "promoted"]
     assert "too small to re-measure" in att[5]["decision"]["reason"]
     assert "G4 slower" in att[6]["decision"]["reason"]
-    assert ev.calls.count("gate:smoke+edge") == 6 and ev.calls.count("gate:full") == 4  # setup + staged gate
-    assert ev.calls.count("compare") == 3  # only promising candidates are re-measured
+    # setup + every compiled candidate on the small sets; the full set and ABBA only for promising ones
+    assert ev.calls.count("gate:smoke+edge") == 6 and ev.calls.count("gate:full") == 3
+    assert ev.calls.count("compare") == 3
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
     assert meta["attempt"] == 7 and abs(meta["geomean_vs_baseline"] - 1.32) < 1e-9
     assert abs(meta["speedup_vs_previous"]["G1"] - 1.1) < 1e-9 and meta["device"] == "fake H200"
@@ -70,3 +71,14 @@ def test_promotion_refused_when_another_run_promoted_meanwhile(project, op):
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)
     d = store.attempts()[0]["decision"]
     assert not d["promote"] and "changed during this run" in d["reason"]
+
+
+def test_unusable_backend_answer_is_recorded_with_its_tokens(project, op):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=2), commit=False, interpreter=True)
+    ev = FakeEvaluator(op, timing="interpreter")
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, ScriptedBackend([{"fail": "codegen"}, {"source": source(1.1)}], tokens=10), ev)
+    first, second = store.attempts()
+    assert first["failed_stage"] == "codegen" and first["tokens"] == 10
+    assert first["decision"]["reason"].startswith("no usable candidate: codegen")
+    assert second["decision"]["reason"] == "not promoted: interpreter timings cannot promote"

@@ -34,7 +34,9 @@ def test_patterns_pin_structure_and_respect_the_kernel_space():
     assert {"context_parallel", "single_pass"} <= set(pats)
     space = read_dict(BASELINE.read_text(), "SPACE")
     single = structure_of(pats["single_pass"], {"sms": 132}, {})
-    assert single.start["cp"] is False and set(single.space) == {"BV", "fwd_warps", "fwd_stages", "prep_warps"}
+    single_knobs = {"BV", "fwd_warps", "fwd_stages", "reload_k", "pre_p", "prep_warps", "prep_prec"}
+    assert single.start["cp"] is False and set(single.space) <= single_knobs
+    assert "cp_min_programs" not in single.space
     cp = structure_of(pats["context_parallel"], {"sms": 132}, {})
     assert cp.start["cp"] is True and "cp" not in cp.space
     assert cp.space["cp_min_programs"] == [132, 264, 528]  # the H200 region
@@ -65,5 +67,5 @@ def test_unknown_backend_is_one_clear_line():
 
     from aka.llm.base import UnknownBackendError
 
-    with pytest.raises(UnknownBackendError, match="unknown backend 'gpt9'; choose one of: offline, scripted"):
+    with pytest.raises(UnknownBackendError, match="unknown backend 'gpt9'; choose one of: .*offline.*scripted"):
         get_backend("gpt9")
