@@ -51,15 +51,13 @@ if CPU:
     BASE = {"C1": ([200, 70, 129], 4, 1), "C2": ([300, 9], 4, 2), "C3": ([1000], 8, 1)}
 SHAPES = {f"{k}-q{ql}": (v[0], ql, v[1], v[2]) for ql in (1, 4) for k, v in BASE.items()}
 
-SWEEP = [  # CONFIG candidates (merged over the module's CONFIG); run 1 picked BN32/s3/T1056
-    dict(BLOCK_N=32, num_warps=4, num_warps_m64=4, num_stages=3, SPLIT_TARGET=1056),
-    dict(BLOCK_N=32, num_warps=4, num_warps_m64=8, num_stages=3, SPLIT_TARGET=1056),
-    dict(BLOCK_N=64, num_warps=4, num_warps_m64=8, num_stages=2, SPLIT_TARGET=1056),
-    dict(BLOCK_N=32, num_warps=4, num_warps_m64=8, num_stages=4, SPLIT_TARGET=528),
-    dict(BLOCK_N=64, num_warps=4, num_warps_m64=8, num_stages=3, SPLIT_TARGET=528),
-    dict(BLOCK_N=32, num_warps=4, num_warps_m64=8, num_stages=3, SPLIT_TARGET=2112),
-    dict(BLOCK_N=32, num_warps=4, num_warps_m64=8, num_stages=3, SPLIT_POLICY="waves"),
-    dict(BLOCK_N=64, num_warps=4, num_warps_m64=8, num_stages=2, SPLIT_POLICY="waves"),
+SWEEP = [  # CONFIG candidates (merged over the module's CONFIG); _m64 keys apply to q_len 4 x G 16 tiles
+    dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=32, num_stages_m64=3, LAZY_RESCALE=False),
+    dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=32, num_stages_m64=3, LAZY_RESCALE=True),
+    dict(BLOCK_N=32, num_stages=3, BLOCK_N_m64=32, num_stages_m64=3, LAZY_RESCALE=False),  # run-2 best
+    dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=16, num_stages_m64=4, LAZY_RESCALE=True),
+    dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=64, num_stages_m64=2, LAZY_RESCALE=True),
+    dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=32, num_stages_m64=3, LAZY_RESCALE=True, SPLIT_TARGET=2112),
 ]
 SWEEP_SHAPES = ["C1-q1", "C3-q4"] if CPU else ["D2-q1", "D6-q1", "D5-q1", "D2-q4", "D6-q4", "D5-q4"]
 

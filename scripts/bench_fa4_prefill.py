@@ -56,10 +56,10 @@ if CPU:
     SHAPES = {"C1": ([70, 5], [30, 0], 4, 2), "C2": ([65], None, 2, 1), "C3": ([64, 64], None, 2, 1)}
 
 SWEEP = [  # CONFIG candidates (merged over the module's CONFIG)
-    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2),
-    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, USE_TMA=True),
-    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, PACK_GQA=True),
-    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, SPLIT_CAUSAL=False),
+    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, USE_TMA=False, WARP_SPEC=False),
+    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, USE_TMA=True, WARP_SPEC=False),
+    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, PACK_GQA=True, WARP_SPEC=False),
+    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, SPLIT_CAUSAL=False, WARP_SPEC=False),
 ]
 # Automatic warp specialisation (tl.range(warp_specialize=True)) is experimental on Hopper: probed in
 # its own process first (--ws-probe) so a compiler crash cannot take the main run down.

@@ -32,11 +32,16 @@ import triton.language as tl
 
 # Values used at call time (the entry reads the module global each call, so a search can swap it).
 CONFIG = {
+    # Tiles with < 64 packed rows (q_len 1: M = G = 8 or 16):
     "BLOCK_N": 64,
     "num_warps": 4,
-    "num_warps_m64": 4,  # num_warps when the packed tile has >= 64 rows (q_len 4 x group 16)
     "num_stages": 2,
-    "SPLIT_TARGET": 264,  # programs wanted in flight: 2 per SM on 132 SMs
+    # Tiles with >= 64 packed rows (q_len 4 x G 16): more compute per byte, registers are the limit.
+    "BLOCK_N_m64": 32,
+    "num_warps_m64": 4,
+    "num_stages_m64": 3,
+    "LAZY_RESCALE": False,  # skip the accumulator rescale until the running max grows by > 2^8
+    "SPLIT_TARGET": 1056,  # "target" policy: programs wanted (8 per SM on 132 SMs)
     "MIN_SPLIT_TOKENS": 256,  # no split shorter than this (keeps the merge traffic small)
     "MAX_SPLITS": 256,
     "REDUCE_BLOCK_S": 16,  # splits merged per step in the reduction kernel
@@ -49,9 +54,12 @@ CONFIG = {
 SPACE = {
     "BLOCK_N": [16, 32, 64, 128],
     "num_warps": [4, 8],
-    "num_warps_m64": [4, 8],
     "num_stages": [1, 2, 3, 4],
-    "SPLIT_TARGET": [132, 264, 528],
+    "BLOCK_N_m64": [16, 32, 64],
+    "num_warps_m64": [4, 8],
+    "num_stages_m64": [1, 2, 3, 4],
+    "LAZY_RESCALE": [False, True],
+    "SPLIT_TARGET": [132, 264, 528, 1056, 2112],
     "MIN_SPLIT_TOKENS": [128, 256, 512, 1024],
     "MAX_SPLITS": [64, 256],
     "REDUCE_BLOCK_S": [8, 16, 32],
@@ -76,7 +84,7 @@ def _fa4_decode_kernel(
     stride_lt, stride_lh,  # partial lse [B*q_len, Hq, S]
     NUM_SPLITS,
     Q_LEN: tl.constexpr, G: tl.constexpr, PAGE: tl.constexpr, HEAD_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, LAZY_RESCALE: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -119,13 +127,28 @@ def _fa4_decode_kernel(
                     mask=n_ok[:, None], other=0.0)
         qk = tl.dot(q, tl.trans(k))
         qk = tl.where((offs_n[None, :] <= qpos[:, None]) & n_ok[None, :], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])  # scale folded into one FMA
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        m_i = m_new
+        m_blk = tl.max(qk, 1) * qk_scale
+        if LAZY_RESCALE:
+            # Keep a stale running max until some row's max grows by more than 8 (log2 units):
+            # meanwhile p <= 2^8 and the final division by l is exact; the rescale of the
+            # 64 x 256 accumulator is skipped on most steps once the max has settled.
+            if tl.max(m_blk - m_i, 0) > 8.0:
+                m_new = tl.maximum(m_i, m_blk)
+                alpha = tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha
+                acc = acc * alpha[:, None]
+                m_i = m_new
+            p = tl.math.exp2(qk * qk_scale - m_i[:, None])
+            l_i = l_i + tl.sum(p, 1)
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        else:
+            m_new = tl.maximum(m_i, m_blk)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])  # scale folded into one FMA
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_new
 
     has = l_i > 0.0  # a draft row can see no key of a late split
     out = acc / tl.where(has, l_i, 1.0)[:, None]
@@ -176,7 +199,7 @@ def _fa4_decode_merge_kernel(
     tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
 
 
-def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132):
+def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132, block_n=None):
     """Split count from shapes only (max_kv is the page table's capacity, an upper bound).
 
     "target": fill SPLIT_TARGET programs. "waves": minimise waves x (keys per split + a fixed
@@ -184,7 +207,8 @@ def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132):
     Either way at least MIN_SPLIT_TOKENS keys per split and at most MAX_SPLITS splits.
     """
     cfg = CONFIG if cfg is None else cfg
-    cap = max(1, min(triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], cfg["BLOCK_N"])), cfg["MAX_SPLITS"]))
+    block_n = cfg["BLOCK_N"] if block_n is None else block_n
+    cap = max(1, min(triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], block_n)), cfg["MAX_SPLITS"]))
     if cfg.get("SPLIT_POLICY", "target") == "waves":
         return _waves_splits(batch * hkv, max_kv, cap, num_sms * cfg["CTAS_PER_SM"], cfg["SPLIT_OVERHEAD_TOKENS"])
     want = triton.cdiv(cfg["SPLIT_TARGET"], batch * hkv)
@@ -220,10 +244,11 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     g = hq // hkv
     if softmax_scale is None:
         softmax_scale = d ** -0.5
-    block_n = cfg["BLOCK_N"]
     block_m = max(16, triton.next_power_of_2(q_len * g))
+    sfx = "_m64" if block_m >= 64 else ""
+    block_n, num_warps, num_stages = cfg["BLOCK_N" + sfx], cfg["num_warps" + sfx], cfg["num_stages" + sfx]
     # Upper bound on kv_len from the page table's width (no host sync on kv_lens).
-    splits = num_splits_for(batch, hkv, page_table.shape[1] * page, cfg, _num_sms(q.device))
+    splits = num_splits_for(batch, hkv, page_table.shape[1] * page, cfg, _num_sms(q.device), block_n)
     o = torch.empty_like(q)
     if splits > 1:
         o_part = torch.empty(rows, hq, splits, d, dtype=torch.float32, device=q.device)
@@ -244,8 +269,8 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
         lse_part.stride(0) if splits > 1 else 0, lse_part.stride(1) if splits > 1 else 0,
         splits,
         Q_LEN=q_len, G=g, PAGE=page, HEAD_D=d,
-        BLOCK_M=block_m, BLOCK_N=block_n, SPLIT=splits > 1,
-        num_warps=cfg["num_warps_m64"] if block_m >= 64 else cfg["num_warps"], num_stages=cfg["num_stages"],
+        BLOCK_M=block_m, BLOCK_N=block_n, SPLIT=splits > 1, LAZY_RESCALE=bool(cfg["LAZY_RESCALE"]),
+        num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
         _fa4_decode_merge_kernel[(rows, hq)](

@@ -122,10 +122,20 @@ def test_config_points(cfg):
     check(make_case([260, 129], 4, hq=4, hkv=1, seed=9), cfg)
 
 
+@pytest.mark.parametrize("hq,q_len", [(4, 1), (16, 4)], ids=["m16", "m64"])
+@pytest.mark.parametrize("qscale", [1.0, 12.0], ids=["plain", "peaky"])
+def test_lazy_rescale(hq, q_len, qscale):
+    # Peaky scores (large |q|) make the running max jump by far more than 2^8 mid-sequence.
+    case = make_case([300, 45], q_len, hq=hq, hkv=1, seed=21)
+    case["q"] = (case["q"].float() * qscale).to(torch.bfloat16)
+    check(case, dict(LAZY_RESCALE=True, BLOCK_N=32, BLOCK_N_m64=16, SPLIT_TARGET=4, MIN_SPLIT_TOKENS=64))
+
+
 def test_split_policy_from_shapes():
-    assert mod.num_splits_for(1, 1, 32768) == 128  # capped by MIN_SPLIT_TOKENS (256)
-    assert mod.num_splits_for(64, 1, 32768) == 5
-    assert mod.num_splits_for(300, 1, 32768) == 1
+    target = dict(mod.CONFIG, SPLIT_POLICY="target", SPLIT_TARGET=264)
+    assert mod.num_splits_for(1, 1, 32768, target) == 128  # capped by MIN_SPLIT_TOKENS (256)
+    assert mod.num_splits_for(64, 1, 32768, target) == 5
+    assert mod.num_splits_for(300, 1, 32768, target) == 1
     waves = dict(mod.CONFIG, SPLIT_POLICY="waves", CTAS_PER_SM=2, SPLIT_OVERHEAD_TOKENS=256)
     for b in (1, 16, 32, 64, 128):  # never spills a few programs into an extra wave
         s = mod.num_splits_for(b, 1, 32768, waves, num_sms=132)

@@ -96,7 +96,7 @@ def check(case, cfg=None, tol=1e-2):
     return err
 
 
-SMALL = dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1)
+SMALL = dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1, USE_TMA=False, WARP_SPEC=False)
 
 
 @pytest.mark.parametrize("q_lens,prefixes", [
@@ -121,7 +121,8 @@ def test_gqa(hq, hkv):
     dict(BLOCK_M=16, BLOCK_N=64, SPLIT_CAUSAL=False),
     dict(BLOCK_M=32, BLOCK_N=16, USE_TMA=True),
     dict(BLOCK_M=32, BLOCK_N=64, PACK_GQA=True, USE_TMA=True),
-], ids=["pack", "nosplit", "tma", "pack_tma"])
+    dict(BLOCK_M=32, BLOCK_N=128, USE_TMA=True, WARP_SPEC=True),  # BLOCK_N > page: pointer fallback
+], ids=["pack", "nosplit", "tma", "pack_tma", "tma_fallback"])
 def test_config_points(cfg):
     check(make_case([9, 70], [64, 3], hq=4, hkv=1, seed=7), dict(SMALL, **cfg))
 
