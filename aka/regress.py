@@ -279,7 +279,8 @@ class WorkerMeasurer:
         from aka.runner import run_task
 
         impls = [{"name": n, "kind": "kernel", "path": str(p), "function": op.spec.entry} for n, p in kernels.items()]
-        payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes}
+        # Eager only: the recorded numbers are eager medians, and graph capture would double the bench time.
+        payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": False}
         res = run_task("aka.bench_worker:bench_worker", payload, timeout=self.timeout, interpreter=self.interpreter)
         if not res.ok:
             return {}, f"{res.stage}: {res.error}"
