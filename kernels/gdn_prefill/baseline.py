@@ -33,6 +33,7 @@ independent segments.
 from __future__ import annotations
 
 import math
+
 import torch
 import triton
 import triton.language as tl

@@ -128,7 +128,7 @@ def test_hv_equals_hk():
     check([129, 40], 2, 2, seed=2)
 
 
-@pytest.mark.parametrize("h0", [False, True], ids=["noh0", "h0"])
+@pytest.mark.parametrize("h0", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["noh0", "h0"])
 def test_cp_segments(h0):
     # 300 tokens = 5 chunks -> 5 segments: exercises M/C transitions and the chain kernel
     check([300, 17, 129], 1, 2, cfg=CP, h0=h0, seed=3)
@@ -152,6 +152,7 @@ def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
 
 
+@pytest.mark.slow
 def test_default_policy_matches_no_cp():
     q, k, v, g, beta, cu, init = make([200, 3], 1, 2, seed=6, h0=True)
     o1, s1 = mod.forward(q, k, v, g, beta, cu, init, None, dict(mod.CONFIG, **CP))
