@@ -134,9 +134,15 @@ class RealEvaluator:
         self.root = op.root
         self.timeout = settings.timeout_s
         self.interpreter = settings.interpreter
+        self.cuda = settings.llm.lang == "cuda"  # only a --lang cuda run may build CUDA extensions
         gpu = not self.interpreter
         self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2) if gpu else None
         self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
+
+    def _cuda_without_gpu(self, path: Path) -> bool:
+        from aka.cudacheck import is_cuda_candidate
+
+        return self.cuda and self.interpreter and is_cuda_candidate(path.read_text())
 
     def _payload(self, **extra: Any) -> dict[str, Any]:
         return {"op": self.op.name, "root": str(self.root), "force_cpu": self.interpreter, **extra}
@@ -156,10 +162,15 @@ class RealEvaluator:
     def check(self, source: str) -> StageOutcome:
         from aka.policy import check_source
 
-        res = check_source(source, self.op.spec)
+        res = check_source(source, self.op.spec, allow_cuda_extension=self.cuda)
         return StageOutcome(res.ok, res.message)
 
     def compile(self, path: Path) -> StageOutcome:
+        if self._cuda_without_gpu(path):  # cannot import it here; nvcc still finds compile errors
+            from aka.cudacheck import nvcc_compile
+
+            ok, err = nvcc_compile(path.read_text(), self.timeout)
+            return StageOutcome(ok, err, {"nvcc_only": True})
         ok, value, err = _run_task("aka.evaluator:compile_worker", self._payload(path=str(path)),
                                    self.timeout, self.interpreter)
         return StageOutcome(ok, err, value or {})
@@ -171,6 +182,8 @@ class RealEvaluator:
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
                shapes: str) -> tuple[GateOutcome, BenchOutcome | None]:
+        if self._cuda_without_gpu(path):
+            return GateOutcome({}, "a CUDA candidate cannot be gated without a GPU (nvcc compile only here)"), None
         payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
                                 impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
         ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2, self.interpreter)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from aka.config import LLMSettings
+
 
 class PromotionRules(BaseModel):
     """The Supervisor's thresholds; decide() reads nothing else."""
@@ -43,6 +45,7 @@ class OptimizeSettings(BaseModel):
     )
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")
     prepare_ahead: bool = Field(True, description="plan and compile the next candidate while this one is timed")
+    llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
     screen_time_cap_s: float = Field(
         0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"
     )

@@ -1,0 +1,177 @@
+"""The provider-agnostic LLM backend: plan with validation retries, codegen with a repair loop.
+
+A provider file (anthropic.py, openai.py, replay.py) supplies only a Transport, one call that
+turns a Request into a Reply with token usage; everything else happens here and imports no SDK:
+prompts (aka.llm.prompts), reading answers (aka.llm.answers), the cost estimate, saving every
+exchange to runs/<op>/<run>/llm/NNNN.json, and parameter sweeps run by the offline search
+(aka.llm.sweep) when a plan asks for one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from aka.config import LLMConfig, LLMSettings
+from aka.errors import AkaError
+from aka.llm import prompts, sweep
+from aka.llm.answers import AnswerError, extract_code, parse_plan
+from aka.llm.base import AttemptFailed, Context, Usage
+from aka.plan import Plan
+
+
+class ProviderError(AkaError):
+    """The provider failed after its retries (network, auth, bad request): the run stops, resumable."""
+
+
+@dataclass
+class Request:
+    system: str
+    messages: list[dict[str, str]]  # [{"role": "user" | "assistant", "content": str}, ...]
+    attempt: int
+    stage: str  # plan, plan-retry, codegen, repair
+    max_tokens: int
+
+
+@dataclass
+class Reply:
+    text: str
+    usage: Usage
+    model: str
+    stop_reason: str = ""  # provider's words; "max_tokens" / "length" mean the answer was cut
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Transport(Protocol):
+    provider: str
+    model: str
+
+    def complete(self, req: Request, on_text: Callable[[str], None] | None = None) -> Reply: ...
+
+
+_CUT = ("max_tokens", "length")
+_lock = threading.Lock()  # exchange numbering: a plan prepared ahead may overlap another call
+
+
+def save_exchange(run_dir: str, req: Request, reply: Reply | None, seconds: float, provider: str,
+                  error: str = "") -> Path | None:
+    """runs/<op>/<run>/llm/NNNN.json: the request, the answer and its usage (what replay reads)."""
+    if not run_dir:
+        return None
+    d = Path(run_dir) / "llm"
+    with _lock:
+        d.mkdir(exist_ok=True)
+        n = len(list(d.glob("[0-9]*.json")))
+        path = d / f"{n:04d}.json"
+        body = {"n": n, "attempt": req.attempt, "stage": req.stage, "provider": provider,
+                "request": {"system": req.system, "messages": req.messages, "max_tokens": req.max_tokens},
+                "response": None if reply is None else {"text": reply.text, "model": reply.model,
+                                                        "stop_reason": reply.stop_reason, **reply.meta},
+                "usage": None if reply is None else reply.usage.model_dump(), "seconds": round(seconds, 3),
+                "error": error}
+        path.write_text(json.dumps(body, indent=1) + "\n")
+    return path
+
+
+def read_exchanges(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((run_dir / "llm").glob("[0-9]*.json"))]
+
+
+class LLMBackend:
+    """Backend protocol over any Transport (see aka.llm.base.Backend)."""
+
+    def __init__(self, name: str, transport: Transport, op, llm: LLMSettings, cfg: LLMConfig):
+        self.name = name
+        self.transport = transport
+        self.op = op
+        self.llm = llm
+        self.cfg = cfg
+
+    # -- one call ---------------------------------------------------------------------------
+    def _cost(self, usage: Usage, model: str) -> Usage:
+        if usage.cost_usd is not None:  # replay: the recorded estimate
+            return usage
+        price = self.cfg.price(model)
+        if price is None:
+            return usage
+        cached_price = price.input if price.cached_input is None else price.cached_input
+        uncached = max(usage.input_tokens - usage.cached_tokens, 0)
+        cost = (uncached * price.input + usage.cached_tokens * cached_price + usage.output_tokens * price.output) / 1e6
+        return usage.model_copy(update={"cost_usd": round(cost, 6)})
+
+    def _ask(self, ctx: Context, stage: str, system: str, messages: list[dict[str, str]]) -> Reply:
+        req = Request(system, list(messages), ctx.attempt, stage, self.cfg.max_output_tokens)
+        received = [0]
+
+        def on_text(chunk: str) -> None:  # streaming progress for the live display
+            received[0] += len(chunk)
+            if ctx.notify:
+                ctx.notify(llm=f"{self.transport.model}: {stage}, {received[0]} chars received")
+
+        t0 = time.monotonic()
+        try:
+            reply = self.transport.complete(req, on_text)
+        except ProviderError as exc:
+            save_exchange(ctx.run_dir, req, None, time.monotonic() - t0, self.transport.provider, str(exc))
+            raise
+        reply.usage = self._cost(reply.usage, reply.model or self.transport.model)
+        save_exchange(ctx.run_dir, req, reply, time.monotonic() - t0, self.transport.provider)
+        if ctx.notify:
+            u = reply.usage
+            ctx.notify(llm=f"{reply.model}: {stage} done, {u.input_tokens} in / {u.output_tokens} out tokens",
+                       tokens=u.total)
+        return reply
+
+    # -- the Backend protocol ---------------------------------------------------------------
+    def plan(self, ctx: Context) -> tuple[Plan, Usage]:
+        planned = sweep.sweep_plan(ctx, self.llm.sweep)
+        if planned is not None:  # the offline search runs the last plan's parameter ranges first
+            return planned, Usage()
+        system = prompts.system_prompt(self.op, ctx, self.llm.lang)
+        messages = [{"role": "user", "content": prompts.plan_prompt(self.op, ctx, self.llm.lang)}]
+        usage = Usage()
+        for i in range(self.llm.plan_retries + 1):
+            reply = self._ask(ctx, "plan" if i == 0 else "plan-retry", system, messages)
+            usage = usage + reply.usage
+            try:
+                return parse_plan(reply.text), usage
+            except AnswerError as exc:
+                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+                why = f"{exc}{cut}"
+            messages += [{"role": "assistant", "content": reply.text or "(empty)"},
+                         {"role": "user", "content": prompts.template("plan_retry", error=why)}]
+        raise AttemptFailed("plan", f"no valid plan after {self.llm.plan_retries + 1} answers: {why}", usage)
+
+    def candidate(self, plan: Plan, ctx: Context) -> tuple[str, Usage]:
+        if sweep.is_sweep(plan):
+            return sweep.render_point(plan, ctx), Usage()
+        entry = self.op.spec.entry
+        system = prompts.system_prompt(self.op, ctx, self.llm.lang)
+        messages = [{"role": "user", "content": prompts.codegen_prompt(self.op, ctx, plan, self.llm.lang)}]
+        usage = Usage()
+        for i in range(self.llm.repairs + 1):
+            reply = self._ask(ctx, "codegen" if i == 0 else "repair", system, messages)
+            usage = usage + reply.usage
+            try:
+                source = extract_code(reply.text, entry)
+            except AnswerError as exc:  # prose, empty, another op's code: no repair can help
+                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+                raise AttemptFailed("codegen", f"{exc}{cut}", usage) from None
+            if ctx.verify is None or i == self.llm.repairs:
+                return source, usage  # the loop's own check and compile record any error left
+            stage, error = ctx.verify(source)
+            if not stage:
+                return source, usage
+            if reply.stop_reason in _CUT:
+                error += f"\n(answer cut at the output limit of {self.cfg.max_output_tokens} tokens: be shorter)"
+            if ctx.notify:
+                ctx.notify(llm=f"repair {i + 1}/{self.llm.repairs}: {stage} failed")
+            messages += [{"role": "assistant", "content": reply.text},
+                         {"role": "user", "content": prompts.template("repair", stage=stage, error=error[-4000:],
+                                                                      n=i + 1, of=self.llm.repairs)}]
+        return source, usage

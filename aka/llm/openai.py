@@ -1,0 +1,109 @@
+"""OpenAI Chat Completions backend, also for any OpenAI-compatible server; the only module that imports openai.
+
+--base-url points it at vLLM, SGLang, Ollama or LM Studio (…/v1), so a team with a local model
+needs no cloud account; a local endpoint needs no key, and without --model the server's only
+model is used. Retries with backoff on 429/5xx/timeouts are the SDK's (max_retries, retry-after).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aka.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.errors import AkaError
+from aka.llm.base import Usage
+from aka.llm.chat import LLMBackend, ProviderError, Reply, Request
+
+try:
+    import openai
+except ImportError:  # the llm extra is optional: aka works offline without it
+    openai = None  # type: ignore[assignment]
+
+
+class MissingSDKError(AkaError):
+    """The provider's SDK is not installed."""
+
+
+class OpenAITransport:
+    provider = "openai"
+
+    def __init__(self, cfg: LLMConfig, llm: LLMSettings):
+        if openai is None:
+            raise MissingSDKError("--backend openai needs the openai SDK: pip install 'aka[llm]'")
+        self.base_url = llm.base_url or cfg.openai.base_url
+        self.stream = cfg.stream
+        self.client = openai.OpenAI(api_key=api_key("openai", cfg, self.base_url), base_url=self.base_url,
+                                    timeout=cfg.timeout_s, max_retries=cfg.max_retries)
+        self.model = llm.model or cfg.openai.model if not self.base_url else llm.model or self._served_model(cfg)
+
+    def _served_model(self, cfg: LLMConfig) -> str:
+        """A compatible server usually serves one model: use it rather than a cloud model name."""
+        try:
+            ids = [m.id for m in self.client.models.list()]
+        except openai.APIError as exc:
+            raise ProviderError(f"openai-compatible server at {self.base_url}: listing models failed ({exc}); "
+                                "give --model NAME") from None
+        if len(ids) == 1:
+            return ids[0]
+        if cfg.openai.model in ids:
+            return cfg.openai.model
+        raise ProviderError(f"{self.base_url} serves {len(ids)} models ({', '.join(ids[:6])}): pick one with --model")
+
+    def complete(self, req: Request, on_text: Callable[[str], None] | None = None) -> Reply:
+        # The cloud API wants max_completion_tokens; compatible servers widely accept only max_tokens.
+        limit = {"max_tokens" if self.base_url else "max_completion_tokens": req.max_tokens}
+        args: dict[str, Any] = dict(model=self.model, messages=[{"role": "system", "content": req.system},
+                                                                *req.messages], **limit)
+        try:
+            if self.stream:
+                return self._streamed(args, on_text)
+            resp = self.client.chat.completions.create(**args)
+        except openai.APIStatusError as exc:
+            raise ProviderError(f"openai: HTTP {exc.status_code} after retries: {_message(exc)}") from None
+        except openai.APIError as exc:  # connection errors and timeouts, after retries
+            raise ProviderError(f"openai: {type(exc).__name__}: {exc}") from None
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "") if choice else ""
+        return Reply(text, _usage(resp.usage), resp.model or self.model, (choice.finish_reason or "") if choice else "",
+                     {"id": resp.id})
+
+    def _streamed(self, args: dict[str, Any], on_text: Callable[[str], None] | None) -> Reply:
+        parts, finish, usage, model, rid = [], "", None, self.model, ""
+        stream = self.client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True})
+        for chunk in stream:
+            model, rid = chunk.model or model, chunk.id or rid
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices or []:
+                delta = choice.delta.content if choice.delta else None
+                if delta:
+                    parts.append(delta)
+                    if on_text:
+                        on_text(delta)
+                finish = choice.finish_reason or finish
+        return Reply("".join(parts), _usage(usage), model, finish, {"id": rid})
+
+
+def _usage(u: Any) -> Usage:
+    if u is None:  # a server that does not report usage: zero, not a guess
+        return Usage()
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return Usage(input_tokens=u.prompt_tokens or 0, output_tokens=u.completion_tokens or 0, cached_tokens=cached)
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(exc)[:300]
+
+
+def make_backend(op=None, llm: LLMSettings | None = None, config: LLMConfig | None = None, **_: Any) -> LLMBackend:
+    """Checks the SDK and the key now, before any work starts."""
+    cfg = config or load_config()
+    llm = llm or LLMSettings()
+    return LLMBackend("openai", OpenAITransport(cfg, llm), op, llm, cfg)
