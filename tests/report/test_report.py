@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import COMPETITORS, run_loop_in
 from fakes import source
+from report_runs import COMPETITORS, run_loop_in
 
 from aka.report import geomean_us, load_run_report, promotion_rows
 from aka.report_html import write_op_report, write_run_report
