@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from aka import gitops
+from aka.config import LLMSettings
 from aka.ops import get_op, project_root
 from aka.settings import Budget, OptimizeSettings, PromotionRules
 from aka.store import RunStore, find_run, list_runs, read_attempts
@@ -53,10 +54,12 @@ class LiveView:
 
     def __init__(self, live: Live, budget: int):
         self.live = live
-        self.state: dict[str, Any] = {"round": "-", "stage": "setup", "candidate": "", "best": None, "left": budget}
+        self.state: dict[str, Any] = {"round": "-", "stage": "setup", "candidate": "", "best": None, "left": budget,
+                                      "tokens": 0, "cost": None, "llm": ""}
 
     def update(self, **fields: Any) -> None:
         rec = fields.pop("record", None)
+        self._count(fields.pop("call_tokens", 0), fields.pop("call_cost", None))
         self.state.update(fields)
         if rec is not None:
             r = _row(rec)
@@ -64,16 +67,29 @@ class LiveView:
         s = self.state
         self.live.update(Panel(
             f"round {s['round']}  stage [bold]{s['stage']}[/bold]  best vs baseline {_x(s['best'])}  "
-            f"budget left {s['left']}\n{s['candidate'][:100]}", title="aka optimize"))
+            f"budget left {s['left']}{_tokens(s['tokens'], s['cost'])}\n{s['candidate'][:100]}"
+            + (f"\n[dim]{s['llm'][:120]}[/dim]" if s["llm"] else ""), title="aka optimize"))
+
+    def _count(self, tokens: int, cost: float | None) -> None:
+        """LLM calls report their usage as they finish (a plan prepared ahead counts when it is made)."""
+        self.state["tokens"] += tokens
+        if cost is not None:
+            self.state["cost"] = (self.state["cost"] or 0.0) + cost
+
+
+def _tokens(tokens: int, cost: float | None) -> str:
+    if not tokens:
+        return ""
+    return f"  tokens {tokens:,}" + (f" (~${cost:.2f})" if cost is not None else "")
 
 
 def _settings(op: str, budget: int, max_time: float | None, max_tokens: int | None, patience: int | None,
               min_gain: float, margin: float, allow_regression: bool, backend: str, no_commit: bool,
-              seed: int, gate_rounds: int) -> OptimizeSettings:
+              seed: int, gate_rounds: int, llm: LLMSettings) -> OptimizeSettings:
     import torch
 
     return OptimizeSettings(
-        op=op, backend=backend, commit=not no_commit, seed=seed, gate_rounds=gate_rounds,
+        op=op, backend=backend, commit=not no_commit, seed=seed, gate_rounds=gate_rounds, llm=llm,
         interpreter=not torch.cuda.is_available(),
         budget=Budget(max_candidates=budget, max_time_s=max_time, max_tokens=max_tokens, patience=patience),
         rules=PromotionRules(min_gain=min_gain, shape_margin=margin, allow_shape_regression=allow_regression),
@@ -89,7 +105,14 @@ def optimize(
     min_gain: float = typer.Option(0.01, "--min-gain", help="geomean gain needed to promote (0.01 = 1%)"),
     margin: float = typer.Option(0.05, "--margin", help="largest per-shape slowdown accepted (0.05 = 5%)"),
     allow_regression: bool = typer.Option(False, "--allow-shape-regression", help="accept slower shapes"),
-    backend: str = typer.Option("offline", "--backend", help="offline (default, no API key) or a registered one"),
+    backend: str = typer.Option("offline", "--backend",
+                                help="offline (default, no API key), anthropic, openai (or any OpenAI-compatible "
+                                     "server with --base-url), replay (with --from RUN)"),
+    model: str = typer.Option(None, "--model", help="LLM model name [default: the config's, or the server's only one]"),
+    base_url: str = typer.Option(None, "--base-url", help="LLM endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)"),
+    repairs: int = typer.Option(2, "--repairs", min=0, help="codegen repairs after a check/compile error (LLM)"),
+    lang: str = typer.Option("triton", "--lang", help="candidate language: triton or cuda (LLM backends)"),
+    replay_from: str = typer.Option(None, "--from", help="run id whose LLM exchanges --backend replay plays back"),
     no_commit: bool = typer.Option(False, "--no-commit", help="write a promoted kernel but do not commit it"),
     resume: str = typer.Option(None, "--resume", help="continue the run with this id"),
     seed: int = typer.Option(0, "--seed", help="search and gate seed"),
@@ -98,7 +121,7 @@ def optimize(
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
     from aka.evaluator import RealEvaluator
-    from aka.llm.base import get_backend
+    from aka.llm.base import LLM_BACKENDS, get_backend
     from aka.loop import prepare_run, run_loop
 
     runs_root = project_root() / "runs"
@@ -113,13 +136,18 @@ def optimize(
         if not op:
             raise typer.BadParameter("give an op (e.g. gdn_prefill) or --resume RUN")
         the_op = get_op(op)
+        if lang not in ("triton", "cuda"):
+            raise typer.BadParameter(f"--lang {lang}: choose triton or cuda")
+        llm = LLMSettings(model=model, base_url=base_url, repairs=repairs, lang=lang, replay_from=replay_from)
         settings = _settings(op, 20, max_time, max_tokens, patience, min_gain, margin, allow_regression, backend,
-                             no_commit, seed, gate_rounds)
+                             no_commit, seed, gate_rounds, llm)
         if budget is None and settings.interpreter:
             budget = 3  # interpreter candidates take ~30 s each; keep the out-of-the-box run short
         settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
-    be = get_backend(settings.backend)
+    # LLM backends check their SDK and key here: a missing key fails before the baseline is measured
+    be = (get_backend(settings.backend, op=the_op, llm=settings.llm) if settings.backend in LLM_BACKENDS
+          else get_backend(settings.backend))
     evaluator = RealEvaluator(the_op, settings)
     if settings.interpreter:
         console.print(f"[yellow]no GPU: {_cpu_note(settings)}[/yellow]")
@@ -164,7 +192,7 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None) -> None:
         + (", not representative)" if timing != "gpu" else ")"),
         "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
         f"stopped: {summary.get('stop_reason', run.get('status'))}; {len(attempts)} attempts, "
-        f"{summary.get('elapsed_s', '?')} s, {summary.get('tokens', 0)} tokens",
+        f"{summary.get('elapsed_s', '?')} s, {summary.get('tokens', 0)} tokens{usage_text(attempts)}",
         f"best candidate vs baseline: {_x(summary.get('best_score'))}; incumbent now: {summary.get('incumbent')}",
     ]
     settings = OptimizeSettings.model_validate(run["settings"])
@@ -180,6 +208,23 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None) -> None:
     if not run.get("promotions"):
         lines.append(f"nothing promoted: {_tally(attempts)}")
     console.print(Panel("\n".join(lines), title="summary"))
+
+
+def usage_text(attempts: list[dict[str, Any]]) -> str:
+    """' (1,200 in, 300 out, 800 cached; ~$0.01)' summed over the attempts' recorded usage."""
+    tot = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    cost = None
+    for a in attempts:
+        u = a.get("usage") or {}
+        for k in tot:
+            tot[k] += u.get(k, 0) or 0
+        if u.get("cost_usd") is not None:
+            cost = (cost or 0.0) + u["cost_usd"]
+    if not any(tot.values()):
+        return ""
+    money = f"; ~${cost:.2f}" if cost is not None else "; no price for this model"
+    return (f" ({tot['input_tokens']:,} in, {tot['output_tokens']:,} out, {tot['cached_tokens']:,} cached"
+            f"{money})")
 
 
 def _tally(attempts: list[dict[str, Any]]) -> str:

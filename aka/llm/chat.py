@@ -124,7 +124,7 @@ class LLMBackend:
         if ctx.notify:
             u = reply.usage
             ctx.notify(llm=f"{reply.model}: {stage} done, {u.input_tokens} in / {u.output_tokens} out tokens",
-                       tokens=u.total)
+                       call_tokens=u.total, call_cost=u.cost_usd)
         return reply
 
     # -- the Backend protocol ---------------------------------------------------------------
