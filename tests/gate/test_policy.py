@@ -1,0 +1,123 @@
+"""The static policy: baselines pass; each way of reaching a forbidden call is refused, by line."""
+
+from __future__ import annotations
+
+import pytest
+
+from aka.ops import get_op
+from aka.policy import check_source
+
+SPEC = get_op("fa4_prefill").spec
+
+REFUSED = {
+    "alias": ("import torch as t\ndef f(q):\n    return t.matmul(q, q)\n", 3, "'torch.matmul' is not allowed"),
+    "from_import": ("from torch import matmul\n", 1, "'torch.matmul' is not allowed"),
+    "functional_alias": ("import torch\nF = torch.nn.functional\n", 2, "'torch.nn.functional' is not allowed"),
+    "import_functional": ("import torch.nn.functional as F\n", 1, "import of 'torch.nn.functional'"),
+    "sdpa": ("import torch\no = torch.nn.functional.scaled_dot_product_attention\n", 2, "torch.nn"),
+    "computed_getattr": ("import torch\nx = getattr(torch, 'mat' + 'mul')\n", 2, "getattr with a computed name"),
+    "const_getattr": ("import torch\nx = getattr(torch, 'matmul')\n", 2, "'torch.matmul' is not allowed"),
+    "getattr_as_value": ("g = getattr\n", 1, "'getattr' is not allowed"),
+    "method_call": ("def f(q, k):\n    return q.matmul(k)\n", 2, "tensor method '.matmul()'"),
+    "method_laundered": ("def f(q, k):\n    m = q.bmm\n    return m(k)\n", 2, "tensor method '.bmm()'"),
+    "method_getattr": ("def f(q, k):\n    return getattr(q, 'softmax')(-1)\n", 2, "tensor method '.softmax()'"),
+    "tensor_class_method": ("import torch\nx = torch.Tensor.matmul\n", 2, "'torch.Tensor.matmul'"),
+    "at_operator": ("def f(q, k):\n    return q @ k\n", 2, "the @ operator"),
+    "at_assign": ("def f(q, k):\n    q @= k\n", 2, "the @= operator"),
+    "operator_matmul": ("import operator\nx = operator.matmul\n", 2, "'operator.matmul'"),
+    "module_as_value": ("import torch\nT = torch\n", 2, "module 'torch' used as a value"),
+    "submodule_as_value": ("import torch\ndef f(m):\n    return m\nf(torch.cuda)\n", 4, "'torch.cuda' used as a value"),
+    "stream": ("import torch\ns = torch.cuda.Stream()\n", 2, "'torch.cuda.Stream' is not allowed"),
+    "stream_ctx": ("from torch import cuda\nwith cuda.stream(None):\n    pass\n", 2, "'torch.cuda.stream'"),
+    "os": ("import os\n", 1, "import of 'os'"),
+    "subprocess": ("import subprocess\n", 1, "import of 'subprocess'"),
+    "pathlib": ("from pathlib import Path\n", 1, "import from 'pathlib'"),
+    "importlib": ("import importlib\n", 1, "import of 'importlib'"),
+    "reference": ("from kernels.gdn_prefill.reference import reference\n", 1, "'kernels.gdn_prefill.reference'"),
+    "aka": ("import aka.gate\n", 1, "import of 'aka.gate'"),
+    "relative": ("from . import x\n", 1, "import from '.'"),
+    "star": ("from torch import *\n", 1, "import *"),
+    "open": ("x = open('/etc/passwd').read()\n", 1, "'open' is not allowed"),
+    "exec": ("exec('x = 1')\n", 1, "'exec' is not allowed"),
+    "eval": ("x = eval('1')\n", 1, "'eval' is not allowed"),
+    "dunder_import": ("m = __import__('os')\n", 1, "'__import__' is not allowed"),
+    "globals": ("g = globals()\n", 1, "'globals' is not allowed"),
+    "dunder_attr": ("x = ().__class__.__base__.__subclasses__()\n", 1, "attribute '__"),
+    "builtins": ("b = __builtins__\n", 1, "'__builtins__' is not allowed"),
+    "monkeypatch": ("import torch\ntorch.empty = None\n", 2, "assigning to 'torch.empty'"),
+    "triton_runtime": ("import triton\nd = triton.runtime.driver\n", 2, "'triton.runtime.driver' is not allowed"),
+    "triton_escape": ("import triton.language as tl\ne = tl.core.builtins.open\n", 2, "reaches module 'builtins'"),
+    "cpp_extension_unflagged": ("from torch.utils.cpp_extension import load_inline\n", 1, "torch.utils.cpp_extension"),
+    "syntax": ("def (:\n", 1, "syntax error"),
+}
+
+
+@pytest.mark.parametrize("key", list(REFUSED))
+def test_refused(key):
+    source, line, text = REFUSED[key]
+    report = check_source(source, SPEC)
+    assert not report.ok
+    assert any(v.line == line and text in v.message for v in report.violations), report.message
+
+
+ALLOWED = """
+from __future__ import annotations
+import functools
+import math
+from typing import Optional
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+@triton.jit
+def _k(x_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    tl.store(x_ptr + r, libdevice.exp(x).sort(0).to(tl.float32))  # Triton tensor methods inside jit
+
+@functools.lru_cache(maxsize=4)
+def _sms(device):
+    if device.type != "cuda":
+        return 132
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale: Optional[float] = None):
+    o = torch.empty_like(q)
+    n = int(kv_lens.shape[0]).bit_length()
+    _k[(triton.cdiv(n, 1),)](o.view(-1), N=16)
+    return o.contiguous() if math.isfinite(1.0) else o
+"""
+
+
+def test_glue_and_kernels_pass():
+    report = check_source(ALLOWED, SPEC)
+    assert report.ok, report.message
+    assert report.message == ""
+
+
+def test_tensor_method_outside_jit_is_refused_even_if_triton_has_it():
+    report = check_source("def f(x):\n    return x.sort(0).exp()\n", SPEC)
+    assert [v.message for v in report.violations] == [
+        "tensor method '.exp()' is not allowed (glue only: see allowed_methods)"
+    ]
+
+
+def test_cpp_extension_behind_a_flag():
+    src = "from torch.utils.cpp_extension import load_inline\n"
+    assert not check_source(src, SPEC).ok
+    assert check_source(src, SPEC, allow_cuda_extension=True).ok
+
+
+@pytest.mark.parametrize("op", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+def test_baselines_pass(op):
+    o = get_op(op)
+    report = check_source(o.path("baseline").read_text(), o.spec)
+    assert report.ok, report.message
+
+
+def test_allowed_torch_comes_from_the_contract():
+    src = "import torch\nx = torch.repeat_interleave\n"
+    assert check_source(src, get_op("gdn_prefill").spec).ok  # gdn lists it
+    assert not check_source(src, get_op("fa4_decode").spec).ok  # fa4_decode does not
