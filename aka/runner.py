@@ -1,0 +1,126 @@
+"""Run one task ("module:function") on a JSON payload in a fresh worker process.
+
+Each call spawns ``python -m aka.worker`` in its own session (process group), so a candidate that
+hangs, crashes, runs out of memory or faults the device fails alone: a timeout kills the whole
+group, a CUDA fault dies with its process (a lost context is never reused), and the caller reads a
+WorkerResult either way. The child's environment keeps only what Python, CUDA and Triton need,
+minus anything that looks like a secret. The payload and the result travel through files, so what
+a candidate prints cannot corrupt the result; its output is kept as ``stderr_tail``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Stage = Literal["policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"]
+
+_KEEP_EXACT = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR", "TMP", "TEMP", "TZ",
+               "CC", "CXX", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "VIRTUAL_ENV", "CONDA_PREFIX"}
+_KEEP_PREFIX = ("LC_", "PYTHON", "CUDA", "NVIDIA_", "NCCL_", "TRITON_", "TORCH", "PYTORCH_", "AKA_", "OMP_",
+                "MKL_", "OPENBLAS_", "XDG_", "FLA_")
+# Applied after the allowlist: e.g. AKA_API_KEY or TORCH_HUB_TOKEN still go.
+_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+_TAIL_CHARS = 4000
+
+
+class WorkerResult(BaseModel):
+    """What became of one task. ``ok`` means the task returned; its value may still say 'failed'."""
+
+    ok: bool
+    stage: Stage | None = Field(None, description="where it failed; None when ok")
+    value: Any = Field(None, description="the task's JSON-able return value when ok")
+    error: str = Field("", description="one line: what went wrong")
+    stderr_tail: str = Field("", description="last characters of the worker's stdout+stderr")
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    signal: str | None = Field(None, description="signal name when the worker died of one")
+
+
+def worker_env(base: dict[str, str] | None = None, interpreter: bool | None = None) -> dict[str, str]:
+    """The child's environment: an allowlist of build/runtime variables, no secrets."""
+    base = dict(os.environ if base is None else base)
+    env = {k: v for k, v in base.items()
+           if (k in _KEEP_EXACT or k.startswith(_KEEP_PREFIX)) and not _SECRET.search(k)}
+    env["AKA_WORKER_INTERPRETER"] = {None: "auto", True: "1", False: "0"}[interpreter]
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _package_root() -> str:
+    # So `python -m aka.worker` imports this aka even without `pip install -e .` (device runs).
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
+    """Run ``task(payload)`` in a fresh spawned process; never raises for anything the task does.
+
+    interpreter: True runs Triton in its CPU interpreter (with the bf16 dot shim), False never,
+    None decides in the child (interpreter when it has no CUDA device).
+    """
+    with tempfile.TemporaryDirectory(prefix="aka-worker-") as tmp:
+        d = Path(tmp)
+        (d / "payload.json").write_text(json.dumps(payload))
+        cmd = [sys.executable, "-m", "aka.worker", task, str(d / "payload.json"), str(d / "result.json")]
+        t0 = time.monotonic()
+        with open(d / "output.log", "wb") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=worker_env(interpreter=interpreter), start_new_session=True)
+            timed_out = _wait(proc, timeout)
+        duration = time.monotonic() - t0
+        tail = (d / "output.log").read_bytes()[-_TAIL_CHARS:].decode("utf-8", "replace")
+        result = _read_result(d / "result.json")
+    base = dict(stderr_tail=tail, duration_s=round(duration, 3), exit_code=proc.returncode)
+    if timed_out:
+        return WorkerResult(ok=False, stage="timeout", error=f"no result within {timeout:g} s: killed", **base)
+    if result is not None:
+        return WorkerResult(**result, **base)
+    return _death(proc.returncode, tail, base)
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait for the worker; on timeout kill its whole process group. True when it timed out."""
+    try:
+        proc.wait(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    try:  # also reaps anything the worker left running in its group
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    return timed_out
+
+
+def _read_result(path: Path) -> dict | None:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    keys = ("ok", "stage", "value", "error")
+    return {k: raw[k] for k in keys if k in raw}
+
+
+def _death(code: int | None, tail: str, base: dict) -> WorkerResult:
+    """The worker exited without writing a result: a signal, os._exit, or the OOM killer."""
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        if name == "SIGKILL":  # not ours (timeouts are handled above): the kernel's OOM killer
+            return WorkerResult(ok=False, stage="oom", signal=name,
+                                error="worker killed by SIGKILL (likely out of host memory)", **base)
+        return WorkerResult(ok=False, stage="crash", signal=name, error=f"worker died of {name}", **base)
+    last = tail.strip().splitlines()[-1:] or [""]
+    return WorkerResult(ok=False, stage="crash", error=f"worker exited with code {code} and no result: {last[0][:200]}",
+                        **base)
