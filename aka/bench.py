@@ -150,13 +150,14 @@ def time_fn(
     while len(samples) < cfg.max_iters:
         samples.append(timer.measure(calls[len(samples) % len(calls)]))
         n = len(samples)
-        if n >= cfg.min_iters and (n - cfg.min_iters) % cfg.check_every == 0:
-            if median_rse(samples) <= cfg.median_rse_target:
-                stop = "converged"
-                break
-            if clock() - start >= cfg.time_cap_s:
-                stop = "time_cap"
-                break
+        if n < cfg.min_iters:
+            continue
+        if (n - cfg.min_iters) % cfg.check_every == 0 and median_rse(samples) <= cfg.median_rse_target:
+            stop = "converged"
+            break
+        if clock() - start >= cfg.time_cap_s:  # every call: one interpreter call can take seconds
+            stop = "time_cap"
+            break
     return make_timing(timer.kind, samples, stop)
 
 

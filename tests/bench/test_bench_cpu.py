@@ -1,0 +1,107 @@
+"""The harness on CPU: interpreter labels, skip notes, competitor correctness and the CLI table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from aka.bench import is_gpu_timing
+from aka.bench_worker import bench_worker
+from aka.cli.main import app
+from aka.impls import ImplError, prepare, resolve
+from aka.ops import get_op
+
+FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}
+
+
+def _payload(op, names, shapes):
+    refs, skipped = resolve(get_op(op), names)
+    return {"op": op, "impls": [r.model_dump() for r in refs], "shapes": shapes, "config": FAST,
+            "force_cpu": True}, skipped
+
+
+def test_interpreter_run_is_labelled_and_never_a_gpu_timing():
+    payload, _ = _payload("gdn_prefill", ["baseline"], "S1")
+    res = bench_worker(payload)
+    cell = res["rows"][0]["results"]["baseline"]
+    assert res["kind"] == "interpreter" and res["ceilings"] is None
+    assert cell["eager"]["kind"] == "interpreter" and not is_gpu_timing(cell["eager"])
+    assert cell["eager"]["median_us"] > 0 and cell["roofline_frac"] is None
+    assert any("not representative" in n for n in res["notes"])
+
+
+def test_missing_fla_and_promoted_are_skipped_with_notes():
+    pytest.importorskip("torch")
+    try:
+        import fla  # noqa: F401
+
+        pytest.skip("fla is installed here")
+    except ImportError:
+        pass
+    payload, skipped = _payload("gdn_prefill", ["baseline", "promoted", "fla"], "S1")
+    assert [s.name for s in skipped] == ["promoted"] and "promoted.py" in skipped[0].note
+    fla_cell = bench_worker(payload)["rows"][0]["results"]["fla"]
+    assert "fla not importable" in fla_cell["skipped"]
+
+
+def test_unknown_impl_is_a_one_line_error():
+    with pytest.raises(ImplError, match="unknown implementation 'flash'.*baseline, promoted, fla"):
+        resolve(get_op("gdn_prefill"), ["flash"])
+
+
+def test_repeated_impl_gets_a_distinct_label():
+    refs, _ = resolve(get_op("gdn_prefill"), ["baseline", "baseline"])
+    assert [r.name for r in refs] == ["baseline", "baseline#2"] and refs[0].path == refs[1].path
+
+
+@pytest.mark.parametrize("op,shapes", [("fa4_prefill", ["S2", "E3", "E4"]), ("fa4_decode", ["S1", "S2", "E3"])])
+def test_sdpa_competitor_computes_the_op(op, shapes):
+    """A competitor timed beside our kernels must compute the same function (float64 reference)."""
+    o = get_op(op)
+    (ref,), _ = resolve(o, ["sdpa"])
+    for case in o.cases(",".join(shapes)):
+        inputs = o.inputs.make_inputs(case, 0, "cpu")
+        call = prepare(ref, inputs)
+        out = call().double()
+        want = o.reference.reference(**inputs)[0]
+        err = ((out - want).norm() / want.norm()).item()
+        assert err < 1e-2, f"{op} {case.id}: rel L2 {err:.2e}"
+        assert "gather untimed" in call.note
+
+
+def test_cli_prints_the_labelled_table_and_writes_files(tmp_path, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("CLI CPU-label test needs a machine without a GPU")
+    monkeypatch.setattr("aka.bench.BenchConfig.for_cpu", classmethod(lambda cls: cls(**FAST)))
+    out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    res = CliRunner().invoke(app, ["bench", "fa4_decode", "--impl", "baseline,sdpa", "--shapes", "S1",
+                                   "--json", str(out_json), "--csv", str(out_csv)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "interpreter, not representative" in res.output
+    assert "geomean" in res.output and "sdpa µs" in res.output
+    data = json.loads(out_json.read_text())
+    kinds = {n: r["eager"]["kind"] for n, r in data["rows"][0]["results"].items()}
+    assert kinds == {"baseline": "interpreter", "sdpa": "cpu"}
+    assert out_csv.read_text().splitlines()[0].startswith("shape,impl,kind,median_us")
+
+
+def test_cli_names_a_skipped_competitor(monkeypatch):
+    try:
+        import fla  # noqa: F401
+
+        pytest.skip("fla is installed here")
+    except ImportError:
+        pass
+    monkeypatch.setattr("aka.bench.BenchConfig.for_cpu", classmethod(lambda cls: cls(**FAST)))
+    res = CliRunner().invoke(app, ["bench", "gdn_prefill", "--impl", "baseline,fla", "--shapes", "E1"],
+                             terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "fla: skipped: ImportError: fla not importable" in res.output
+
+
+def test_cli_bad_shape_set_fails_in_one_line():
+    res = CliRunner().invoke(app, ["bench", "gdn_prefill", "--shapes", "nope"])
+    assert res.exit_code != 0 and "unknown shape set or id" in str(res.exception)

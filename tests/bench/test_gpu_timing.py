@@ -1,0 +1,63 @@
+"""GPU checks of the timing core (run on the device by scripts/gpu_bench_checks.sh)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aka.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
+from aka.bench_worker import bench_worker
+from aka.impls import resolve
+from aka.ops import get_op
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+CFG = BenchConfig(warmup=3, min_iters=20, max_iters=100, input_copies=1, graph=False)
+
+
+def _stream_only_us(call, iters=20) -> float:
+    """What a harness that records events on the current stream only would report (the cheat's view)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+        torch.cuda.synchronize()
+    return sorted(times)[len(times) // 2]
+
+
+def test_side_stream_work_is_timed():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+
+    def on_default():
+        return a @ b
+
+    def on_side():  # launches on a side stream and returns without joining it
+        with torch.cuda.stream(side):
+            return a @ b
+
+    timer = CudaTimer(int(2 * l2_bytes()))
+    t_default = time_fn([on_default], CFG, timer).median_us
+    t_side = time_fn([on_side], CFG, timer).median_us
+    assert t_default > 500  # ~1.4 ms at 790 TFLOP/s: a real amount of work
+    assert t_side == pytest.approx(t_default, rel=0.10)
+    # the check has teeth: stream-only events would have missed the side-stream matmul
+    assert _stream_only_us(on_side) < 0.5 * t_default
+
+
+def test_same_kernel_twice_in_one_run_agrees_within_2_percent():
+    op = get_op("gdn_prefill")
+    refs, _ = resolve(op, ["baseline", "baseline"])
+    res = bench_worker({"op": "gdn_prefill", "impls": [r.model_dump() for r in refs], "shapes": "G1,G2,G5,G10",
+                        "config": {"graph": False}})
+    for row in res["rows"]:
+        m1 = row["results"]["baseline"]["eager"]["median_us"]
+        m2 = row["results"]["baseline#2"]["eager"]["median_us"]
+        if min(m1, m2) > 50:
+            assert abs(m1 - m2) / min(m1, m2) < 0.02, f"{row['shape']}: {m1:.1f} vs {m2:.1f} µs"

@@ -1,0 +1,88 @@
+"""time_fn's warm-up, rotation and adaptive stop rule, driven by a fake timer and a fake clock."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from aka.bench import BenchConfig, Timing, is_gpu_timing, median_rse, quartiles, time_fn
+
+
+class FakeTimer:
+    """Returns scripted samples; counts which input copy each timed call used."""
+
+    kind = "gpu-eager"
+
+    def __init__(self, sample):
+        self.sample = sample
+        self.used = []
+
+    def measure(self, call):
+        self.used.append(call())
+        return self.sample()
+
+
+class FakeClock:
+    def __init__(self, step: float):
+        self.t, self.step = 0.0, step
+
+    def __call__(self):
+        self.t += self.step
+        return self.t
+
+
+def _calls(n):
+    warm = []
+    return warm, [lambda i=i: (warm.append(i), i)[1] for i in range(n)]
+
+
+def test_steady_timings_stop_at_min_iters_after_warmup():
+    warm, calls = _calls(3)
+    timer = FakeTimer(lambda: 100.0)
+    cfg = BenchConfig(warmup=2, min_iters=12, max_iters=500)
+    t = time_fn(calls, cfg, timer, clock=FakeClock(0.0))
+    assert (t.n, t.stop, t.median_us) == (12, "converged", 100.0)
+    assert len(warm) == 2 * 3 + 12  # every copy warmed twice, then the 12 timed calls
+    assert timer.used[:6] == [0, 1, 2, 0, 1, 2]  # rotation among the input copies
+
+
+def test_noisy_timings_take_more_samples_until_the_median_is_stable():
+    rng = random.Random(0)
+    cfg = BenchConfig(warmup=1, min_iters=10, max_iters=2000, median_rse_target=0.005, check_every=10)
+    t = time_fn(_calls(1)[1], cfg, FakeTimer(lambda: 100 * (1 + rng.gauss(0, 0.05))), clock=FakeClock(0.0))
+    assert t.stop == "converged" and t.n > 50  # 5% noise needs ~100 samples for a 0.5% median error
+    assert median_rse(t.samples_us) <= 0.005
+    assert t.median_us == pytest.approx(100, rel=0.02)
+
+
+def test_time_cap_stops_a_never_converging_timing():
+    rng = random.Random(1)
+    cfg = BenchConfig(warmup=1, min_iters=10, max_iters=10_000, time_cap_s=1.0, median_rse_target=1e-6)
+    t = time_fn(_calls(1)[1], cfg, FakeTimer(lambda: rng.uniform(50, 150)), clock=FakeClock(0.05))
+    assert t.stop == "time_cap" and t.n < 100
+
+
+def test_max_iters_caps_samples():
+    rng = random.Random(2)
+    cfg = BenchConfig(warmup=1, min_iters=5, max_iters=30, median_rse_target=1e-9)
+    t = time_fn(_calls(1)[1], cfg, FakeTimer(lambda: rng.uniform(50, 150)), clock=FakeClock(0.0))
+    assert (t.stop, t.n) == ("max_iters", 30)
+
+
+def test_quartiles_match_numpy():
+    xs = [5.0, 1.0, 9.0, 3.0, 7.0, 2.0]
+    assert quartiles(xs) == pytest.approx(tuple(np.percentile(xs, [25, 50, 75])))
+    assert quartiles([4.0]) == (4.0, 4.0, 4.0)
+    assert math.isinf(median_rse([1.0, 2.0, 3.0]))
+
+
+def test_only_gpu_kinds_count_as_gpu_timings():
+    base = dict(median_us=1.0, q1_us=1.0, q3_us=1.0, n=1, stop="converged")
+    assert is_gpu_timing(Timing(kind="gpu-eager", **base))
+    assert is_gpu_timing({"kind": "gpu-graph"})
+    assert not is_gpu_timing(Timing(kind="interpreter", **base))
+    assert not is_gpu_timing({"kind": "cpu"})
+    assert not is_gpu_timing(None)
