@@ -80,8 +80,12 @@ def _graph(calls, cfg: BenchConfig, cache: dict) -> tuple[dict | None, str]:
     except Exception as exc:  # capture refuses unjoined side streams, host syncs, ...
         import torch
 
-        torch.cuda.synchronize()
-        return None, f"no graph: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # pragma: no cover - an invalidated capture may report once more here
+            pass
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        return None, f"no graph: {type(exc).__name__}: {first}"
     return time_fn(replays, cfg, timer).model_dump(), ""
 
 
@@ -94,8 +98,10 @@ def _time_impl(ref: ImplRef, copies: list[dict], device: str, cfg: BenchConfig, 
                costs: tuple[float, float, float | None]) -> dict[str, Any]:
     try:
         calls = [prepare(ref, inputs) for inputs in copies]
-    except (ImportError, RuntimeError) as exc:
+    except (ImportError, RuntimeError) as exc:  # the contract for "not available here"
         return {"skipped": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # a broken implementation fails its own cell, not the run
+        return {"error": f"preparation failed: {type(exc).__name__}: {str(exc)[:300]}"}
     res: dict[str, Any] = {"note": note_of(calls[0])}
     try:
         eager = time_fn(calls, cfg, _timer(device, ref, cfg, cache))

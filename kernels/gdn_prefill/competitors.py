@@ -29,7 +29,9 @@ def _dispatch_spy():
     except ImportError:
         return None, None
     hits: list[int] = []
-    original = FlashQLABackend.chunk_gated_delta_rule
+    original = getattr(FlashQLABackend, "chunk_gated_delta_rule", None)
+    if original is None:
+        return None, None
 
     def spy(self, *args, **kwargs):
         hits.append(1)
@@ -65,7 +67,7 @@ def fla(inputs: dict):
         expanded = run(qr, kr, v, g, beta, **kw)
         try:
             grouped = run(q, k, v, g, beta, **kw)
-            agree = grouped[0].shape == expanded[0].shape and _rel(grouped[0], expanded[0]) < 1e-3
+            agree = grouped[0].shape == expanded[0].shape and _rel(grouped[0], expanded[0]) < 1e-2
         except Exception:  # this fla rejects grouped values
             agree = False
         if not agree:

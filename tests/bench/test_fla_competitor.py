@@ -1,0 +1,74 @@
+"""The fla competitor's preparation against a stand-in fla package (the real one needs a GPU).
+
+The stand-in enforces fla's calling convention (batch axis of 1, int64 cu_seqlens, FLA_FLASH_QLA=0)
+and, like older fla, rejects grouped values (fewer q/k heads than v heads). It computes with the
+float64 reference, so the test proves the competitor's layout conversion and q/k repetition give
+the op's function.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from aka.impls import prepare, resolve
+from aka.ops import get_op
+
+FAKE = '''
+import os
+import torch
+from aka.ops import get_op
+
+CALLS = []
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           cu_seqlens=None, **kw):
+    assert os.environ["FLA_FLASH_QLA"] == "0"
+    assert q.dim() == 4 and q.shape[0] == 1 and cu_seqlens.dtype == torch.int64
+    if q.shape[2] != v.shape[2]:
+        raise AssertionError("this fla has no grouped values")
+    CALLS.append(1)
+    ref = get_op("gdn_prefill").reference.reference
+    o, ht = ref(q[0], k[0], v[0], g[0], beta[0], cu_seqlens.to(torch.int32), initial_state, scale)
+    return o.to(torch.bfloat16)[None], ht.float()
+'''
+
+
+@pytest.fixture
+def fake_fla(tmp_path, monkeypatch):
+    pkg = tmp_path / "fla" / "ops" / "gated_delta_rule"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "fla", tmp_path / "fla" / "ops"):
+        (d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(textwrap.dedent(FAKE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("FLA_FLASH_QLA", raising=False)
+    for name in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+        sys.modules.pop(name, None)
+
+
+def test_fla_competitor_converts_layouts_and_repeats_qk_heads(fake_fla):
+    op = get_op("gdn_prefill")
+    (ref,), _ = resolve(op, ["fla"])
+    case = op.cases("S2")[0]  # two sequences, initial state, hv = 2 * hk
+    inputs = op.inputs.make_inputs(case, 0, "cpu")
+    call = prepare(ref, inputs)
+    assert "q/k repeated to 2 heads" in call.note and "Triton" in call.note
+    o, ht = call()
+    want_o, want_ht = op.reference.reference(**inputs)
+    assert o.shape == (1, *inputs["v"].shape)
+    assert ((o[0].double() - want_o).norm() / want_o.norm()).item() < 1e-2
+    assert ((ht.double() - want_ht).norm() / want_ht.norm()).item() < 1e-5
+
+
+def test_fla_competitor_refuses_flashqla(fake_fla, monkeypatch):
+    monkeypatch.setenv("FLA_FLASH_QLA", "1")
+    op = get_op("gdn_prefill")
+    (ref,), _ = resolve(op, ["fla"])
+    with pytest.raises(RuntimeError, match="FLA_FLASH_QLA=1"):
+        prepare(ref, op.inputs.make_inputs(op.cases("S1")[0], 0, "cpu"))
