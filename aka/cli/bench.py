@@ -16,6 +16,7 @@ from aka.bench import NOT_REPRESENTATIVE, geomean
 from aka.errors import AkaError
 from aka.impls import resolve
 from aka.ops import get_op
+from aka.runner import run_task
 
 console = Console()
 WORKER = "aka.bench_worker:bench_worker"
@@ -26,13 +27,7 @@ class BenchRunError(AkaError):
 
 
 def run_worker(payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Through aka.runner's spawned process when it exists, else in this process (trusted code only)."""
-    try:
-        from aka.runner import run_task
-    except ImportError:  # TODO(runner): drop this path once aka/runner.py lands
-        from aka.bench_worker import bench_worker
-
-        return bench_worker(payload)
+    """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone."""
     res = run_task(WORKER, payload, timeout=timeout)
     if not res.ok:
         tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
