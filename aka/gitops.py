@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,11 @@ class GitError(AkaError):
 
 
 def _git(root: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    for _ in range(20):  # another git (or one orphaned by a killed aka) may hold the index lock briefly
+        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        if proc.returncode == 0 or "index.lock" not in proc.stderr:
+            break
+        time.sleep(0.5)
     if check and proc.returncode != 0:
         raise GitError(f"git {' '.join(args[:2])} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
     return proc.stdout
@@ -35,13 +40,21 @@ def is_repo(root: Path) -> bool:
     return subprocess.run(["git", "rev-parse", "--git-dir"], cwd=root, capture_output=True).returncode == 0
 
 
-def check_clean(root: Path, op: str) -> None:
-    """Raise when the promoted files have uncommitted edits (staged or not)."""
+def check_clean(root: Path, op: str, ours: str | None = None) -> None:
+    """Raise when the promoted files have uncommitted edits (staged or not).
+
+    `ours`: the source being promoted; a working copy already equal to it is our own write that a
+    kill interrupted before the commit, so it is not someone's edit.
+    """
     if not is_repo(root):
         return
-    dirty = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *promoted_paths(op)).strip()
+    py = root / promoted_paths(op)[0]
+    if ours is not None and py.is_file() and py.read_text() == ours:
+        return
+    dirty = [ln for ln in _git(root, "status", "--porcelain", "--untracked-files=all", "--",
+                                *promoted_paths(op)).splitlines() if ln.strip()]
     if dirty:
-        files = ", ".join(line[3:] for line in dirty.splitlines())
+        files = ", ".join(line[3:] for line in dirty)
         raise GitError(
             f"{files} has uncommitted edits; commit or discard them (git checkout -- {files}) before promoting"
         )
@@ -73,9 +86,16 @@ def promote(root: Path, op: str, source: str, meta: dict[str, Any], message: str
     """Write (and unless commit=False, commit) a promoted kernel; refuses over uncommitted edits."""
     if commit and not is_repo(root):
         raise GitError(f"{root} is not a git repository; use --no-commit to write the kernel without committing")
-    check_clean(root, op)
+    check_clean(root, op, ours=source)
     write_promoted(root, op, source, meta)
     return commit_promoted(root, op, message) if commit else None
+
+
+def last_commit(root: Path, op: str) -> str | None:
+    """The last commit that touched the promoted kernel, if any."""
+    if not is_repo(root):
+        return None
+    return _git(root, "log", "-1", "--format=%H", "--", promoted_paths(op)[0]).strip() or None
 
 
 @dataclass

@@ -181,6 +181,7 @@ def prepare(n: int, store: RunStore, settings: OptimizeSettings, op, backend: Ba
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
                   hardware=run["device"], history=store.attempts(), seed=settings.seed,
                   pending=[pending.rec] if pending else [], run_dir=str(store.path),
+                  incumbent_score=speedup(run["baseline"]["baseline_us"], st.incumbent_times) or 1.0,
                   verify=lambda src: _verify(src, store.path / "candidates" / f"{n}.draft.py", ev),
                   notify=(view or _Quiet()).update)
     rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": ""}
@@ -323,9 +324,12 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
     if not promoted:
         return
     rec = promoted[-1]
-    if gitops.read_promoted_meta(op.root, op.name).get("code_hash") == rec["code_hash"]:
-        return
     run = store.read_run()
+    if gitops.read_promoted_meta(op.root, op.name).get("code_hash") == rec["code_hash"]:
+        if rec["n"] not in [p["n"] for p in run.get("promotions", [])]:  # killed between commit and this note
+            commit = gitops.last_commit(op.root, op.name) if settings.commit else None
+            store.update_run(promotions=[*run.get("promotions", []), {"n": rec["n"], "commit": commit}])
+        return
     source = (store.path / "candidates" / f"{rec['n']}.py").read_text()
     meta = promotion_meta(run, rec, promoted[-2] if len(promoted) > 1 else None)
     commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit)

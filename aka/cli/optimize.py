@@ -35,7 +35,7 @@ def _row(rec: dict[str, Any]) -> list[str]:
     stage = rec.get("failed_stage") or ("bench" if bench else "")
     d = rec["decision"]
     style = {"promoted": "green", "rejected": "red"}.get(d["verdict"], "yellow")
-    return [str(rec["n"]), what[:56], stage or "done", _x(rec.get("score")), _x(bench.get("vs_incumbent")),
+    return [str(rec["n"]), what[:64], stage or "done", _x(rec.get("score")), _x(bench.get("vs_incumbent")),
             f"[{style}]{d['reason'][:72]}[/{style}]"]
 
 

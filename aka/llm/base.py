@@ -75,6 +75,8 @@ class Context:
     kernel_dir: str
     hardware: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)  # planned, not yet measured (pipelining)
+    incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline (same scale as scores)
     seed: int = 0
     # LLM backends: where exchanges are saved, a check+compile of a draft ('' or the error) for the
     # repair loop, and a hook to the live display (tokens, streaming progress). All optional.

@@ -137,7 +137,10 @@ class OfflineBackend:
     def plan(self, ctx: Context) -> tuple[Plan, Usage]:
         patterns, structures = self._structures(ctx)
         seed = ctx.seed if self.seed is None else self.seed
-        prop = propose(structures, trials_from(ctx.history), seed, pending=trials_from(ctx.pending))
+        inc = read_dict(ctx.incumbent_source, "CONFIG")
+        # the incumbent is a measured point of whichever structure it belongs to: never re-propose it
+        known = [Trial(s.name, s.start, ctx.incumbent_score) for s in structures if s.start == inc]
+        prop = propose(structures, known + trials_from(ctx.history), seed, pending=trials_from(ctx.pending))
         if prop is None:
             raise BackendExhausted(f"{ctx.op}: every configuration of every pattern has been tried")
         return _as_plan(prop, next(p for p in patterns if p.name == prop.structure.name)), Usage()

@@ -66,7 +66,7 @@ def test_resume_in_process_continues_the_budget(project, op):
 def _start(project: Path, steps: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
     return subprocess.Popen([sys.executable, str(HERE / "driver.py"), str(project), str(steps), "0.25", *extra],
-                            stdout=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(project):
@@ -100,3 +100,34 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(project):
     assert meta["attempt"] == 7 and meta["run_id"] == run_id
     subjects = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
     assert subjects.count(f"run {run_id}") == 4  # one commit per promotion, none repeated
+
+
+def test_promotion_interrupted_before_its_commit_is_finished_on_resume(project, op):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), commit=True)
+    ev = FakeEvaluator(op, timing="gpu")
+    store = prepare_run(project / "runs", settings, op, ev)
+    import aka.loop as loop
+
+    real = loop.finish_pending_promotion
+    calls = []
+
+    def killed_before_commit(store_, settings_, op_):  # the kill lands after the log line, before git
+        calls.append(1)
+        if len(calls) == 2:
+            promoted = [r for r in store_.attempts() if r["decision"]["promote"]]
+            src = (store_.path / "candidates" / f"{promoted[-1]['n']}.py").read_text()
+            (project / "kernels/gdn_prefill/promoted.py").write_text(src)  # written, never committed
+            raise KeyboardInterrupt
+
+    loop.finish_pending_promotion = killed_before_commit
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)
+    finally:
+        loop.finish_pending_promotion = real
+    assert store.attempts()[0]["decision"]["promote"]
+    run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)  # resume: budget spent
+    meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
+    assert meta["attempt"] == 0 and store.read_run()["promotions"][0]["commit"]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
+    assert status == ""
