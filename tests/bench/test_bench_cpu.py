@@ -72,10 +72,9 @@ def test_sdpa_competitor_computes_the_op(op, shapes):
         assert "gather untimed" in call.note
 
 
-def test_cli_prints_the_labelled_table_and_writes_files(tmp_path, monkeypatch):
+def test_cli_prints_the_labelled_table_and_writes_files(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("CLI CPU-label test needs a machine without a GPU")
-    monkeypatch.setattr("aka.bench.BenchConfig.for_cpu", classmethod(lambda cls: cls(**FAST)))
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
     res = CliRunner().invoke(app, ["bench", "fa4_decode", "--impl", "baseline,sdpa", "--shapes", "S1",
                                    "--json", str(out_json), "--csv", str(out_csv)], terminal_width=200)
@@ -88,14 +87,13 @@ def test_cli_prints_the_labelled_table_and_writes_files(tmp_path, monkeypatch):
     assert out_csv.read_text().splitlines()[0].startswith("shape,impl,kind,median_us")
 
 
-def test_cli_names_a_skipped_competitor(monkeypatch):
+def test_cli_names_a_skipped_competitor():
     try:
         import fla  # noqa: F401
 
         pytest.skip("fla is installed here")
     except ImportError:
         pass
-    monkeypatch.setattr("aka.bench.BenchConfig.for_cpu", classmethod(lambda cls: cls(**FAST)))
     res = CliRunner().invoke(app, ["bench", "gdn_prefill", "--impl", "baseline,fla", "--shapes", "E1"],
                              terminal_width=200)
     assert res.exit_code == 0, res.output
