@@ -45,8 +45,8 @@ class Price(BaseModel):
     cached_input: float | None = Field(None, ge=0, description="USD per million cached input tokens (None: input)")
 
 
-# Public list prices (USD / 1M tokens) as published by the providers in 2025; an estimate only.
-# Override or extend under [prices."MODEL"] in the config file when they change.
+# Public list prices (USD / 1M tokens) as the providers published them in 2025; an estimate only.
+# Newer models have no entry (cost shows as unknown): add them under [prices."MODEL"] in the config.
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-opus-4-1": Price(input=15.0, output=75.0, cached_input=1.5),
     "claude-opus-4-5": Price(input=5.0, output=25.0, cached_input=0.5),
@@ -74,8 +74,8 @@ class LLMConfig(BaseModel):
     """The whole config file (~/.config/aka/config.toml or $AKA_CONFIG)."""
 
     model_config = ConfigDict(extra="forbid")
-    anthropic: ProviderConfig = Field(default_factory=lambda: ProviderConfig(model="claude-sonnet-4-5"))
-    openai: ProviderConfig = Field(default_factory=lambda: ProviderConfig(model="gpt-5"))
+    anthropic: ProviderConfig = Field(default_factory=lambda: ProviderConfig(model="claude-sonnet-4-6"))
+    openai: ProviderConfig = Field(default_factory=lambda: ProviderConfig(model="gpt-5.5"))
     timeout_s: float = Field(600.0, gt=0, description="seconds one LLM call may take before it is retried")
     max_retries: int = Field(4, ge=0, description="SDK retries (with backoff) on rate limits, 5xx and timeouts")
     max_output_tokens: int = Field(16000, ge=256, description="output token cap per call (a full module fits)")

@@ -33,7 +33,7 @@ class AnthropicTransport:
         if anthropic is None:
             raise MissingSDKError("--backend anthropic needs the anthropic SDK: pip install 'aka[llm]'")
         base_url = llm.base_url or cfg.anthropic.base_url
-        self.model = llm.model or cfg.anthropic.model or "claude-sonnet-4-5"
+        self.model = llm.model or cfg.anthropic.model or "claude-sonnet-4-6"
         self.stream = cfg.stream
         self.client = anthropic.Anthropic(api_key=api_key("anthropic", cfg, base_url), base_url=base_url,
                                           timeout=cfg.timeout_s, max_retries=cfg.max_retries)

@@ -1,0 +1,87 @@
+"""The real anthropic and openai clients against the local fake servers: wire formats, retries, keys."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_servers import MODEL, Answer, Error
+
+from aka.config import LLMConfig, LLMSettings, MissingKeyError
+from aka.llm.base import get_backend
+from aka.llm.chat import ProviderError, Request
+
+
+def transport(kind, server, monkeypatch, stream=True, key=True):
+    if key:
+        monkeypatch.setenv(f"{kind.upper()}_API_KEY", "test-key")
+    cfg = LLMConfig(max_retries=2, timeout_s=10, stream=stream)
+    return get_backend(kind, llm=LLMSettings(base_url=server.url), config=cfg).transport
+
+
+def ask(t, text="hello"):
+    return t.complete(Request("system words", [{"role": "user", "content": text}], 0, "plan", 1000))
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+def test_answer_text_and_usage_in_each_wire_format(kind, server, monkeypatch, stream):
+    server.add("the answer " * 50)
+    seen = []
+    t = transport(kind, server, monkeypatch, stream)
+    reply = t.complete(Request("sys", [{"role": "user", "content": "q" * 400}], 0, "plan", 1000), seen.append)
+    assert reply.text == "the answer " * 50
+    assert reply.model == MODEL[kind] and reply.stop_reason in ("end_turn", "stop")
+    u = reply.usage
+    assert u.output_tokens == len(reply.text) // 4 and u.input_tokens > 100 and u.cached_tokens == u.input_tokens // 2
+    assert ("".join(seen) == reply.text) if stream else seen == []  # streaming feeds the live display
+    body = server.requests[-1]
+    assert bool(body.get("stream")) == stream
+    if kind == "anthropic":  # the fixed system prompt is marked for caching
+        assert body["system"][0]["cache_control"] == {"type": "ephemeral"} and body["max_tokens"] == 1000
+    else:
+        assert body["messages"][0] == {"role": "system", "content": "sys"} and body["max_tokens"] == 1000
+
+
+def test_rate_limit_then_success_is_retried_with_the_servers_delay(kind, server, monkeypatch):
+    server.add(Error(429, "slow down", {"retry-after-ms": "300"}), "fine now")
+    t0 = time.monotonic()
+    reply = ask(transport(kind, server, monkeypatch))
+    assert reply.text == "fine now" and len(server.requests) == 2
+    assert time.monotonic() - t0 >= 0.3  # honoured retry-after-ms (backoff, not a hammering loop)
+
+
+def test_server_errors_are_retried_then_reported_in_one_line(kind, server, monkeypatch):
+    server.add(Error(500, "boom"), Error(503, "still down", {"retry-after-ms": "10"}), "up again")
+    assert ask(transport(kind, server, monkeypatch)).text == "up again" and len(server.requests) == 3
+    server.add(*[Error(500, "down for good", {"retry-after-ms": "10"})] * 3)
+    with pytest.raises(ProviderError, match="HTTP 500 after retries: down for good"):
+        ask(transport(kind, server, monkeypatch))
+    assert len(server.requests) == 6  # max_retries=2: three tries
+
+
+def test_auth_error_is_not_retried(kind, server, monkeypatch):
+    server.add(Error(401, "invalid x-api-key"))
+    with pytest.raises(ProviderError, match="HTTP 401.*invalid x-api-key"):
+        ask(transport(kind, server, monkeypatch))
+    assert len(server.requests) == 1
+
+
+def test_cut_answer_reports_the_limit(kind, server, monkeypatch):
+    server.add(Answer("```python\ndef scale_add(", cut=True))
+    assert ask(transport(kind, server, monkeypatch)).stop_reason in ("max_tokens", "length")
+
+
+@pytest.mark.parametrize("provider,var", [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
+def test_missing_key_fails_fast_naming_the_variable(provider, var):
+    with pytest.raises(MissingKeyError, match=var):
+        get_backend(provider, llm=LLMSettings(), config=LLMConfig())
+
+
+def test_local_openai_compatible_server_needs_no_key_and_names_its_model(monkeypatch):
+    from fake_servers import FakeServer
+
+    with FakeServer("openai") as s:
+        t = transport("openai", s, monkeypatch, key=False)
+        assert t.model == MODEL["openai"] and s.paths == ["/v1/models"]  # asked the server, not a cloud default
+        s.add("ok")
+        assert ask(t).text == "ok" and s.requests[-1]["model"] == MODEL["openai"]
