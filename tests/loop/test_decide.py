@@ -55,6 +55,8 @@ def test_gate_must_cover_the_full_set():
     assert decide(good(gate_sets=["smoke", "edge", "full"]), RULES).promote
     d = decide(good(gate_sets=["smoke", "edge"]), RULES)
     assert not d.promote and "not the full set" in d.reason
+    d = decide(good(gate={"S1": [True], "G1": [True], "G2": [True]}), RULES)  # G3 never gated
+    assert not d.promote and "not the full set" in d.reason
 
 
 def test_comparison_required_and_complete():
