@@ -27,3 +27,34 @@ def fenced(code: str) -> str:
 
 
 PROSE = "Larger blocks would help; I would change BLOCK to 256 and keep the rest."
+
+# A CUDA candidate: raw-pointer launcher so CUDA_SRC needs only <cuda_runtime.h> (nvcc: ~1 s here;
+# <torch/extension.h> would take minutes on a 2-core machine).
+CUDA_CODE = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+CONFIG = {"threads": 256}
+
+CUDA_SRC = r"""
+#include <cstdint>
+#include <cuda_runtime.h>
+__global__ void scale_add_kernel(const float* x, const float* y, float* o, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) o[i] = 2.f * x[i] + y[i];
+}
+void scale_add_launch(int64_t x, int64_t y, int64_t o, int64_t n, int64_t threads) {
+    scale_add_kernel<<<(n + threads - 1) / threads, threads>>>((const float*)x, (const float*)y, (float*)o, n);
+}
+"""
+CPP_SRC = "void scale_add_launch(int64_t x, int64_t y, int64_t o, int64_t n, int64_t threads);"
+
+_ext = load_inline(name="scale_add_ext", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
+                   functions=["scale_add_launch"], extra_cuda_cflags=["-O3", "-arch=sm_90a"])
+
+
+def scale_add(x, y):
+    o = torch.empty_like(x)
+    _ext.scale_add_launch(x.data_ptr(), y.data_ptr(), o.data_ptr(), x.numel(), CONFIG["threads"])
+    return o
+'''
+CUDA_BROKEN = CUDA_CODE.replace("o[i] = 2.f * x[i] + y[i];", "o[i] = 2.f * x[i] + y[i]")  # missing ';'
