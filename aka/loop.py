@@ -57,7 +57,7 @@ class State:
 def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
     """Gate stages, bench shapes and gate rounds: the full set only off the interpreter."""
     if settings.interpreter:
-        return [list(settings.cpu_gate_sets)], "smoke", settings.cpu_gate_rounds
+        return [list(settings.cpu_gate_sets)], settings.cpu_bench_shapes, settings.cpu_gate_rounds
     return [["smoke", "edge"], ["full"]], "full", settings.gate_rounds
 
 

@@ -43,6 +43,7 @@ class OptimizeSettings(BaseModel):
         default_factory=lambda: ["smoke"],
         description="shape sets gated in the interpreter; edge adds ~75 s per round on 2 cores (gdn_prefill)",
     )
+    cpu_bench_shapes: str = Field("smoke", description="shape set (or ids) timed in the interpreter")
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")
     prepare_ahead: bool = Field(True, description="plan and compile the next candidate while this one is timed")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
