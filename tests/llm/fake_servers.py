@@ -46,7 +46,7 @@ def _prompt_text(body: dict[str, Any]) -> str:
 
 
 class FakeServer:
-    def __init__(self, kind: str, responder: Callable[[dict[str, Any]], Step] | None = None):
+    def __init__(self, kind: str, responder: Callable[[dict[str, Any]], Step] | None = None, port: int = 0):
         assert kind in ("anthropic", "openai")
         self.kind = kind
         self.script: deque[Step] = deque()
@@ -112,7 +112,7 @@ class FakeServer:
                     self.wfile.write(line.encode())
                     self.wfile.flush()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
