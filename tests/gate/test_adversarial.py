@@ -25,7 +25,7 @@ CPU_CASES = [
     ("multiple_of_64.py", "fa4_decode", "check", r"^S1: round 0: o: (rel L2|max element)"),
     ("cached.py", "fa4_decode", "check", r"^S1: round 1: o: cached result \(identical output for different inputs\)"),
     ("half_output.py", "fa4_decode", "check", r"^S1: round 0: o: (NaN/Inf in|rel L2)"),
-    ("low_precision.py", "fa4_decode", "check", r"o: (rel L2|precision drop)"),
+    ("low_precision.py", "fa4_decode", "check", r"^S1: round 0: o: (rel L2|max element|precision drop)"),
     ("smoke_shapes.py", "fa4_decode", "check", r"^E[45]: round 0: o: (rel L2|max element)"),
     ("imports_reference.py", "gdn_prefill", "policy", r"import from 'kernels\.gdn_prefill\.reference'"),
     ("torch_attention.py", "fa4_prefill", "policy", r"torch\.nn\.functional\.scaled_dot_product_attention|\.tril"),
@@ -52,6 +52,14 @@ def test_rejected_on_cpu(name, op, stage, pattern):
         report.stage, report.reason, report.stderr_tail[-800:])
     if name == "smoke_shapes.py":  # the smoke shapes it was tuned to pass; the edge shapes catch it
         assert [r.id for r in report.results if r.passed][:2] == ["S1", "S2"]
+
+
+@pytest.mark.xfail(strict=True, reason="fa4_decode's plain_ratio 10 lets a 1.5-4x precision drop through; "
+                   "about 3 would catch it (then drop this marker)")
+def test_small_precision_drop_inside_the_tolerance_is_caught():
+    report = check_kernel(get_op("fa4_decode"), HERE / "bf16_accumulate.py", shapes="smoke,edge", rounds=2,
+                          timeout=300, fail_fast=True, interpreter=True)
+    assert not report.passed and "precision drop" in report.reason
 
 
 def test_hung_candidate_is_killed_and_the_run_goes_on():
