@@ -76,6 +76,8 @@ def check_output(name: str, out, ref, plain, tol, dtype, device: str, inputs: di
 
     if not isinstance(out, torch.Tensor):
         return fail(f"returned {type(out).__name__}, expected a tensor")
+    if type(out) is not torch.Tensor:  # a subclass could answer the checks' own torch calls
+        return fail(f"returned a {type(out).__name__}, a torch.Tensor subclass; return a plain tensor")
     if tuple(out.shape) != tuple(ref.shape):
         return fail(f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
     if out.dtype != dtype:

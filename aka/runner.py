@@ -85,7 +85,10 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
     if timed_out:
         return WorkerResult(ok=False, stage="timeout", error=f"no result within {timeout:g} s: killed", **base)
     if result is not None:
-        return WorkerResult(**result, **base)
+        try:
+            return WorkerResult(**result, **base)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            return WorkerResult(ok=False, stage="crash", error=f"malformed worker result: {exc}"[:300], **base)
     return _death(proc.returncode, tail, base)
 
 

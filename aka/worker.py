@@ -23,6 +23,7 @@ class TaskFailure(Exception):
         self.stage = stage
 
 
+STAGES = {"policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"}
 _DEVICE_FAULT = ("illegal memory access", "illegal address", "device-side assert", "unspecified launch failure",
                  "misaligned address", "cuda error", "an illegal instruction", "hardware exception")
 _OOM = ("out of memory", "can't allocate memory", "cannot allocate memory")
@@ -31,7 +32,7 @@ _OOM = ("out of memory", "can't allocate memory", "cannot allocate memory")
 def classify(exc: BaseException) -> str:
     """The stage an exception belongs to: oom, device-fault, compile, or run."""
     stage = getattr(exc, "stage", None)  # duck-typed: under `-m`, this module is __main__, not aka.worker
-    if isinstance(stage, str) and stage:
+    if isinstance(stage, str) and stage in STAGES:
         return stage
     if isinstance(exc, MemoryError):
         return "oom"
@@ -75,7 +76,7 @@ def run(task: str, payload: dict) -> dict:
         return {"ok": True, "value": fn(payload)}
     except BaseException as exc:  # the parent records it; nothing escapes the worker
         traceback.print_exc()
-        told = isinstance(getattr(exc, "stage", None), str)  # a TaskFailure's message is already the reason
+        told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
         return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
 
 

@@ -74,3 +74,9 @@ def bf16_dot_unshimmed(payload: dict) -> dict:
     c = torch.empty(32, 32)
     _dot[(1,)](a, b, c, N=32)
     return {"err": (c - a.float() @ b.float()).abs().max().item()}
+
+
+def spoofed_stage(payload: dict) -> None:
+    err = RuntimeError("pretends to be something else")
+    err.stage = "not-a-stage"
+    raise err

@@ -52,6 +52,11 @@ def test_reasons():
         "o: cached result (identical output for different inputs)"
     assert check("nope", ref, plain).reason == "o: returned str, expected a tensor"
 
+    class Liar(torch.Tensor):
+        pass
+
+    assert "torch.Tensor subclass" in check(good.as_subclass(Liar), ref, plain).reason
+
 
 def test_precision_drop_inside_the_tolerance():
     ref, plain = _case()

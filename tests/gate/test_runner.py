@@ -49,6 +49,11 @@ def test_unserialisable_result():
     assert res.stage == "run" and "not JSON-serialisable" in res.error
 
 
+def test_unknown_stage_on_an_exception_is_ignored():
+    res = run_task(T + "spoofed_stage", {}, timeout=60, interpreter=False)
+    assert res.stage == "run" and res.error == "RuntimeError: pretends to be something else"
+
+
 def test_unknown_task():
     res = run_task("tests.gate.tasks:nope", {}, timeout=60, interpreter=False)
     assert res.stage == "run" and "AttributeError" in res.error
