@@ -43,11 +43,20 @@ import triton.language as tl
 # (BV 32 / 4 warps and any num_stages > 1 hit "illegal memory access" / out-of-range shared address
 # in _fwd_kernel's first dots there, though they pass the interpreter). docs/perf/gdn_prefill.md.
 CONFIG = {
+    # True: _fwd_kernel (O inside the serial loop; spills at every point, see SPACE); False: split into
+    # _rec_kernel (serial, no output math) + _out_kernel (parallel). Default stays True: the only
+    # structure measured on the H200 so far; the split is unmeasured there (docs/perf/gdn_prefill.md).
+    "fuse_output": True,
     "BV": 64,  # value-column block of _fwd_kernel (state block K x BV in registers)
     "fwd_warps": 8,
     "fwd_stages": 1,
-    "reload_k": True,
-    "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop  # re-read k for the state update instead of keeping it live (fewer spills)
+    "reload_k": True,  # re-read k for the state update instead of keeping it live (fewer spills)
+    "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop
+    "rec_BV": 64,  # split only: value-column block of _rec_kernel (BV 64 / 8 warps / 1 stage: the
+    "rec_warps": 8,  # launch shape that ran on Triton 3.6 for _fwd_kernel, and 0 spill here)
+    "rec_stages": 1,
+    "BVO": 64,  # split only: value-column block of _out_kernel
+    "out_warps": 4,
     "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
     "seg_warps": 4,
     "seg_stages": 1,
@@ -61,11 +70,20 @@ CONFIG = {
 }
 
 SPACE = {
+    "fuse_output": [False, True],
     "BV": [64],  # 32 crashed on the H200 (Triton 3.6); 128 spills ~800 B/thread (not run)
     "fwd_warps": [8],  # 4 warps: see BV
     "fwd_stages": [1],  # >1: out-of-range shared address on the H200
     "reload_k": [True, False],
     "pre_p": [True, False],
+    # ptxas sm_90 (offline, Triton 3.9; `bench_gdn_prefill.py --offline-regs`): _rec_kernel has no spill
+    # at BV 32 (4/8 warps, 1/2 stages; 230-242 regs) and BV 64 / 8 warps (255 regs); BV 64 / 4 warps
+    # spills 440-488 B, BV 128 648-1112 B (so 128 is left out). _fwd_kernel spills 112-2512 B everywhere.
+    "rec_BV": [32, 64],
+    "rec_warps": [4, 8],
+    "rec_stages": [1, 2],
+    "BVO": [32, 64, 128],  # _out_kernel: no spill except BV 128 / 4 warps (168-184 B)
+    "out_warps": [4, 8],
     "BVA": [32, 64, 128],
     "seg_warps": [4, 8],
     "seg_stages": [1],
@@ -450,7 +468,118 @@ def _fwd_kernel(
 
 
 # ----------------------------------------------------------------------------------------------
+# split structure (fuse_output=False), fla's h / o decomposition minus its w/u round trips:
+# kernel 4a is the serial chunk recurrence alone, kernel 4b computes the outputs fully in parallel.
+
+
+@triton.jit
+def _rec_kernel(
+    k_ptr, v_ptr, g_ptr, tb_ptr, h_ptr, vn_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cuc_ptr, cus_ptr, N, SEG,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
+):
+    """Chunk recurrence of one segment, one value head, BV value columns; no output math.
+
+    Per chunk: stores the entering state S (bf16, [chunks, HV, K, V]) and V~ = Tb V - W S (bf16,
+    [T, HV, V]), then updates S. The bf16 copies are exactly the operands the fused kernel feeds
+    its output dots (s_b, vn_b), so the split changes no rounding, only where O is computed."""
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    s0 = tl.load(cus_ptr + seq)
+    nseg = tl.load(cus_ptr + seq + 1) - s0
+    j = i_s - s0
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    c_seq = tl.load(cuc_ptr + seq)  # global index of the sequence's first chunk
+    t_beg = j * SEG * BT
+    t_end = tl.minimum(t_beg + SEG * BT, L)
+    i_hk = i_h // (HV // HK)
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    vn_b = vn_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    s_off = ck[:, None] * V + cv[None, :]  # 32-bit tile offset inside one [K, V] state
+    if j == 0:
+        S = tl.zeros([K, BV], dtype=tl.float32)
+        if HAS_H0:
+            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+    else:
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
+    for tt in range(t_beg, t_end, BT):
+        # store S first, while only S is live: stored after the chunk's k/Tb/W tiles were loaded it
+        # spilled (ptxas sm_90, BV 64 / 8 warps: 152 B/thread -> 0; BV 32 / 4 warps: 64 B -> 0)
+        s_b = S.to(tl.bfloat16)
+        h_b = h_ptr + ((c_seq + tt // BT) * HV + i_h).to(tl.int64) * (K * V)
+        tl.store(h_b + s_off, s_b)
+        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
+        vb = _ld(v_b, o_r, m_r, HV * V, cv)
+        vn = (tl.dot(tb, vb) - tl.dot(w, s_b)).to(tl.bfloat16)
+        tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn, mask=m_r[:, None])
+        # k stays live for the update: re-reading it (reload_k) spilled more here at every point
+        S = _state_update(S, k, vn, gam, gl)
+    if j == nseg - 1:
+        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
+
+
+@triton.jit
+def _out_kernel(
+    q_ptr, k_ptr, g_ptr, p_ptr, h_ptr, vn_ptr, o_ptr, cu_ptr, cuc_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """O = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~) for one chunk, one value head,
+    BV value columns (fla's chunk_fwd_o); reads P = scale (Q K^T . Gamma . causal) when _prep_kernel
+    made it (PRE_P), else computes it here, off the serial path."""
+    i_v = tl.program_id(0)
+    i_c = tl.program_id(1)
+    i_h = tl.program_id(2)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    tt = (i_c - tl.load(cuc_ptr + seq)) * BT
+    i_hk = i_h // (HV // HK)
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    cb = tl.arange(0, BT)
+    o_r = tt + cb
+    m_r = o_r < L
+    q = _ld(q_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
+    g = tl.load(g_ptr + bos * HV + i_h + o_r * HV, mask=m_r, other=0.0)
+    gam = tl.cumsum(g, 0) * 1.4426950408889634
+    h = tl.load(h_ptr + (i_c * HV + i_h).to(tl.int64) * (K * V) + (ck[:, None] * V + cv[None, :]))
+    vn = _ld(vn_ptr + (bos * HV + i_h) * V, o_r, m_r, HV * V, cv)
+    if PRE_P:
+        p_att = _ld(p_ptr + (bos * HV + i_h) * BT, o_r, m_r, HV * BT, cb)
+    else:
+        k = _ld(k_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
+        causal = cb[:, None] >= cb[None, :]
+        qk = tl.dot(q, tl.trans(k))
+        p_att = (qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale).to(
+            tl.bfloat16
+        )
+    qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
+    o = tl.dot(qg, h) + tl.dot(p_att, vn)
+    tl.store(o_ptr + (bos * HV + i_h) * V + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16),
+             mask=m_r[:, None])
+
+
+# ----------------------------------------------------------------------------------------------
 # host side: glue only (allocation, grids); every operator FLOP is in the kernels above
+
+
+def _serial_bv(cfg: dict) -> int:
+    """Value-column block of the serial kernel (_fwd_kernel fused, _rec_kernel split)."""
+    return cfg["BV"] if cfg["fuse_output"] else cfg["rec_BV"]
 
 
 def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
@@ -459,7 +588,7 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     no_cp = nt + 1  # longer than any sequence can be
     if not cfg["cp"]:
         return no_cp
-    nv = V // cfg["BV"]
+    nv = V // _serial_bv(cfg)
     if N * HV * nv >= cfg["cp_min_programs"]:
         return no_cp
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
@@ -473,6 +602,7 @@ def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
 
 
 def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict):
+    cfg = {**CONFIG, **cfg}  # configs stored before a key existed keep working (the key's default)
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = cu_seqlens.numel() - 1
@@ -515,22 +645,43 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         bvc = cfg["BVC"]
         _chain_kernel[(V // bvc, HV, N)](mc, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", num_warps=4,
                                             num_stages=1)  # stages>1: 256 KB smem, over the limit
-    bv = cfg["BV"]
-    _fwd_kernel[(V // bv, HV, nseg_bound)](
-        q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-        LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"], num_warps=cfg["fwd_warps"],
-        num_stages=cfg["fwd_stages"],
+    if cfg["fuse_output"]:
+        bv = cfg["BV"]
+        _fwd_kernel[(V // bv, HV, nseg_bound)](
+            q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+            LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"], num_warps=cfg["fwd_warps"],
+            num_stages=cfg["fwd_stages"],
+        )
+        return o, ht
+    # split: per-chunk entering states (bf16, one per chunk, indexed like cuc) and V~ (bf16)
+    hbuf = torch.empty(nt_bound, HV, K, V, dtype=torch.bfloat16, device=dev)
+    vn = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
+    bv = cfg["rec_BV"]
+    _rec_kernel[(V // bv, HV, nseg_bound)](
+        k, v, g, tb, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+        LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"],
+        num_stages=cfg["rec_stages"],
     )
+    if T > 0:
+        bvo = cfg["BVO"]
+        _out_kernel[(V // bvo, nt_bound, HV)](
+            q, k, g, pbuf, hbuf, vn, o, cu, cuc, N, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bvo, LOG_N=log_n,
+            PRE_P=cfg["pre_p"], num_warps=cfg["out_warps"],
+        )
     return o, ht
 
 
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
-    """Device bytes allocated beyond inputs and outputs (Tb + CP transitions + indices)."""
-    cfg = CONFIG if cfg is None else cfg
+    """Device bytes allocated beyond inputs and outputs (Tb [+ P] + CP transitions + indices, and for
+    the split structure the bf16 per-chunk states and V~)."""
+    cfg = {**CONFIG, **(cfg or {})}
     seg = _seg_chunks(T, N, HV, V, cfg)
+    nt_bound = triton.cdiv(T, BT) + N
     b = T * HV * BT * 2 * (2 if cfg["pre_p"] else 1) + 2 * (N + 1) * 4
     if seg < triton.cdiv(T, BT):
-        b += (triton.cdiv(triton.cdiv(T, BT) + N, seg) + N) * HV * K * (K + V) * 4
+        b += (triton.cdiv(nt_bound, seg) + N) * HV * K * (K + V) * 4
+    if not cfg["fuse_output"]:
+        b += nt_bound * HV * K * V * 2 + T * HV * V * 2
     return b
 
 

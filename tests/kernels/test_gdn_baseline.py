@@ -1,7 +1,8 @@
 """Interpreter tests for kernels/gdn_prefill/baseline.py against the float64 recurrence.
 
 Small shapes (D = 128, HK 1-2, HV 1-4): lengths 1, 63, 64, 65, 127, 129, ragged batches, HV == HK,
-initial state on/off, context parallelism forced on with short segments, several CONFIG points.
+initial state on/off, context parallelism forced on with short segments, several CONFIG points; both
+structures (fuse_output True: output inside the serial loop; False: recurrence + parallel output).
 TRITON_INTERPRET must be set before the kernel module is imported.
 """
 
@@ -17,37 +18,8 @@ import torch  # noqa: E402
 
 from aka.interp import install_bf16_dot_shim  # noqa: E402
 
-install_bf16_dot_shim()
+install_bf16_dot_shim()  # also rounds fp32 -> bf16 casts to nearest even, like the GPU
 
-
-def _install_rtne_bf16_cast():
-    """The interpreter (Triton 3.9) truncates fp32 -> bf16 casts; the GPU rounds to nearest even.
-
-    Truncation doubles every bf16 rounding error (seen: 1.2e-2 vs 2.9e-3 for the same maths), so
-    make the interpreter round like the hardware. Test-local: aka/interp.py is owned elsewhere.
-    """
-    import numpy as np
-    import triton.language as tl
-    from triton.runtime import interpreter as interp
-
-    builder = interp.InterpreterBuilder
-    if getattr(builder, "_gdn_rtne", False):
-        return
-    original = builder.cast_impl
-
-    def cast_impl(self, src, dst_type):
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            x = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32))
-            bits = x.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-            return interp.TensorHandle(bits, tl.bfloat16)
-        return original(self, src, dst_type)
-
-    builder.cast_impl = cast_impl
-    builder.create_fp_trunc = lambda self, src, dst_type: self.cast_impl(src, dst_type)
-    builder._gdn_rtne = True
-
-
-_install_rtne_bf16_cast()
 mod = importlib.import_module("kernels.gdn_prefill.baseline")
 
 D = 128
@@ -150,6 +122,33 @@ def test_cp_strong_decay():
 )
 def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
+
+
+# split structure: _rec_kernel (states + V~) then _out_kernel
+SPLIT = {"fuse_output": False}
+
+
+def test_split_ragged_lengths_h0():
+    # lengths 1, 63, 65, 129 in one ragged batch, GVA (HV = 2 HK), initial state, default CP policy
+    check([1, 63, 65, 129], 1, 2, cfg=SPLIT, h0=True, seed=9)
+
+
+def test_split_hv_equals_hk_cp_short_segments():
+    # HV == HK, CP forced (one-chunk segments), P computed in _out_kernel, no initial state
+    check([129, 40], 2, 2, cfg=dict(CP, **SPLIT, pre_p=False, rec_BV=32, BVO=128), seed=10)
+
+
+def test_split_cp_h0_strong_decay():
+    check([257, 3], 1, 2, cfg=dict(CP, **SPLIT, cp_min_seg_chunks=2, rec_BV=64, BVO=32), h0=True, seed=11,
+          strong_decay=True)
+
+
+def test_split_extra_memory_g1():
+    # G1 (T 8192, N 1, HV 32): split adds bf16 states (129 chunk slots, bound T/64 + N) and V~
+    fused = mod.extra_memory_bytes(8192, 1, 32, cfg={"fuse_output": True})
+    split = mod.extra_memory_bytes(8192, 1, 32, cfg=SPLIT)
+    assert split - fused == 129 * 32 * 128 * 128 * 2 + 8192 * 32 * 128 * 2
+    assert split < 370e6  # fla 0.6.0's intermediates at G1 (docs/perf/gdn_prefill.md)
 
 
 @pytest.mark.slow
