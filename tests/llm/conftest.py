@@ -10,8 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_servers import FakeServer  # noqa: E402
-
-TOY = Path(__file__).parent / "toyop"
+from llm_helpers import TOY  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from answers_text import BAD_PLAN, BASELINE, GOOD_CODE, GOOD_PLAN, NOT_JSON, OTHER_OP_CODE, PLAN, PROSE, fenced
-from conftest import TOY
+from answers_text import BAD_PLAN, GOOD_CODE, GOOD_PLAN, NOT_JSON, OTHER_OP_CODE, PLAN, PROSE, fenced
+from llm_helpers import TOY, backend, context, policy_verify
 
 from aka.config import LLMConfig, LLMSettings
 from aka.llm.base import AttemptFailed, Context, get_backend
 from aka.llm.chat import read_exchanges
 from aka.ops import get_op
 from aka.plan import Plan
-from aka.policy import check_source
 
 
 @pytest.fixture
@@ -29,26 +28,6 @@ def run_dir(tmp_path):
     (d / "run.json").write_text(json.dumps({"baseline": {"timing": "interpreter",
                                                          "incumbent_us": {"S1": 50.0, "S2": 80.0}}}))
     return d
-
-
-def backend(kind, server, op, monkeypatch, **llm):
-    monkeypatch.setenv(f"{kind.upper()}_API_KEY", "test-key")
-    return get_backend(kind, op=op, llm=LLMSettings(base_url=server.url, **llm),
-                       config=LLMConfig(max_retries=1, timeout_s=10))
-
-
-def context(op, run_dir, attempt=0, history=(), verify=None):
-    return Context(op=op.name, attempt=attempt, incumbent_source=BASELINE, incumbent_label="baseline",
-                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
-                   hardware={"name": "cpu (Triton interpreter)", "interpreter": True}, history=list(history),
-                   run_dir=str(run_dir), verify=verify)
-
-
-def policy_verify(op):
-    def verify(source):
-        rep = check_source(source, op.spec)
-        return ("", "") if rep.ok else ("check", rep.message)
-    return verify
 
 
 def last_user(body):

@@ -7,8 +7,7 @@ import shutil
 
 import pytest
 from answers_text import CUDA_BROKEN, CUDA_CODE, PLAN, fenced
-from conftest import TOY
-from test_backend import backend, context
+from llm_helpers import TOY, backend, context
 
 from aka.config import LLMSettings
 from aka.evaluator import RealEvaluator

@@ -1,0 +1,35 @@
+"""Helpers shared by the tests/llm modules (a unique module name: every test folder has a conftest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from answers_text import BASELINE
+
+from aka.config import LLMConfig, LLMSettings
+from aka.llm.base import Context, get_backend
+from aka.policy import check_source
+
+TOY = Path(__file__).parent / "toyop"
+
+
+def backend(kind, server, op, monkeypatch, **llm):
+    """The named backend's real SDK client pointed at the fake server."""
+    monkeypatch.setenv(f"{kind.upper()}_API_KEY", "test-key")
+    return get_backend(kind, op=op, llm=LLMSettings(base_url=server.url, **llm),
+                       config=LLMConfig(max_retries=1, timeout_s=10))
+
+
+def context(op, run_dir, attempt=0, history=(), verify=None):
+    return Context(op=op.name, attempt=attempt, incumbent_source=BASELINE, incumbent_label="baseline",
+                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
+                   hardware={"name": "cpu (Triton interpreter)", "interpreter": True}, history=list(history),
+                   run_dir=str(run_dir), verify=verify)
+
+
+def policy_verify(op):
+    """The repair loop's check without a worker: the real static policy (catches syntax errors too)."""
+    def verify(source):
+        rep = check_source(source, op.spec)
+        return ("", "") if rep.ok else ("check", rep.message)
+    return verify
