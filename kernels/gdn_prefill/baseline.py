@@ -9,7 +9,7 @@ Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (
     O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
     S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
 
-Kernels (one call = 3 launches without CP, 5 with CP; no host-device sync):
+Kernels (one call = 3 launches without CP, 5 with CP, one more when split; no host-device sync):
   _index_kernel  one program: per-sequence prefix sums of chunk and segment counts (device side,
                  so no .tolist() on cu_seqlens).
   _prep_kernel   grid (HV, chunks): K K^T in 16x16 blocks, 4 diagonal inverses + 6 block merges
@@ -22,7 +22,12 @@ Kernels (one call = 3 launches without CP, 5 with CP; no host-device sync):
                  serial chain of 128x128 GEMMs per sequence (written over the C slots).
   _fwd_kernel    grid (V/BV, HV, segments): fused W/U (from Tb), V~, outputs and state update,
                  chunk by chunk from the segment's entering state; writes o and the final state.
-                 W, U, V~, the per-chunk states and Q K^T never leave registers.
+                 W, U, V~, the per-chunk states and Q K^T never leave registers. (fuse_output=True)
+  _rec_kernel    (fuse_output=False) same grid and CP: the recurrence alone; stores the per-chunk
+                 entering states (bf16 [T/64+N, HV, K, V]) and V~ (bf16 [T, HV, V]).
+  _out_kernel    (fuse_output=False) grid (V/BVO, chunks, HV), fully parallel: O from Q, S, P, V~.
+                 Costs +2 B x (K V per chunk + V per token) per head of HBM traffic, but the serial
+                 kernel carries no output math (no spills at BV 32 or BV 64 / 8 warps, ptxas sm_90).
 
 Context parallelism: a sequence is cut into segments of SEG chunks; the policy (_seg_chunks) only
 uses host-known numbers (T_total, N, HV) so the launch needs no sync.  It costs the M/C pass
