@@ -78,6 +78,9 @@ def commit_promoted(root: Path, op: str, message: str) -> str:
     """Commit only the promoted files; returns the new commit id."""
     paths = promoted_paths(op)
     _git(root, "add", "--", *paths)
+    staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=root).returncode
+    if staged == 0:  # identical to HEAD: a resumed promotion whose commit already happened
+        return last_commit(root, op) or _git(root, "rev-parse", "HEAD").strip()
     _git(root, "commit", "--only", "-m", message, "--", *paths)
     return _git(root, "rev-parse", "HEAD").strip()
 

@@ -10,8 +10,10 @@ when the process died is redone.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -123,39 +125,41 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
              view: View | None = None) -> dict[str, Any]:
     """Run rounds until a stop condition; returns the run summary (also written to run.json).
 
-    Candidate n+1 is planned, generated, checked and compiled in a background thread while
-    candidate n is gated and timed (compilation is CPU work; GPU timing stays serial).
+    Up to `prepare_ahead` later candidates are generated (one after another) and checked and
+    compiled (in parallel worker processes) while candidate n is gated and timed: compilation is
+    CPU work, GPU timing stays serial.
     """
     view = view or _Quiet()
     run = store.read_run()
     st = rebuild(store, run)
     finish_pending_promotion(store, settings, op)
-    reason, ahead = None, None
+    reason, queue = None, deque()
+    make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=evaluator,
+                             run=run, view=view)
     while reason is None:
         reason = stop_reason(settings.budget, st.used)
         if reason:
             break
         n, t0 = st.used.candidates, time.monotonic()
         view.update(round=n + 1, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
+        while len(queue) < 1 + settings.prepare_ahead and n + len(queue) < settings.budget.max_candidates:
+            queue.append(Job(n + len(queue), queue[-1] if queue else None, make, st))
         try:
-            prep = ahead.result() if ahead is not None else prepare(n, store, settings, op, backend, evaluator, st,
-                                                                    run, view=view)
+            prep = queue.popleft().result()
         except BackendExhausted as exc:
             reason = str(exc)
             break
-        ahead = None
-        if settings.prepare_ahead and n + 1 < settings.budget.max_candidates:
-            ahead = Ahead(prepare, n + 1, store, settings, op, backend, evaluator, st, run, pending=prep, view=view)
         view.update(stage="measure", candidate=prep.summary)
-        rec = measure(prep, settings, op, evaluator, st, run, view, ahead)
+        rec = measure(prep, settings, op, evaluator, st, run, view)
         if rec["decision"]["promote"]:
             rec["decision"] = still_current(store, op, Decision(**rec["decision"])).model_dump()
         rec["duration_s"] = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
         store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
         if rec["decision"]["promote"]:
             finish_pending_promotion(store, settings, op)
-            ahead = None  # planned against the old incumbent: plan again
         st = rebuild(store, run)
+        for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
+            job.st = st
         view.update(stage="decided", record=rec, best=st.best)
     summary = {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
                "incumbent": st.incumbent_label, "elapsed_s": round(st.used.elapsed_s, 1), "tokens": st.used.tokens}
@@ -171,19 +175,59 @@ class Prepared:
     path: Path
     m: Measurements
     summary: str
+    source: str = ""
 
 
-def prepare(n: int, store: RunStore, settings: OptimizeSettings, op, backend: Backend, ev: Evaluator, st: State,
-            run: dict[str, Any], pending: Prepared | None = None, view: View | None = None) -> Prepared:
-    """Plan, generate, check and compile candidate n (no GPU timing happens here)."""
+class Job:
+    """One candidate in preparation on a daemon thread (Ctrl-C never waits for it).
+
+    Generation is chained (job k plans after job k-1 has, and sees it as pending) so a backend
+    never proposes the same thing twice; check and compile then run in parallel across jobs.
+    """
+
+    def __init__(self, n: int, prev: Job | None, make, st: State):
+        self.n, self.prev, self.st = n, prev, st
+        self.prep: Prepared | None = None
+        self.error: BaseException | None = None
+        self.generated = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(make,), daemon=True)
+        self._thread.start()
+
+    def pending(self) -> list[Prepared]:
+        return [*(self.prev.pending() if self.prev else []), *([self.prep] if self.prep else [])]
+
+    def _run(self, make) -> None:
+        try:
+            if self.prev is not None:
+                self.prev.generated.wait()
+                if self.prev.error is not None:
+                    raise self.prev.error
+            self.prep = make(self.n, st=self.st, pending=self.prev.pending() if self.prev else [])
+        except BaseException as exc:  # re-raised in the loop's thread by result()
+            self.error = exc
+        finally:
+            self.generated.set()
+        if self.prep is not None and not self.prep.rec["failed_stage"]:
+            _verify_into(self.prep, make.keywords["ev"])
+
+    def result(self) -> Prepared:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.prep
+
+
+def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend: Backend, ev: Evaluator,
+             st: State, run: dict[str, Any], pending: list[Prepared], view: View) -> Prepared:
+    """Plan and write candidate n; the static check and compile follow in _verify_into."""
     t0 = time.monotonic()
     ctx = Context(op=op.name, attempt=n, incumbent_source=st.incumbent.read_text(), incumbent_label=st.incumbent_label,
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
                   hardware=run["device"], history=store.attempts(), seed=settings.seed,
-                  pending=[pending.rec] if pending else [], run_dir=str(store.path),
+                  pending=[p.rec for p in pending], run_dir=str(store.path),
                   incumbent_score=speedup(run["baseline"]["baseline_us"], st.incumbent_times) or 1.0,
                   verify=lambda src: _verify(src, store.path / "candidates" / f"{n}.draft.py", ev),
-                  notify=(view or _Quiet()).update)
+                  notify=view.update)
     rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": ""}
     _, bench_shapes, _ = shape_plan(settings)
     m = Measurements(expected_shapes=[c.id for c in op.cases(bench_shapes)])
@@ -199,17 +243,21 @@ def prepare(n: int, store: RunStore, settings: OptimizeSettings, op, backend: Ba
     usage = use1 + use2
     rec.update(usage=usage.model_dump(), tokens=usage.total, code_hash=code_hash(source))
     path = store.write_candidate(n, source)
-    seen = dict(st.seen, **({pending.rec["code_hash"]: pending.rec["n"]} if pending else {}))
+    seen = dict(st.seen, **{p.rec["code_hash"]: p.rec["n"] for p in pending})
     if rec["code_hash"] in seen:
         rec["failed_stage"] = "duplicate"
         m.backend_error = f"identical code already measured (attempt {seen[rec['code_hash']]}); not re-measured"
-    else:
-        stage, error = _verify(source, path, ev, rec)
-        if stage:
-            rec["failed_stage"] = stage
-            setattr(m, f"{stage}_error", error or "failed")
     rec["prepare_s"] = round(time.monotonic() - t0, 3)
-    return Prepared(rec, path, m, plan.summary())
+    return Prepared(rec, path, m, plan.summary(), source)
+
+
+def _verify_into(prep: Prepared, ev: Evaluator) -> None:
+    t0 = time.monotonic()
+    stage, error = _verify(prep.source, prep.path, ev, prep.rec)
+    if stage:
+        prep.rec["failed_stage"] = stage
+        setattr(prep.m, f"{stage}_error", error or "failed")
+    prep.rec["prepare_s"] = round(prep.rec.get("prepare_s", 0.0) + time.monotonic() - t0, 3)
 
 
 def _verify(source: str, path: Path, ev: Evaluator, rec: dict[str, Any] | None = None) -> tuple[str, str]:
@@ -228,7 +276,7 @@ def _verify(source: str, path: Path, ev: Evaluator, rec: dict[str, Any] | None =
 
 
 def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: State, run: dict[str, Any],
-            view: View, ahead: Ahead | None) -> dict[str, Any]:
+            view: View) -> dict[str, Any]:
     """Gate and time a prepared candidate, then let the Supervisor decide."""
     rec, m, path = prep.rec, prep.m, prep.path
     gate_stages, bench_shapes, rounds = shape_plan(settings)
@@ -242,8 +290,6 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     vs_inc = rec.get("bench", {}).get("vs_incumbent") if score is not None else None
     # only promising candidates earn the expensive stages; nothing else may touch the GPU meanwhile
     if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
-        if ahead is not None:
-            ahead.wait()
         view.update(stage="compare (ABBA)")
         c = ev.compare(st.incumbent, path, bench_shapes)
         rec["compare"] = {"speedups": c.speedups, "geomean": c.geomean, "noise": c.noise,
@@ -286,31 +332,6 @@ def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st
     return score
 
 
-class Ahead:
-    """prepare() of the next candidate on a daemon thread (Ctrl-C never waits for it)."""
-
-    def __init__(self, fn, *args: Any, **kwargs: Any):
-        self._out: list[Any] = []
-        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn, args, kwargs) -> None:
-        try:
-            self._out.append((True, fn(*args, **kwargs)))
-        except BaseException as exc:  # re-raised in the loop's thread by result()
-            self._out.append((False, exc))
-
-    def wait(self) -> None:
-        self._thread.join()
-
-    def result(self) -> Prepared:
-        self.wait()
-        ok, value = self._out[0]
-        if not ok:
-            raise value
-        return value
-
-
 def still_current(store: RunStore, op, decision: Decision) -> Decision:
     """Another run may have promoted meanwhile: then our comparison was against a stale incumbent."""
     promoted = [r for r in store.attempts() if r["decision"]["promote"]]
@@ -323,17 +344,17 @@ def still_current(store: RunStore, op, decision: Decision) -> Decision:
 
 
 def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) -> None:
-    """Apply the last promote decision of the log if it is not applied yet (idempotent; resume-safe)."""
+    """Apply the last promote decision of the log unless run.json notes it done (idempotent, resume-safe).
+
+    A kill can land anywhere between the log line and the note: before the files, between files
+    and commit, or after the commit. Re-writing the same bytes and committing only what differs
+    from HEAD finishes each of those cases exactly once.
+    """
     promoted = [r for r in store.attempts() if r["decision"]["promote"]]
-    if not promoted:
+    run = store.read_run()
+    if not promoted or promoted[-1]["n"] in [p["n"] for p in run.get("promotions", [])]:
         return
     rec = promoted[-1]
-    run = store.read_run()
-    if gitops.read_promoted_meta(op.root, op.name).get("code_hash") == rec["code_hash"]:
-        if rec["n"] not in [p["n"] for p in run.get("promotions", [])]:  # killed between commit and this note
-            commit = gitops.last_commit(op.root, op.name) if settings.commit else None
-            store.update_run(promotions=[*run.get("promotions", []), {"n": rec["n"], "commit": commit}])
-        return
     source = (store.path / "candidates" / f"{rec['n']}.py").read_text()
     meta = promotion_meta(run, rec, promoted[-2] if len(promoted) > 1 else None)
     commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit)

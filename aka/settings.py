@@ -45,7 +45,9 @@ class OptimizeSettings(BaseModel):
     )
     cpu_bench_shapes: str = Field("smoke", description="shape set (or ids) timed in the interpreter")
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")
-    prepare_ahead: bool = Field(True, description="plan and compile the next candidate while this one is timed")
+    prepare_ahead: int = Field(
+        1, ge=0, description="later candidates generated and compiled (in parallel) while one is timed"
+    )
     llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
     screen_time_cap_s: float = Field(
         0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"

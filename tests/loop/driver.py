@@ -27,7 +27,7 @@ def main() -> None:
         store = RunStore.open(project / "runs", sys.argv[4])
         settings = OptimizeSettings.model_validate(store.read_run()["settings"])
     else:
-        settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=8), commit=True)
+        settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=8), commit=True, prepare_ahead=3)
         store = prepare_run(project / "runs", settings, op, ev)
     print("run", store.run_id, flush=True)
     summary = run_loop(store, settings, op, ScriptedBackend(path=steps), ev)

@@ -35,7 +35,7 @@ def test_one_real_candidate_on_a_tiny_shape(tmp_path):
     root = copy_project(tmp_path)
     op = get_op("gdn_prefill", root)
     settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), interpreter=True,
-                                cpu_gate_sets=["E1"], cpu_bench_shapes="E1", prepare_ahead=False)
+                                cpu_gate_sets=["E1"], cpu_bench_shapes="E1", prepare_ahead=0)
     ev = RealEvaluator(op, settings)
     store = prepare_run(tmp_path / "runs", settings, op, ev)
     assert store.read_run()["baseline"]["incumbent_gate"]["ok"], store.read_run()["baseline"]

@@ -83,3 +83,29 @@ def test_unusable_backend_answer_is_recorded_with_its_tokens(project, op):
     assert first["failed_stage"] == "codegen" and first["tokens"] == 10
     assert first["decision"]["reason"].startswith("no usable candidate: codegen")
     assert second["decision"]["reason"] == "not promoted: interpreter timings cannot promote"
+
+
+def test_offline_search_with_parallel_preparation_never_repeats(project, op):
+    """Four candidates prepared ahead while one is measured: every attempt distinct, none lost."""
+    import shutil
+
+    from aka.llm.base import get_backend
+
+    real = fakes_repo() / "kernels" / "gdn_prefill"
+    shutil.copy(real / "baseline.py", project / "kernels/gdn_prefill/baseline.py")
+    shutil.copytree(real / "patterns", project / "kernels/gdn_prefill/patterns")
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=12), commit=False, interpreter=True,
+                                prepare_ahead=4)
+    ev = FakeEvaluator(op, timing="interpreter", delay_s=0.05)
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, get_backend("offline"), ev)
+    att = store.attempts()
+    assert [a["n"] for a in att] == list(range(12))
+    assert len({a["code_hash"] for a in att}) == 12 and all(a["failed_stage"] != "duplicate" for a in att)
+    assert {a["plan"]["pattern"] for a in att} == {"context_parallel", "single_pass"}
+
+
+def fakes_repo():
+    from fakes import REPO
+
+    return REPO
