@@ -64,3 +64,18 @@ def test_cuda_compile_error_goes_through_the_repair_loop(server, tmp_path, monke
     assert src == CUDA_CODE
     assert 'expected a ";"' in server.requests[1]["messages"][-1]["content"]
     assert "CUDA_SRC" in server.requests[0]["messages"][-1]["content"]  # the CUDA codegen template
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_cuda_candidate_builds_and_passes_the_gate(tmp_path):
+    """Device machine only: load_inline builds the extension in the worker, the gate runs it."""
+    op = get_op("scale_add", TOY)
+    ev = RealEvaluator(op, OptimizeSettings(op="scale_add", interpreter=False, llm=LLMSettings(lang="cuda")))
+    path = tmp_path / "cand.py"
+    path.write_text(CUDA_CODE)
+    assert ev.check(CUDA_CODE).ok
+    comp = ev.compile(path)
+    assert comp.ok and "nvcc_only" not in comp.detail, comp.error
+    g, b = ev.screen(path, ["smoke", "edge"], 3, 0, "full")
+    assert not g.error and g.passed and all(all(r) for r in g.passed.values()), g.error
+    assert b is not None and b.timing == "gpu" and set(b.times_us) == {"F1"}, b
