@@ -8,8 +8,10 @@ that swaps the evaluator from the CLI, so interpreter timings can never reach a 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import platform
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -102,7 +104,14 @@ def _run_task(task: str, payload: dict[str, Any], timeout: float, interpreter: b
 
 
 def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Import the candidate and call it once on the smallest smoke case: Triton compiles here."""
+    """Import the candidate and call it once per shape case, untimed: Triton compiles here.
+
+    On a GPU every case of every set is called, because each distinct set of constexprs (head
+    counts, sequence counts, initial state) is its own compilation; the gate and the bench then
+    load the kernels from Triton's disk cache instead of compiling while the GPU waits. Each call
+    holds a shared lock on `gpu_lock`, so none lands inside an ABBA comparison (exclusive lock).
+    In the interpreter there is nothing to compile: one small call proves the module runs.
+    """
     import time
 
     import torch
@@ -110,15 +119,32 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     from aka.ops import get_op, load_module
 
     op = get_op(payload["op"], Path(payload["root"]))
-    device = "cuda" if torch.cuda.is_available() and not payload.get("interpreter") else "cpu"
+    gpu = torch.cuda.is_available() and not payload.get("force_cpu")
     t0 = time.perf_counter()
-    module = load_module(Path(payload["path"]))
-    fn = getattr(module, op.spec.entry)
-    case = min(op.cases("smoke"), key=lambda c: op.flops(c))
-    fn(**op.inputs.make_inputs(case, 0, device))
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return {"seconds": time.perf_counter() - t0, "case": case.id}
+    fn = getattr(load_module(Path(payload["path"])), op.spec.entry)
+    cases = {c.id: c for s in ("smoke", "edge", "full") for c in op.cases(s)}
+    todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]
+    for case in todo:
+        inputs = op.inputs.make_inputs(case, 0, "cuda" if gpu else "cpu")
+        with _shared_lock(payload.get("gpu_lock") if gpu else None):
+            fn(**inputs)
+            if gpu:
+                torch.cuda.synchronize()
+        del inputs
+    return {"seconds": round(time.perf_counter() - t0, 3), "cases": len(todo)}
+
+
+@contextmanager
+def _shared_lock(path: str | None, exclusive: bool = False):
+    if not path:
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class RealEvaluator:
@@ -138,6 +164,8 @@ class RealEvaluator:
         gpu = not self.interpreter
         self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2) if gpu else None
         self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
+        # one lock per project: compile calls (shared) stay out of ABBA comparisons (exclusive)
+        self.gpu_lock = op.root / "runs" / ".gpu.lock"
 
     def _cuda_without_gpu(self, path: Path) -> bool:
         from aka.cudacheck import is_cuda_candidate
@@ -171,8 +199,9 @@ class RealEvaluator:
 
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
-        ok, value, err = _run_task("aka.evaluator:compile_worker", self._payload(path=str(path)),
-                                   self.timeout, self.interpreter)
+        self.gpu_lock.parent.mkdir(parents=True, exist_ok=True)
+        payload = self._payload(path=str(path), gpu_lock=str(self.gpu_lock))
+        ok, value, err = _run_task("aka.evaluator:compile_worker", payload, self.timeout, self.interpreter)
         return StageOutcome(ok, err, value or {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
@@ -200,7 +229,9 @@ class RealEvaluator:
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
                                 shapes=shapes, config=self.compare_cfg)
-        ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
+        self.gpu_lock.parent.mkdir(parents=True, exist_ok=True)
+        with _shared_lock(str(self.gpu_lock), exclusive=True):
+            ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
 
 

@@ -117,6 +117,8 @@ def optimize(
     resume: str = typer.Option(None, "--resume", help="continue the run with this id"),
     seed: int = typer.Option(0, "--seed", help="search and gate seed"),
     cpu_gate: str = typer.Option("smoke", "--cpu-gate", help="shape sets gated in the interpreter, e.g. smoke,edge"),
+    ahead: int = typer.Option(None, "--prepare-ahead", min=0,
+                              help="candidates compiled in parallel while one is timed [GPU: cores/2-1 up to 6]"),
     gate_rounds: int = typer.Option(3, "--gate-rounds", help="gate rounds per shape set on the GPU"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
@@ -145,6 +147,7 @@ def optimize(
             budget = 3  # interpreter candidates take ~30 s each; keep the out-of-the-box run short
         settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
+        settings.prepare_ahead = ahead if ahead is not None else _default_ahead(settings)
     # LLM backends check their SDK and key here: a missing key fails before the baseline is measured
     be = (get_backend(settings.backend, op=the_op, llm=settings.llm) if settings.backend in LLM_BACKENDS
           else get_backend(settings.backend))
@@ -170,6 +173,17 @@ def optimize(
             console.print(f"run crashed; resume with: aka optimize --resume {store.run_id}")
             raise
     print_summary(store.path, summary)
+
+
+def _default_ahead(settings: OptimizeSettings) -> int:
+    """GPU: compile on about half the cores while one candidate is timed; LLMs and the interpreter: one."""
+    import os
+
+    from aka.llm.base import LLM_BACKENDS
+
+    if settings.interpreter or settings.backend in LLM_BACKENDS:
+        return 1
+    return max(1, min(6, (os.cpu_count() or 2) // 2 - 1))
 
 
 def _cpu_note(settings: OptimizeSettings) -> str:
