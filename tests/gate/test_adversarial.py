@@ -54,8 +54,6 @@ def test_rejected_on_cpu(name, op, stage, pattern):
         assert [r.id for r in report.results if r.passed][:2] == ["S1", "S2"]
 
 
-@pytest.mark.xfail(strict=True, reason="fa4_decode's plain_ratio 10 lets a 1.5-4x precision drop through; "
-                   "about 3 would catch it (then drop this marker)")
 def test_small_precision_drop_inside_the_tolerance_is_caught():
     report = check_kernel(get_op("fa4_decode"), HERE / "bf16_accumulate.py", shapes="smoke,edge", rounds=2,
                           timeout=300, fail_fast=True, interpreter=True)
