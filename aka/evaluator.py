@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import platform
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,8 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     fn = getattr(load_module(Path(payload["path"])), op.spec.entry)
     cases = {c.id: c for s in ("smoke", "edge", "full") for c in op.cases(s)}
+    if payload.get("cases"):  # this worker's share of the cases (the evaluator splits them)
+        cases = {i: cases[i] for i in payload["cases"]}
     todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]
     for case in todo:
         inputs = op.inputs.make_inputs(case, 0, "cuda" if gpu else "cpu")
@@ -166,6 +169,7 @@ class RealEvaluator:
         self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
         # one lock per project: compile calls (shared) stay out of ABBA comparisons (exclusive)
         self.gpu_lock = op.root / "runs" / ".gpu.lock"
+        self.split = max(1, settings.compile_split)
 
     def _cuda_without_gpu(self, path: Path) -> bool:
         from aka.cudacheck import is_cuda_candidate
@@ -199,10 +203,17 @@ class RealEvaluator:
 
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
+        # on a GPU the shapes are split over `compile_split` workers compiling side by side
         self.gpu_lock.parent.mkdir(parents=True, exist_ok=True)
-        payload = self._payload(path=str(path), gpu_lock=str(self.gpu_lock))
-        ok, value, err = _run_task("aka.evaluator:compile_worker", payload, self.timeout, self.interpreter)
-        return StageOutcome(ok, err, value or {})
+        ids = sorted({c.id for s in ("smoke", "edge", "full") for c in self.op.cases(s)})
+        parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
+        payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
+        with ThreadPoolExecutor(len(payloads)) as pool:
+            results = list(pool.map(lambda p: _run_task("aka.evaluator:compile_worker", p, self.timeout,
+                                                        self.interpreter), payloads))
+        errors = [err for ok, _, err in results if not ok]
+        seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
+        return StageOutcome(not errors, errors[0] if errors else "", {"seconds": seconds, "workers": len(results)})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed)

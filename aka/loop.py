@@ -96,6 +96,8 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     _, bench_shapes, _ = shape_plan(settings)
     incumbent = op.default_kernel()
     figures = {}
+    for path in {op.path("baseline"), incumbent}:  # every shape variant into Triton's cache, in parallel workers
+        evaluator.compile(path)
     for label, path in {"baseline": op.path("baseline"), "incumbent": incumbent}.items():
         if label == "incumbent" and path == op.path("baseline"):
             figures["incumbent_us"] = figures["baseline_us"]

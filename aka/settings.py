@@ -49,6 +49,7 @@ class OptimizeSettings(BaseModel):
         1, ge=0, description="later candidates generated and compiled (in parallel) while one is timed"
     )
     llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
+    compile_split: int = Field(3, ge=1, description="GPU: worker processes that compile one candidate's shapes")
     screen_time_cap_s: float = Field(
         0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"
     )

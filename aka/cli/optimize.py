@@ -118,7 +118,7 @@ def optimize(
     seed: int = typer.Option(0, "--seed", help="search and gate seed"),
     cpu_gate: str = typer.Option("smoke", "--cpu-gate", help="shape sets gated in the interpreter, e.g. smoke,edge"),
     ahead: int = typer.Option(None, "--prepare-ahead", min=0,
-                              help="candidates compiled in parallel while one is timed [GPU: cores/2-1 up to 6]"),
+                              help="candidates compiled in parallel while one is timed [GPU: cores/4 up to 4]"),
     gate_rounds: int = typer.Option(3, "--gate-rounds", help="gate rounds per shape set on the GPU"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
@@ -176,14 +176,14 @@ def optimize(
 
 
 def _default_ahead(settings: OptimizeSettings) -> int:
-    """GPU: compile on about half the cores while one candidate is timed; LLMs and the interpreter: one."""
+    """GPU: keep most cores compiling while one candidate is timed; LLMs and the interpreter: one."""
     import os
 
     from aka.llm.base import LLM_BACKENDS
 
     if settings.interpreter or settings.backend in LLM_BACKENDS:
         return 1
-    return max(1, min(6, (os.cpu_count() or 2) // 2 - 1))
+    return max(1, min(4, (os.cpu_count() or 4) // 4))  # x compile_split (3) workers: 12 on 16 cores
 
 
 def _cpu_note(settings: OptimizeSettings) -> str:
