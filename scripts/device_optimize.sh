@@ -34,7 +34,9 @@ if python3 -c "import typer, rich" 2>/dev/null; then
 else  # the image lacks typer/rich: the same loop through aka.loop, with a plain-text view
   echo "typer/rich missing: running aka.loop directly (same functions as the CLI)"
   timeout -s INT -k 20 "$CAP" python3 - "$OP" "$BUDGET" "$MAX_TIME" "$ROUNDS" <<'PY' 2>&1 | tee "$OUT/optimize.log"
-import json, sys
+import json, os, sys
+
+import torch
 from aka.evaluator import RealEvaluator
 from aka.llm.base import get_backend
 from aka.loop import prepare_run, run_loop
@@ -54,10 +56,13 @@ class Plain:
                   f"{', '.join((rec.get('plan') or {}).get('cited_evidence') or [])[:70]}", flush=True)
 
 op = get_op(op_name)
-s = OptimizeSettings(op=op_name, budget=Budget(max_candidates=budget, max_time_s=max_time), gate_rounds=rounds)
-store = prepare_run(project_root() / "runs", s, op, RealEvaluator(op, s))
+gpu = torch.cuda.is_available()
+s = OptimizeSettings(op=op_name, budget=Budget(max_candidates=budget, max_time_s=max_time), gate_rounds=rounds,
+                     interpreter=not gpu, prepare_ahead=max(1, min(4, (os.cpu_count() or 4) // 4)) if gpu else 1)
+ev = RealEvaluator(op, s)
+store = prepare_run(project_root() / "runs", s, op, ev)
 print("run", store.run_id, "baseline", json.dumps(store.read_run()["baseline"]["baseline_us"]), flush=True)
-summary = run_loop(store, s, op, get_backend("offline"), RealEvaluator(op, s), Plain())
+summary = run_loop(store, s, op, get_backend("offline"), ev, Plain())
 print("summary", json.dumps(summary), "promotions", json.dumps(store.read_run().get("promotions", [])))
 PY
 fi
