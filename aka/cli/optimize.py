@@ -164,7 +164,8 @@ def optimize(
         except KeyboardInterrupt:
             store.update_run(status="interrupted")
             live.stop()
-            console.print("\ninterrupted; finished attempts are saved. "
+            print_summary(store.path, {"stop_reason": "interrupted (Ctrl-C or a time cap)"})
+            console.print("interrupted; finished attempts are saved. "
                           f"Resume with: aka optimize --resume {store.run_id}")
             sys.exit(130)
         except BaseException:
@@ -206,7 +207,8 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None) -> None:
         + (", not representative)" if timing != "gpu" else ")"),
         "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
         f"stopped: {summary.get('stop_reason', run.get('status'))}; {len(attempts)} attempts, "
-        f"{summary.get('elapsed_s', '?')} s, {summary.get('tokens', 0)} tokens{usage_text(attempts)}",
+        f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a['duration_s'] for a in attempts)))} s, "
+        f"{summary.get('tokens', sum(a.get('tokens', 0) for a in attempts))} tokens{usage_text(attempts)}",
         f"best candidate vs baseline: {_x(summary.get('best_score'))}; incumbent now: {summary.get('incumbent')}",
     ]
     settings = OptimizeSettings.model_validate(run["settings"])
