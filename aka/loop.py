@@ -327,7 +327,7 @@ def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st
     rec["bench"] = {"times_us": b.times_us, "timing": b.timing, "error": b.error}
     m.timing = b.timing if b.timing in ("gpu", "interpreter") else "none"
     if b.error or not b.times_us:
-        rec["failed_stage"] = "bench"
+        rec["failed_stage"], m.bench_error = "bench", b.error or "no timings"
         return None
     score = speedup(run["baseline"]["baseline_us"], b.times_us)
     rec["bench"].update(vs_baseline=score, vs_incumbent=speedup(st.incumbent_times, b.times_us))

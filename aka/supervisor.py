@@ -26,6 +26,7 @@ class Measurements(BaseModel):
     gate: dict[str, list[bool]] = Field(default_factory=dict, description="shape id -> pass per gate round")
     gate_error: str = Field("", description="first gate failure in words")
     gate_sets: list[str] = Field(default_factory=list, description="shape sets the gate covered")
+    bench_error: str = Field("", description="timing failure (a shape that crashed or ran out of memory)")
     timing: Timing = Field("none", description="where the timings come from")
     ratios: dict[str, float] = Field(default_factory=dict, description="shape -> incumbent/candidate time")
     expected_shapes: list[str] = Field(default_factory=list, description="full-set shape ids compare must cover")
@@ -59,6 +60,8 @@ def decide(m: Measurements, rules: PromotionRules) -> Decision:
         if m.gate_error:  # the gate's own words name the first failure precisely
             return _no(f"gate failed on {len(shapes) or 'some'} shape(s): {m.gate_error}")
         return _no(f"gate failed ({', '.join(failed[:3]) or 'no gate result'})")
+    if m.bench_error:
+        return _no(f"bench failed: {m.bench_error}")
     if m.timing == "interpreter":
         return _no("not promoted: interpreter timings cannot promote", "not promoted")
     if m.timing == "gpu" and m.geomean is None and m.screen_gain is not None:

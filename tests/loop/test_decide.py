@@ -39,6 +39,7 @@ def test_clean_win_promotes():
         ({"gate": {"S1": [False]}, "gate_error": "S1: o: rel L2 3e-2"}, "1 shape(s): S1: o: rel L2"),
         ({"gate": {}}, "no gate result"),
         ({"gate_error": "NaN in o"}, "gate failed"),
+        ({"bench_error": "G4: OutOfMemoryError"}, "bench failed: G4"),
     ],
 )
 def test_anything_failed_before_timing_is_rejected(over, words):
