@@ -31,11 +31,14 @@ def test_render_substitutes_only_the_config_literal():
 
 def test_patterns_pin_structure_and_respect_the_kernel_space():
     pats = {p.name: p for p in load_patterns(KDIR, BASELINE)}
-    assert {"context_parallel", "single_pass"} <= set(pats)
+    assert set(pats) == {"context_parallel", "single_pass", "split_context_parallel", "split_single_pass"}
     space = read_dict(BASELINE.read_text(), "SPACE")
     single = structure_of(pats["single_pass"], {"sms": 132}, {})
     single_knobs = {"BV", "fwd_warps", "fwd_stages", "reload_k", "pre_p", "prep_warps", "prep_prec"}
-    assert single.start["cp"] is False and set(single.space) <= single_knobs
+    assert single.start["cp"] is False and single.start["fuse_output"] is True
+    assert set(single.space) <= single_knobs  # no dead knob: every mutation changes the kernel
+    split = structure_of(pats["split_single_pass"], {"sms": 132}, {})
+    assert split.start["fuse_output"] is False and "BV" not in split.space and "rec_BV" in split.space
     assert "cp_min_programs" not in single.space
     cp = structure_of(pats["context_parallel"], {"sms": 132}, {})
     assert cp.start["cp"] is True and "cp" not in cp.space
@@ -69,3 +72,20 @@ def test_unknown_backend_is_one_clear_line():
 
     with pytest.raises(UnknownBackendError, match="unknown backend 'gpt9'; choose one of: .*offline.*scripted"):
         get_backend("gpt9")
+
+
+def test_every_pattern_matches_its_template_and_renders_policy_clean():
+    """Guards the library against knobs renamed in the kernel: each pattern's start passes the policy."""
+    from aka.ops import get_op
+    from aka.policy import check_source
+
+    op = get_op("gdn_prefill", REPO)
+    for p in load_patterns(KDIR, BASELINE):
+        src = p.template.read_text()
+        config, space = read_dict(src, "CONFIG"), read_dict(src, "SPACE")
+        assert set(p.params or []) <= set(space), (p.name, set(p.params or []) - set(space))
+        assert all(k in config and (k not in space or v in space[k]) for k, v in p.fixed.items()), p.name
+        s = structure_of(p, {"sms": 132}, {})
+        assert s.valid(s.start), p.name
+        report = check_source(render(src, s.start), op.spec)
+        assert report.ok, (p.name, report.message)
