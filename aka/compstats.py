@@ -11,7 +11,7 @@ Where the numbers come from (Triton 3.6 on the device, 3.9 here; both checked):
   (3.6 and 3.9 differ in the tuple's length, not in its first item); Triton <= 3.1 had ``.cache``.
 - ``CompiledKernel.n_regs`` / ``n_spills`` exist once the kernel was loaded on a device; Triton's
   ``n_spills`` is ``CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4`` (driver.c), i.e. local-memory words.
-  When the kernel was never loaded, ``cuobjdump -res-usage`` on the cubin gives REG and LOCAL.
+  When the kernel was never loaded, ``cuobjdump -res-usage`` on the cubin gives REG and STACK + LOCAL.
 - ``.metadata.shared`` (dynamic shared bytes), ``.num_warps``, ``.num_stages``; ``.asm['ptx']``
   and ``.asm['sass']`` (3.x computes SASS lazily with the cuobjdump it bundles).
 In the CPU interpreter nothing is compiled: :func:`collect` says so instead of returning zeros.
@@ -176,7 +176,10 @@ def stats_of(kernel: Any, cuobjdump: str | None = None) -> KernelStats:
     if n_regs is None:
         usage = res_usage(asm.get("cubin") if hasattr(asm, "get") else None, cuobjdump).get(md.name)
         if usage and "REG" in usage:
-            n_regs, n_spills, regs_from = usage["REG"], usage.get("LOCAL", 0) // 4, "cuobjdump"
+            # Spills live in the stack frame (STACK); the driver's local size, which Triton reports as
+            # n_spills * 4, is STACK + LOCAL (H200 2026-11-29: _fwd_kernel driver 88 B, cuobjdump LOCAL 0).
+            local = usage.get("STACK", 0) + usage.get("LOCAL", 0)
+            n_regs, n_spills, regs_from = usage["REG"], local // 4, "cuobjdump"
     target = getattr(md, "target", None)
     arch = getattr(target, "arch", None)
     return KernelStats(

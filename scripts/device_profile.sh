@@ -47,8 +47,10 @@ for cubin in sorted(pathlib.Path(sys.argv[2]).glob("*/*.cubin")):
     out = subprocess.run([tool, "-res-usage", str(cubin)], capture_output=True, text=True).stdout
     for name, use in parse_res_usage(out).items():
         mine = ours.get(name, [])
-        match = any(r == use["REG"] and s == use["LOCAL"] // 4 for r, s, _ in mine)
-        print(f"{name}: cuobjdump REG {use['REG']} LOCAL {use['LOCAL']} B | aka (regs, spill words, from) {mine}"
+        # the driver's local size (Triton's n_spills * 4) is the stack frame plus static local memory
+        local = use.get("STACK", 0) + use.get("LOCAL", 0)
+        match = any(r == use["REG"] and s == local // 4 for r, s, _ in mine)
+        print(f"{name}: cuobjdump REG {use['REG']} STACK+LOCAL {local} B | aka (regs, spill words, from) {mine}"
               f" -> {'MATCH' if match else 'no match (other specialisation?)'}")
 EOF
 cat "$OUT/res_usage.txt"

@@ -21,5 +21,7 @@ print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_d
 
 marks="gpu and not slow"
 if [ "${1:-}" = "full" ]; then marks="gpu and slow"; shift; fi
-python3 -m pytest -q -m "$marks" -p no:cacheprovider -rA tests/gate "$@" 2>&1 | grep -v "^PASSED\|^$" | tail -60
+# -v and no tail: each result is printed as it happens, so a call cut off at its time limit still
+# shows what finished (2026-11-29: a `| tail` here hid 130 s of results when the cap was hit).
+python3 -m pytest -v -m "$marks" -p no:cacheprovider -rfE --durations=10 tests/gate "$@" 2>&1 | grep -v "^$"
 exit "${PIPESTATUS[0]}"

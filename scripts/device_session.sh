@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# All device checks of one session in one call (the H200 lease is short): each section has its own
+# time cap and writes one log straight into $OUT, so a call cut off at its limit still returns what
+# finished. Details of every section are packed into $OUT/details.tgz at the end.
+#   bash scripts/device_session.sh [section ...]     sections: hw gate bench check profile regress gdn
+# Needs .whl/ carried (pydantic and fla-core wheels: the device image lacks them).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/aka-session}; mkdir -p "$OUT"; DET=/tmp/aka-details; rm -rf "$DET"; mkdir -p "$DET"
+export PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0 COLUMNS=200
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:$PWD"
+else
+  export PYTHONPATH="$PWD"
+fi
+export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # shared by every section: compile once
+
+sections=${*:-hw gate bench check gdn profile regress}
+run() {  # run NAME CAP COMMAND...: one log per section in $OUT, exit code and wall time at its end
+  local name=$1 cap=$2; shift 2
+  case " $sections " in *" $name "*) ;; *) return 0 ;; esac
+  local t0=$SECONDS
+  echo "== $name (cap ${cap}s): $*"
+  timeout --kill-after=10 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc in $((SECONDS - t0))s" | tee -a "$OUT/$name.log"
+  tail -25 "$OUT/$name.log"
+}
+
+{
+  date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import sys, torch, triton, pydantic; print("python", sys.version.split()[0], "torch", torch.__version__,
+"triton", triton.__version__, "pydantic", pydantic.__version__)'
+  python3 -c 'import fla; print("fla", fla.__version__)' 2>&1 | tail -1
+} > "$DET/env.txt" 2>&1
+cat "$DET/env.txt"  # not in $OUT: at most 8 files come back
+
+# Caps sum to ~560 s: the order is the order of importance if the call is cut short.
+run hw 25 python3 scripts/device_hw_check.py
+run gate 130 env OUT="$DET/gate" bash scripts/gpu_tests.sh
+run bench 130 env OUT="$DET/bench" bash scripts/gpu_bench_checks.sh
+run check 60 python3 -m aka check gdn_prefill --shapes full --rounds 1 --json "$DET/check_gdn_full.json"
+run gdn 60 python3 scripts/bench_gdn_prefill.py ${GDN_ARGS:---variants default,split,split_nopp --reps 20 --section-s 1.5 --budget-s 50}
+run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device_profile.sh
+run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device_regress.sh
+
+tar czf "$OUT/details.tgz" -C "$DET" . 2>/dev/null
+ls -la "$OUT"
