@@ -40,7 +40,7 @@ cat "$DET/env.txt"  # not in $OUT: at most 8 files come back
 run hw 25 python3 scripts/device_hw_check.py
 run gate 130 env OUT="$DET/gate" bash scripts/gpu_tests.sh
 run bench 130 env OUT="$DET/bench" bash scripts/gpu_bench_checks.sh
-run check 60 python3 -m aka check gdn_prefill --shapes full --rounds 1 --json "$DET/check_gdn_full.json"
+run check 60 python3 -m aka check gdn_prefill --shapes full --rounds 2 --json "$DET/check_gdn_full.json"
 run gdn 60 python3 scripts/bench_gdn_prefill.py ${GDN_ARGS:---variants default,split,split_nopp --reps 20 --section-s 1.5 --budget-s 50}
 run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device_profile.sh
 run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device_regress.sh
