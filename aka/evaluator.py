@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import platform
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -167,8 +168,8 @@ class RealEvaluator:
         gpu = not self.interpreter
         self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2) if gpu else None
         self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
-        # one lock per project: compile calls (shared) stay out of ABBA comparisons (exclusive)
-        self.gpu_lock = op.root / "runs" / ".gpu.lock"
+        # one lock per machine: compile calls (shared) stay out of ABBA comparisons (exclusive)
+        self.gpu_lock = Path(tempfile.gettempdir()) / "aka-gpu.lock"
         self.split = max(1, settings.compile_split)
 
     def _cuda_without_gpu(self, path: Path) -> bool:
@@ -204,7 +205,6 @@ class RealEvaluator:
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
         # on a GPU the shapes are split over `compile_split` workers compiling side by side
-        self.gpu_lock.parent.mkdir(parents=True, exist_ok=True)
         ids = sorted({c.id for s in ("smoke", "edge", "full") for c in self.op.cases(s)})
         parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
@@ -240,7 +240,6 @@ class RealEvaluator:
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
                                 shapes=shapes, config=self.compare_cfg)
-        self.gpu_lock.parent.mkdir(parents=True, exist_ok=True)
         with _shared_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
