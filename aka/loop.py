@@ -134,7 +134,8 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
     view = view or _Quiet()
     run = store.read_run()
     st = rebuild(store, run)
-    finish_pending_promotion(store, settings, op)
+    with store.op_lock():
+        finish_pending_promotion(store, settings, op)
     reason, queue = None, deque()
     make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=evaluator,
                              run=run, view=view)
@@ -153,12 +154,13 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
             break
         view.update(stage="measure", candidate=prep.summary)
         rec = measure(prep, settings, op, evaluator, st, run, view)
-        if rec["decision"]["promote"]:
-            rec["decision"] = still_current(store, op, Decision(**rec["decision"])).model_dump()
-        rec["duration_s"] = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
-        store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
-        if rec["decision"]["promote"]:
-            finish_pending_promotion(store, settings, op)
+        with store.op_lock():  # another run of this op may be promoting right now
+            if rec["decision"]["promote"]:
+                rec["decision"] = still_current(store, op, Decision(**rec["decision"])).model_dump()
+            rec["duration_s"] = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
+            store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
+            if rec["decision"]["promote"]:
+                finish_pending_promotion(store, settings, op)
         st = rebuild(store, run)
         for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
             job.st = st

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,16 @@ class RunStore:
         if not self._lock.closed:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
+
+    @contextmanager
+    def op_lock(self):
+        """Exclusive across every run of this op: promotion checks and commits happen one at a time."""
+        with open(self.path.parent / ".promote.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     # -- run.json
     def read_run(self) -> dict[str, Any]:

@@ -131,3 +131,27 @@ def test_promotion_interrupted_before_its_commit_is_finished_on_resume(project, 
     assert meta["attempt"] == 0 and store.read_run()["promotions"][0]["commit"]
     status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
     assert status == ""
+
+
+def test_two_runs_on_one_op_at_once_stay_consistent(project):
+    """Both logs complete; every promotion is one commit; the second run never promotes over the first."""
+    steps = project / "steps.json"
+    steps.write_text(json.dumps([{"source": source(1.0 + i / 10, tag=f"t{i}")} for i in range(1, 9)]))
+    procs = [_start(project, steps) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    runs = [line.split()[1] for out in outs for line in out.splitlines() if line.startswith("run ")]
+    promoted = 0
+    for run_id in runs:
+        log = project / "runs" / "gdn_prefill" / run_id / "attempts.jsonl"
+        attempts = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [a["n"] for a in attempts] == list(range(8))
+        promoted += sum(a["decision"]["promote"] for a in attempts)
+        rejected = [a for a in attempts if "changed during this run" in a["decision"]["reason"]]
+        assert all(not a["decision"]["promote"] for a in rejected)
+    commits = subprocess.run(["git", "log", "--format=%s", "--", "kernels/gdn_prefill/promoted.py"], cwd=project,
+                             capture_output=True, text=True).stdout.splitlines()
+    assert len(commits) == promoted >= 1
+    status = subprocess.run(["git", "status", "--porcelain", "kernels"], cwd=project, capture_output=True,
+                            text=True).stdout
+    assert status == ""
