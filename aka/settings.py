@@ -40,8 +40,8 @@ class OptimizeSettings(BaseModel):
     interpreter: bool = Field(False, description="run kernels in Triton's CPU interpreter (set when no GPU)")
     cpu_gate_rounds: int = Field(2, ge=1, description="gate rounds in the interpreter (the gate's minimum is 2)")
     cpu_gate_sets: list[str] = Field(
-        default_factory=lambda: ["smoke"],
-        description="shape sets gated in the interpreter; edge adds ~75 s per round on 2 cores (gdn_prefill)",
+        default_factory=lambda: ["smoke", "edge"],
+        description="shape sets gated in the interpreter (gdn_prefill: ~60 s for 3 candidates on 2 cores)",
     )
     cpu_bench_shapes: str = Field("smoke", description="shape set (or ids) timed in the interpreter")
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")

@@ -116,7 +116,7 @@ def optimize(
     no_commit: bool = typer.Option(False, "--no-commit", help="write a promoted kernel but do not commit it"),
     resume: str = typer.Option(None, "--resume", help="continue the run with this id"),
     seed: int = typer.Option(0, "--seed", help="search and gate seed"),
-    cpu_gate: str = typer.Option("smoke", "--cpu-gate", help="shape sets gated in the interpreter, e.g. smoke,edge"),
+    cpu_gate: str = typer.Option("smoke,edge", "--cpu-gate", help="shape sets gated in the interpreter"),
     ahead: int = typer.Option(None, "--prepare-ahead", min=0,
                               help="candidates compiled in parallel while one is timed [GPU: cores/4 up to 4]"),
     gate_rounds: int = typer.Option(3, "--gate-rounds", help="gate rounds per shape set on the GPU"),
@@ -144,7 +144,7 @@ def optimize(
         settings = _settings(op, 20, max_time, max_tokens, patience, min_gain, margin, allow_regression, backend,
                              no_commit, seed, gate_rounds, llm)
         if budget is None and settings.interpreter:
-            budget = 3  # interpreter candidates take ~30 s each; keep the out-of-the-box run short
+            budget = 3  # interpreter candidates take ~20 s each on 2 cores; keep the out-of-the-box run short
         settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
         settings.prepare_ahead = ahead if ahead is not None else _default_ahead(settings)
