@@ -94,16 +94,17 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     """Wait for the worker; on timeout kill its whole process group. True when it timed out."""
+    timed_out = False
     try:
         proc.wait(timeout=timeout)
-        timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
-    try:  # also reaps anything the worker left running in its group
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+    finally:  # also on Ctrl-C (KeyboardInterrupt, re-raised): a worker must not outlive the run
+        try:  # also reaps anything the worker left running in its group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
     return timed_out
 
 

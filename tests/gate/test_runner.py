@@ -74,6 +74,33 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert run_task(T + "echo", {}, timeout=60, interpreter=False).ok  # and the next task runs
 
 
+def test_ctrl_c_while_waiting_kills_the_worker_group_and_re_raises(tmp_path, monkeypatch):
+    """Ctrl-C lands in the parent's wait: the worker (and what it spawned) must not keep running."""
+    import subprocess
+
+    pidfile = tmp_path / "grandchild.pid"
+    real_wait = subprocess.Popen.wait
+
+    def interrupted_wait(self, timeout=None):
+        if timeout is None:  # the reaping wait after the kill
+            return real_wait(self)
+        for _ in range(100):  # let the worker start its grandchild first
+            if pidfile.exists() and pidfile.read_text():
+                break
+            time.sleep(0.1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        run_task(T + "hang", {"pidfile": str(pidfile)}, timeout=60, interpreter=False)
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):
+        if not _alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _alive(grandchild)
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
