@@ -29,6 +29,10 @@ class ProviderError(AkaError):
     """The provider failed after its retries (network, auth, bad request): the run stops, resumable."""
 
 
+class MissingSDKError(AkaError):
+    """The provider's SDK is not installed (the llm extra is optional)."""
+
+
 @dataclass
 class Request:
     system: str

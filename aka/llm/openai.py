@@ -11,18 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from aka.config import LLMConfig, LLMSettings, api_key, load_config
-from aka.errors import AkaError
 from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, ProviderError, Reply, Request
+from aka.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request
 
 try:
     import openai
 except ImportError:  # the llm extra is optional: aka works offline without it
     openai = None  # type: ignore[assignment]
-
-
-class MissingSDKError(AkaError):
-    """The provider's SDK is not installed."""
 
 
 class OpenAITransport:
