@@ -25,6 +25,7 @@ import time
 import traceback
 
 import torch
+from devtiming import bench, bench_graph, fmt  # scripts/ is on sys.path when run as a script
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CPU = os.environ.get("FA4_BENCH_CPU") == "1"  # dry run of this script in the interpreter (tiny shapes)
@@ -139,51 +140,6 @@ def torch_baseline(case, kv_lens, q_len, hq, hkv):
     return run
 
 
-FLUSH = None
-
-
-def bench(fn, iters):
-    global FLUSH
-    if CPU:
-        t = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t) * 1e6
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 2**20 // 4, dtype=torch.float32, device="cuda")  # > 4x the 60 MB L2
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        FLUSH.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
-
-
-def bench_graph(fn, iters):
-    """Median time of fn captured in a CUDA graph (no host launch cost), L2 flushed; None if capture fails."""
-    if CPU:
-        return None
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        return bench(g.replay, iters)
-    except Exception as e:  # noqa: BLE001
-        print(f"graph capture failed: {type(e).__name__}: {str(e)[:120]}", flush=True)
-        return None
-
-
 def copy_bandwidth():
     """Device-to-device copy, bytes read + written over time (TB/s)."""
     if CPU:
@@ -279,10 +235,6 @@ def kernel_resources():
     except Exception as e:  # noqa: BLE001
         out.append(f"(resources unavailable: {type(e).__name__})")
     return out
-
-
-def fmt(x, f="{:.1f}"):
-    return "-" if x is None else f.format(x)
 
 
 def table(rows, bw):

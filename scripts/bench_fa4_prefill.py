@@ -24,6 +24,7 @@ import time
 import traceback
 
 import torch
+from devtiming import bench, bench_graph, fmt  # scripts/ is on sys.path when run as a script
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CPU = os.environ.get("FA4_BENCH_CPU") == "1"  # dry run of this script in the interpreter (tiny shapes)
@@ -182,51 +183,6 @@ def sdpa_fn(case, q_lens, prefixes, hq, hkv):
     return run
 
 
-FLUSH = None
-
-
-def bench(fn, iters):
-    global FLUSH
-    if CPU:
-        t = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t) * 1e6
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 2**20 // 4, dtype=torch.float32, device="cuda")  # > 4x the 60 MB L2
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        FLUSH.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
-
-
-def bench_graph(fn, iters):
-    """Median time of fn captured in a CUDA graph (no host launch cost), L2 flushed; None if capture fails."""
-    if CPU:
-        return None
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        return bench(g.replay, iters)
-    except Exception as e:  # noqa: BLE001
-        print(f"graph capture failed: {type(e).__name__}: {str(e)[:120]}", flush=True)
-        return None
-
-
 def iters_for(fl):
     est_us = fl / 400e12 * 1e6 + 10
     return int(max(5, min(50, 300e3 / est_us)))
@@ -309,10 +265,6 @@ def kernel_resources():
     except Exception as e:  # noqa: BLE001
         out.append(f"(resources unavailable: {type(e).__name__})")
     return out
-
-
-def fmt(x, f="{:.1f}"):
-    return "-" if x is None else f.format(x)
 
 
 def table(rows):
