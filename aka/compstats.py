@@ -268,6 +268,17 @@ def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None
     return CompileStats(available=True, reason="; ".join(f"unreadable {f}" for f in failed), kernels=stats)
 
 
+def merge(parts: list[CompileStats]) -> CompileStats:
+    """One candidate's stats from the workers that compiled its shapes (the evaluator splits them):
+    kernels united (one per name and hash), available when any worker could read some."""
+    kernels = {(k.name, k.hash): k for p in parts if p.available for k in p.kernels}
+    reasons = list(dict.fromkeys(p.reason for p in parts if p.reason))
+    if not kernels:
+        return CompileStats(available=False, reason="; ".join(reasons) or "no compile statistics")
+    return CompileStats(available=True, reason="; ".join(reasons), kernels=sorted(kernels.values(),
+                                                                                 key=lambda k: (k.name, k.hash)))
+
+
 def format_table(cs: CompileStats) -> list[str]:
     """Plain lines for the CLI and for prompts: one kernel per line."""
     if not cs.available:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aka.bench import geomean
+from aka.compstats import CompileStats
+from aka.compstats import merge as merge_stats
 from aka.settings import OptimizeSettings
 
 
@@ -41,6 +43,7 @@ class BenchOutcome:
     times_us: dict[str, float]  # shape id -> median microseconds
     timing: str  # "gpu" or "interpreter"
     error: str = ""
+    roofline: dict[str, float] = field(default_factory=dict)  # shape id -> fraction of the roofline (GPU)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Evaluator(Protocol):
                shapes: str) -> tuple[GateOutcome, BenchOutcome | None]: ...
     def bench(self, path: Path, shapes: str) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
+    def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
 
 
 def code_hash(source: str) -> str:
@@ -123,7 +127,8 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     op = get_op(payload["op"], Path(payload["root"]))
     gpu = torch.cuda.is_available() and not payload.get("force_cpu")
     t0 = time.perf_counter()
-    fn = getattr(load_module(Path(payload["path"])), op.spec.entry)
+    module = load_module(Path(payload["path"]))
+    fn = getattr(module, op.spec.entry)
     cases = {c.id: c for s in ("smoke", "edge", "full") for c in op.cases(s)}
     if payload.get("cases"):  # this worker's share of the cases (the evaluator splits them)
         cases = {i: cases[i] for i in payload["cases"]}
@@ -135,7 +140,13 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
             if gpu:
                 torch.cuda.synchronize()
         del inputs
-    return {"seconds": round(time.perf_counter() - t0, 3), "cases": len(todo)}
+    seconds = round(time.perf_counter() - t0, 3)
+    # registers, spills, wgmma/TMA of the kernels just compiled (issue 9); in the interpreter an
+    # explicit "unavailable: interpreter" record, so the log says why there are no numbers
+    from aka.compstats import collect
+
+    stats = collect(module, interpreter=not gpu).model_dump()
+    return {"seconds": seconds, "cases": len(todo), "compile_stats": stats}
 
 
 @contextmanager
@@ -213,7 +224,11 @@ class RealEvaluator:
                                                         self.interpreter), payloads))
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
-        return StageOutcome(not errors, errors[0] if errors else "", {"seconds": seconds, "workers": len(results)})
+        detail = {"seconds": seconds, "workers": len(results)}
+        stats = [CompileStats.model_validate(v["compile_stats"]) for ok, v, _ in results if ok and "compile_stats" in v]
+        if stats:
+            detail["compile_stats"] = merge_stats(stats).model_dump()
+        return StageOutcome(not errors, errors[0] if errors else "", detail)
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed)
@@ -236,6 +251,27 @@ class RealEvaluator:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
         ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
         return bench_outcome(value) if ok else BenchOutcome({}, "none", err)
+
+    def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+        """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""
+        from aka.impls import resolve
+
+        refs, _ = resolve(self.op, list(self.op.spec.competitors))
+        if not refs:
+            return {}, ["the contract names no competitors"]
+        payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
+        ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        if not ok:
+            return {}, [f"competitor timing failed: {err}"]
+        times: dict[str, dict[str, float]] = {}
+        notes: list[str] = []
+        for row in value["rows"]:
+            for name, res in row["results"].items():
+                if "eager" in res:
+                    times.setdefault(name, {})[row["shape"]] = res["eager"]["median_us"]
+                elif f"{name}:" not in " ".join(notes):  # one note per competitor (an import fails everywhere)
+                    notes.append(f"{name}: {res.get('skipped') or res.get('error')}"[:300])
+        return times, notes
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
@@ -262,14 +298,16 @@ def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
-    times, errors = {}, []
+    times, errors, roofline = {}, [], {}
     for row in value["rows"]:
         res = row["results"]["candidate"]
         if "eager" in res:
             times[row["shape"]] = res["eager"]["median_us"]
+            if res.get("roofline_frac") is not None:
+                roofline[row["shape"]] = res["roofline_frac"]
         else:
             errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
-    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors))
+    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors), roofline)
 
 
 def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
