@@ -173,7 +173,8 @@ class Constraints(BaseModel):
         return {**config, **{k: vals[0] for k, vals in self.prefer.items() if vals and k in config}}
 
 
-_BLOCK = re.compile(r"^(B[A-Z0-9_]*|BLOCK\w*)$")
+# block sizes: BV, BLOCK_M, and prefixed ones such as rec_BV (the split structure's recurrence block)
+_BLOCK = re.compile(r"(^|_)(B[A-Z0-9_]*|BLOCK\w*)$")
 
 
 def kernel_params(source: str) -> dict[str, list[str]]:
@@ -224,13 +225,13 @@ def steer(evidence: list[Evidence], space: dict[str, list[Any]], config: dict[st
         before = (dict(c.forbid), dict(c.prefer))
         if e.kind == "spills":
             for k in keys:
-                if _BLOCK.match(k) or "stages" in k:
+                if _BLOCK.search(k) or "stages" in k:
                     _add(c.forbid, k, _above(space[k], config.get(k)))
                 elif "warps" in k:
                     _add(c.prefer, k, _above(space[k], config.get(k)))
         elif e.kind in ("low-occupancy", "latency-bound"):
             for k in keys:
-                if _BLOCK.match(k):
+                if _BLOCK.search(k):
                     _add(c.prefer, k, _below(space[k], config.get(k)))
                 elif "stages" in k and e.kind == "latency-bound" and e.kernel not in spilling:
                     _add(c.prefer, k, _above(space[k], config.get(k)))
