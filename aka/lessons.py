@@ -122,8 +122,11 @@ def lessons_from_attempts(records: list[dict[str, Any]]) -> list[Lesson]:
 
 
 def write_lessons(run_dir: Path) -> list[Lesson]:
-    """Read run_dir/attempts.jsonl and write run_dir/lessons.jsonl (replacing it)."""
-    lessons = lessons_from_attempts(read_attempts(run_dir / "attempts.jsonl"))
+    """Read run_dir/attempts.jsonl and write run_dir/lessons.jsonl (replacing it).
+
+    A run that ended before its first attempt (no log yet) learned nothing: an empty file."""
+    log = run_dir / "attempts.jsonl"
+    lessons = lessons_from_attempts(read_attempts(log) if log.is_file() else [])
     text = "".join(les.model_dump_json() + "\n" for les in lessons)
     (run_dir / "lessons.jsonl").write_text(text, encoding="utf-8")
     return lessons

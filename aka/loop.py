@@ -21,6 +21,8 @@ from typing import Any, Protocol
 from aka import gitops
 from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
+from aka.incumbent_facts import incumbent_evidence, profile_incumbent
+from aka.lessons import write_lessons
 from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, Usage
 from aka.settings import OptimizeSettings
 from aka.store import RunStore
@@ -96,8 +98,9 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     _, bench_shapes, _ = shape_plan(settings)
     incumbent = op.default_kernel()
     figures = {}
-    for path in {op.path("baseline"), incumbent}:  # every shape variant into Triton's cache, in parallel workers
-        evaluator.compile(path)
+    compiled = {path: evaluator.compile(path) for path in {op.path("baseline"), incumbent}}  # into Triton's cache
+    # the incumbent's registers/spills steer the first plans (on CPU: an "unavailable" record)
+    figures["incumbent_compile"] = compiled[incumbent].detail.get("compile_stats")
     for label, path in {"baseline": op.path("baseline"), "incumbent": incumbent}.items():
         if label == "incumbent" and path == op.path("baseline"):
             figures["incumbent_us"] = figures["baseline_us"]
@@ -106,6 +109,11 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         if b.error or not b.times_us:
             raise SetupError(f"{op.name}: timing the {label} ({path.name}) failed: {b.error or 'no times'}")
         figures[f"{label}_us"], figures["timing"] = b.times_us, b.timing
+        figures["incumbent_roofline"] = b.roofline  # the last one timed is the incumbent
+    if settings.interpreter:  # external libraries against interpreter timings would mean nothing
+        figures["competitors_us"], figures["competitors_notes"] = {}, ["competitors not timed: CPU interpreter"]
+    else:  # once, for the report: where the incumbent stands against fla / sdpa
+        figures["competitors_us"], figures["competitors_notes"] = evaluator.competitors(bench_shapes)
     gate_sets, _, rounds = shape_plan(settings)
     g = evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed)  # a failing incumbent explains everything
     figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
@@ -124,14 +132,28 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
 
 
 def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
-             view: View | None = None) -> dict[str, Any]:
+             view: View | None = None, profiler=None) -> dict[str, Any]:
     """Run rounds until a stop condition; returns the run summary (also written to run.json).
 
     Up to `prepare_ahead` later candidates are generated (one after another) and checked and
     compiled (in parallel worker processes) while candidate n is gated and timed: compilation is
-    CPU work, GPU timing stays serial.
+    CPU work, GPU timing stays serial. However the run ends (budget, exhausted backend, Ctrl-C, a
+    crash), what it learned is written to lessons.jsonl.
     """
     view = view or _Quiet()
+    try:
+        view.update(stage="profile the incumbent")
+        profile_incumbent(store, op, settings, profiler)  # once per run; a resume reads run.json
+        return _rounds(store, settings, op, backend, evaluator, view)
+    finally:
+        try:
+            write_lessons(store.path)
+        except (AkaError, OSError) as exc:  # a bad log line must not hide why the run ended
+            store.update_run(lessons_error=str(exc)[:300])
+
+
+def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
+            view: View) -> dict[str, Any]:
     run = store.read_run()
     st = rebuild(store, run)
     with store.op_lock():
@@ -228,11 +250,13 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
     ctx = Context(op=op.name, attempt=n, incumbent_source=st.incumbent.read_text(), incumbent_label=st.incumbent_label,
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
                   hardware=run["device"], history=store.attempts(), seed=settings.seed,
-                  pending=[p.rec for p in pending], run_dir=str(store.path),
+                  pending=[p.rec for p in pending], run_dir=str(store.path), root=str(op.root),
+                  evidence=incumbent_evidence(run, store.attempts()),
                   incumbent_score=speedup(run["baseline"]["baseline_us"], st.incumbent_times) or 1.0,
                   verify=lambda src: _verify(src, store.path / "candidates" / f"{n}.draft.py", ev),
                   notify=view.update)
-    rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": ""}
+    rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": "",
+                           "evidence_offered": [e["id"] for e in ctx.evidence]}
     _, bench_shapes, _ = shape_plan(settings)
     m = Measurements(expected_shapes=[c.id for c in op.cases(bench_shapes)])
     try:

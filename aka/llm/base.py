@@ -78,6 +78,10 @@ class Context:
     pending: list[dict[str, Any]] = field(default_factory=list)  # planned, not yet measured (pipelining)
     incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline (same scale as scores)
     seed: int = 0
+    # aka.evidence.Evidence dicts about the incumbent (profile on its worst-roofline shape, compile
+    # stats): prompts list them, the offline planner steers by them; plans cite their ids
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    root: str = ""  # project root: wiki/ is read from here ('' : no wiki, plans cite no cards)
     # LLM backends: where exchanges are saved, a check+compile of a draft ('' or the error) for the
     # repair loop, and a hook to the live display (tokens, streaming progress). All optional.
     run_dir: str = ""

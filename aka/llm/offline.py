@@ -13,7 +13,9 @@ which is what makes `aka optimize --resume` propose exactly what the killed run 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import pprint
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 import yaml
 
 from aka.errors import AkaError
+from aka.evidence import Constraints, Evidence, kernel_params, steer
 from aka.llm.base import BackendExhausted, Context, Usage
 from aka.plan import Plan
 from aka.search import Proposal, Structure, Trial, propose
@@ -140,10 +143,16 @@ class OfflineBackend:
         inc = read_dict(ctx.incumbent_source, "CONFIG")
         # the incumbent is a measured point of whichever structure it belongs to: never re-propose it
         known = [Trial(s.name, s.start, ctx.incumbent_score) for s in structures if s.start == inc]
+        steered = {s.name: _steer(s, ctx) for s in structures}
+        structures = [dataclasses.replace(s, space=steered[s.name].apply(s.space, s.start)) for s in structures]
         prop = propose(structures, known + trials_from(ctx.history), seed, pending=trials_from(ctx.pending))
         if prop is None:
             raise BackendExhausted(f"{ctx.op}: every configuration of every pattern has been tried")
-        return _as_plan(prop, next(p for p in patterns if p.name == prop.structure.name)), Usage()
+        plan = _as_plan(prop, next(p for p in patterns if p.name == prop.structure.name))
+        rules = steered[prop.structure.name]
+        return plan.model_copy(update={"cited_wiki": cited_cards(prop, ctx),
+                                       "cited_evidence": plan.cited_evidence + rules.cited,
+                                       "avoided": plan.avoided + rules.notes}), Usage()
 
     def candidate(self, plan: Plan, ctx: Context) -> tuple[str, Usage]:
         patterns = {p.name: p for p in load_patterns(Path(ctx.kernel_dir), Path(ctx.baseline_path))}
@@ -166,6 +175,52 @@ def _as_plan(prop: Proposal, pattern: Pattern) -> Plan:
         pattern=pattern.name,
         cited_evidence=[f"{k}: {a} -> {b}" for k, (a, b) in prop.changed.items()],
     )
+
+
+def _steer(s: Structure, ctx: Context) -> Constraints:
+    """What the incumbent's evidence forbids or prefers in this structure's space (issue 9): e.g. a
+    spilling kernel gets no larger blocks or more stages than it has now."""
+    if not ctx.evidence:
+        return Constraints()
+    evidence = [Evidence.model_validate(e) for e in ctx.evidence]
+    return steer(evidence, s.space, s.start, kernel_params(ctx.incumbent_source))
+
+
+# A CONFIG key -> the wiki tags of the technique changing it touches. Only cards carrying one of
+# these tags are cited, so a citation always names what the plan actually changes.
+_TOPICS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
+    (re.compile(r"^cp(_|$)"), ("context-parallel",)),  # segments composed through affine transitions
+    (re.compile(r"^(fuse_output|pre_p)$"), ("intermediates",)),  # what stays on chip vs goes through HBM
+    (re.compile(r"(^|_)(B[A-Z0-9]*|BLOCK\w*)$|warps|^reload_k$"), ("register-pressure",)),  # tiles, warps, spills
+    (re.compile(r"stages"), ("num-stages",)),  # software pipelining depth
+]
+
+
+def topic_tags(keys: list[str]) -> list[str]:
+    return list(dict.fromkeys(tag for k in keys for rx, tags in _TOPICS if rx.search(k) for tag in tags))
+
+
+def cited_cards(prop: Proposal, ctx: Context) -> list[str]:
+    """Wiki ids behind this proposal: the cards retrieved for the change (the keys a structure's
+    start changes from the incumbent, or those a mutation moved) whose tags match its topic."""
+    if not ctx.root:
+        return []
+    from aka.wiki import cards_for_plan, load_wiki, wiki_dir
+
+    wdir = wiki_dir(Path(ctx.root))
+    if not wdir.is_dir():
+        return []
+    if prop.phase == "structure":  # what the structure's start changes relative to the incumbent
+        inc = read_dict(ctx.incumbent_source, "CONFIG")
+        keys = [k for k, v in prop.config.items() if inc.get(k, v) != v]
+    else:
+        keys = list(prop.changed)
+    tags = topic_tags(keys)
+    if not tags:
+        return []
+    arch = (ctx.hardware or {}).get("capability") or None
+    cards = cards_for_plan(load_wiki(wdir), ctx.op, arch, evidence_tags=tuple(tags))
+    return [c.id for c in cards if set(c.meta.tags) & set(tags)]
 
 
 def make_backend(**options: Any) -> OfflineBackend:

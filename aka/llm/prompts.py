@@ -168,10 +168,10 @@ def history_text(ctx: Context) -> str:
 
 
 def evidence_text(ctx: Context) -> str:
-    """Profiler evidence recorded in the run (attempt records carrying 'evidence' items)."""
+    """The incumbent's profiler and compile-statistics evidence, as the loop put it in the Context."""
     from aka.evidence import Evidence, as_prompt
 
-    items = [Evidence.model_validate(e) for rec in ctx.history[-3:] for e in rec.get("evidence") or []]
+    items = [Evidence.model_validate(e) for e in ctx.evidence]
     return as_prompt(items) if items else "(no profile in this run; reason from the figures above)"
 
 

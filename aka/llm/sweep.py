@@ -71,6 +71,8 @@ def sweep_plan(ctx: Context, max_points: int) -> Plan | None:
     changed = {k: v for k, v in prop.config.items() if config.get(k) != v}
     return Plan(hypothesis=f"sweep of attempt {n}'s CONFIG over its plan's ranges: {json.dumps(changed)}",
                 param_ranges={k: [v] for k, v in prop.config.items()}, pattern=name,
+                # a sweep point is the model's plan re-tuned: the cards it relied on stay cited
+                cited_wiki=list(parent["plan"].get("cited_wiki") or []),
                 cited_evidence=[f"{k}: {a} -> {b}" for k, (a, b) in prop.changed.items()])
 
 

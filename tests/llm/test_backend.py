@@ -149,3 +149,16 @@ def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes
     assert "7168" not in system + plan  # G6's second length appears nowhere
     for exact in ("32768", "4x2048", "8192"):  # G4, G5, G1 (the wiki's cards may cite such figures)
         assert exact not in system
+
+
+def test_plan_prompt_lists_the_evidence_the_loop_put_in_the_context(tmp_path):
+    from aka.llm import prompts
+
+    gdn = get_op("gdn_prefill")
+    item = {"id": "prof:spills:_fwd_kernel", "kind": "spills", "kernel": "_fwd_kernel",
+            "text": "_fwd_kernel spills: 28 local words/thread at 255 registers"}
+    ctx = Context(op="gdn_prefill", attempt=0, incumbent_source="# src\n", incumbent_label="baseline",
+                  baseline_path="", kernel_dir="", hardware={"interpreter": True}, evidence=[item])
+    assert "- [prof:spills:_fwd_kernel] _fwd_kernel spills: 28 local words" in prompts.plan_prompt(gdn, ctx, "triton")
+    ctx.evidence = []
+    assert "(no profile in this run" in prompts.evidence_text(ctx)

@@ -74,6 +74,10 @@ class FakeEvaluator:
         self.calls.append("bench")
         return BenchOutcome({c.id: 100.0 / self._speed(path, c.id) for c in self.op.cases(shapes)}, self.timing)
 
+    def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+        self.calls.append("competitors")
+        return {"fla": {c.id: 90.0 for c in self.op.cases(shapes)}}, ["sdpa: ImportError: fake"]
+
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         self.calls.append("compare")
         sp = {c.id: self._speed(candidate, c.id) / self._speed(incumbent, c.id) for c in self.op.cases(shapes)}

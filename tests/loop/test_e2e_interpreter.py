@@ -27,6 +27,7 @@ def copy_project(tmp: Path) -> Path:
     root.mkdir()
     shutil.copytree(REPO / "workloads", root / "workloads")
     shutil.copytree(REPO / "kernels", root / "kernels", ignore=shutil.ignore_patterns("promoted.*", "__pycache__"))
+    shutil.copytree(REPO / "wiki", root / "wiki")
     return root
 
 
@@ -45,6 +46,12 @@ def test_one_real_candidate_on_a_tiny_shape(tmp_path):
     assert rec["gate"]["passed"] == {"E1": [True, True]} and rec["bench"]["timing"] == "interpreter"
     assert rec["decision"]["reason"] == "not promoted: interpreter timings cannot promote"
     assert summary["attempts"] == 1 and not (root / "kernels/gdn_prefill/promoted.py").exists()
+    # issue 9: compile stats recorded per attempt, explicitly unavailable in the interpreter
+    assert rec["compile"]["compile_stats"]["reason"].startswith("unavailable: interpreter")
+    assert store.read_run()["profile"]["note"] == "no profile: CPU interpreter"
+    # issue 8: the plan cites the wiki cards of its change; the run's lessons carry them
+    assert rec["plan"]["cited_wiki"], rec["plan"]
+    assert (store.path / "lessons.jsonl").read_text().count(rec["plan"]["cited_wiki"][0]) == 1
 
 
 @pytest.mark.slow

@@ -1,0 +1,80 @@
+"""What the Plan stage is told about the incumbent (issue 9): a profile on its worst shape, taken
+once per run and kept in run.json, and the evidence items derived from it and from compile stats.
+
+The profile is paid for once, at the start of a run, on the shape where the incumbent is furthest
+from its roofline (the baseline bench's fractions; the slowest shape when there are none). A
+resumed run reads it back instead of profiling again. A failed profile is a note, never a failed
+run: planning then goes on from the incumbent's compile statistics alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aka.settings import OptimizeSettings
+from aka.store import RunStore
+
+CPU_NOTE = "no profile: CPU interpreter"
+
+
+def worst_shape(baseline: dict[str, Any]) -> str:
+    """The shape furthest from its roofline; without fractions (no calibration), the slowest one."""
+    fracs = baseline.get("incumbent_roofline") or {}
+    if fracs:
+        return min(fracs, key=lambda s: (fracs[s], s))
+    times = baseline["incumbent_us"]
+    return max(times, key=lambda s: (times[s], s))
+
+
+def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
+                      profiler: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """run.json["profile"], taken now unless this run already has it (resume) or runs on the CPU."""
+    run = store.read_run()
+    if "profile" in run:
+        return run["profile"]
+    if settings.interpreter:
+        rec: dict[str, Any] = {"note": CPU_NOTE, "summary": None}
+    else:
+        if profiler is None:
+            from aka.profile import run_profile as profiler
+        shape, t0 = worst_shape(run["baseline"]), time.monotonic()
+        rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": ""}
+        try:
+            rec["summary"] = profiler(op, Path(run["incumbent"]["path"]), shape,
+                                      timeout=settings.timeout_s).model_dump()
+        except Exception as exc:  # ProfileError, an ncu or worker surprise: the run goes on without it
+            rec["note"] = f"no profile: {type(exc).__name__}: {exc}"[:300]
+        rec["seconds"] = round(time.monotonic() - t0, 3)
+        run["setup_s"] = round(run.get("setup_s", 0.0) + rec["seconds"], 3)  # counts against --max-time
+    store.update_run(profile=rec, setup_s=run.get("setup_s", 0.0))
+    return rec
+
+
+def incumbent_evidence(run: dict[str, Any], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Evidence items (aka.evidence.Evidence dicts) about the current incumbent.
+
+    The starting incumbent: its profile (which carries its compile stats), else the compile stats
+    prepare_run recorded. A promoted candidate: its own compile stats from its attempt record (the
+    profile was of another kernel).
+    """
+    from aka.compstats import CompileStats
+    from aka.evidence import evidence_for_plan
+    from aka.profile import ProfileSummary
+
+    promoted = [r for r in history if (r.get("decision") or {}).get("promote")]
+    summary = None if promoted else (run.get("profile") or {}).get("summary")
+    if summary:
+        fracs = run["baseline"].get("incumbent_roofline") or {}
+        items = evidence_for_plan(ProfileSummary.model_validate(summary), fracs)
+    else:
+        stats = ((promoted[-1].get("compile") or {}).get("compile_stats") if promoted
+                 else run["baseline"].get("incumbent_compile"))
+        if not stats:
+            return []
+        cs = CompileStats.model_validate(stats)
+        items = evidence_for_plan(ProfileSummary(op=run.get("op", ""), shape="", kernel_file="", source="none",
+                                                 compile=cs))
+    return [e.model_dump() for e in items]

@@ -1,0 +1,179 @@
+"""Issues 8 and 9 in the loop: plans cite wiki cards and evidence, the incumbent is profiled once per
+run (run.json caches it), evidence steers the offline planner, lessons are written when a run ends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes import FakeEvaluator, source
+
+from aka.compstats import CompileStats, KernelStats
+from aka.incumbent_facts import CPU_NOTE, incumbent_evidence, worst_shape
+from aka.llm.base import Context, get_backend
+from aka.llm.offline import read_dict, render, topic_tags
+from aka.llm.scripted import ScriptedBackend
+from aka.loop import prepare_run, run_loop
+from aka.profile import ProfileError, ProfileSummary
+from aka.settings import Budget, OptimizeSettings
+from aka.wiki import load_wiki
+
+REPO = Path(__file__).resolve().parents[2]
+KDIR = REPO / "kernels" / "gdn_prefill"
+BASELINE = KDIR / "baseline.py"
+
+
+def ctx(history=(), incumbent: str | None = None, evidence=(), root: Path | None = REPO, attempt=0) -> Context:
+    return Context(op="gdn_prefill", attempt=attempt, incumbent_source=incumbent or BASELINE.read_text(),
+                   incumbent_label="baseline", baseline_path=str(BASELINE), kernel_dir=str(KDIR),
+                   hardware={"sms": 132}, history=list(history), evidence=list(evidence),
+                   root=str(root) if root else "")
+
+
+def plans(n: int, **kw) -> list:
+    be, history, out = get_backend("offline"), [], []
+    for i in range(n):
+        plan, _ = be.plan(ctx(history, attempt=i, **kw))
+        out.append(plan)
+        history.append({"n": i, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 1.0 + i / 100,
+                        "failed_stage": ""})
+    return out
+
+
+# --- issue 8: offline plans cite the cards of the change they make
+
+
+def test_offline_plans_cite_only_cards_about_what_they_change():
+    tags = {c.id: set(c.meta.tags) for c in load_wiki(REPO / "wiki")}
+    ps = plans(6)
+    first = ps[0]  # single_pass: context parallelism off relative to the baseline
+    assert first.pattern == "single_pass" and "affine-transition-context-parallel" in first.cited_wiki
+    assert "fuse-stages-skip-hbm" not in first.cited_wiki  # output fusion is unchanged there
+    assert all(p.cited_wiki for p in ps)
+    base = read_dict(BASELINE.read_text(), "CONFIG")
+    for p in ps:
+        changed = [c.split(":")[0] for c in p.cited_evidence] or [k for k, v in p.fixed_config().items()
+                                                                    if base[k] != v]
+        want = set(topic_tags(changed))
+        assert all(tags[c] & want for c in p.cited_wiki), (p.pattern, changed, p.cited_wiki)
+    assert plans(1, root=None)[0].cited_wiki == []  # no project root, no wiki: nothing is cited
+
+
+# --- issue 9: evidence steers the offline planner
+
+
+def spill(kernel: str) -> dict:
+    return {"id": f"prof:spills:{kernel}", "kind": "spills", "kernel": kernel, "shape": "G1",
+            "text": f"{kernel} spills: 60 local words/thread", "numbers": {"n_spills": 60.0}}
+
+
+def test_a_spilling_kernel_is_never_offered_larger_blocks_or_more_stages():
+    src = BASELINE.read_text()
+    incumbent = render(src, {**read_dict(src, "CONFIG"), "rec_BV": 32, "rec_stages": 1})
+    free = plans(30, incumbent=incumbent)
+    steered = plans(30, incumbent=incumbent, evidence=[spill("_rec_kernel")])
+
+    def too_big(ps):
+        return [p.fixed_config() for p in ps if p.pattern.startswith("split")
+                and (p.fixed_config()["rec_BV"] > 32 or p.fixed_config()["rec_stages"] > 1)]
+
+    assert too_big(free)  # without the evidence the search does go there (so the check below means something)
+    assert too_big(steered) == []
+    split = [p for p in steered if p.pattern.startswith("split")]
+    assert split and all("prof:spills:_rec_kernel" in p.cited_evidence for p in split)
+    assert any("prof:spills:_rec_kernel" in a for a in split[0].avoided)
+
+
+# --- the loop: profile once per run, evidence offered, lessons written
+
+
+def settings(**kw) -> OptimizeSettings:
+    return OptimizeSettings(op="gdn_prefill", commit=False, prepare_ahead=0, **kw)
+
+
+class Profiler:
+    def __init__(self, fail: bool = False):
+        self.calls: list[str] = []
+        self.fail = fail
+
+    def __call__(self, op, path: Path, shape: str, *, timeout: float) -> ProfileSummary:
+        self.calls.append(shape)
+        if self.fail:
+            raise ProfileError("ncu exploded")
+        spills = KernelStats(name="_fwd_kernel", n_regs=255, n_spills=28, num_warps=8, num_stages=1)
+        return ProfileSummary(op=op.name, shape=shape, kernel_file=str(path), source="none",
+                              compile=CompileStats(available=True, kernels=[spills]))
+
+
+def test_the_incumbent_is_profiled_once_per_run_and_its_evidence_offered_to_every_plan(project, op):
+    ev, prof = FakeEvaluator(op, timing="gpu"), Profiler()
+    steps = [{"source": source(1.0, tag="a")}, {"source": source(1.0, tag="b")}, {"source": source(1.2)}]
+    store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=2)), op, ev)
+    run_loop(store, settings(budget=Budget(max_candidates=2)), op, ScriptedBackend(steps), ev, profiler=prof)
+    run_loop(store, settings(budget=Budget(max_candidates=3)), op, ScriptedBackend(steps), ev, profiler=prof)  # resume
+    assert prof.calls == [worst_shape(store.read_run()["baseline"])]  # the resume read run.json instead
+    assert store.read_run()["profile"]["summary"]["shape"] == prof.calls[0]
+    assert [r["evidence_offered"] for r in store.attempts()] == [["prof:spills:_fwd_kernel"]] * 3
+    # the last one was promoted: the profile was of another kernel, and the fake compiles record no stats
+    assert store.attempts()[-1]["decision"]["promote"] and incumbent_evidence(store.read_run(), store.attempts()) == []
+    base = store.read_run()["baseline"]
+    assert base["competitors_us"]["fla"] and base["competitors_notes"] == ["sdpa: ImportError: fake"]
+
+
+def test_a_failed_profile_is_a_note_and_the_run_goes_on(project, op):
+    ev = FakeEvaluator(op, timing="gpu")
+    store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=1)), op, ev)
+    run_loop(store, settings(budget=Budget(max_candidates=1)), op, ScriptedBackend([{"source": source(1.1)}]), ev,
+             profiler=Profiler(fail=True))
+    prof = store.read_run()["profile"]
+    assert prof["summary"] is None and prof["note"] == "no profile: ProfileError: ncu exploded"
+    assert len(store.attempts()) == 1 and store.attempts()[0]["evidence_offered"] == []
+
+
+def test_cpu_runs_note_no_profile_and_time_no_competitors(project, op):
+    ev, prof = FakeEvaluator(op, timing="interpreter"), Profiler()
+    s = settings(budget=Budget(max_candidates=1), interpreter=True)
+    store = prepare_run(project / "runs", s, op, ev)
+    run_loop(store, s, op, ScriptedBackend([{"source": source(1.1)}]), ev, profiler=prof)
+    run = store.read_run()
+    assert prof.calls == [] and run["profile"]["note"] == CPU_NOTE
+    assert "competitors" not in ev.calls and run["baseline"]["competitors_us"] == {}
+
+
+def test_lessons_are_written_when_a_run_ends_even_before_any_attempt(project, op):
+    ev = FakeEvaluator(op, timing="gpu")
+    s = settings(budget=Budget(max_candidates=2))
+    store = prepare_run(project / "runs", s, op, ev)
+    run_loop(store, s, op, ScriptedBackend([]), ev, profiler=Profiler())  # exhausted at once: no attempt
+    assert (store.path / "lessons.jsonl").read_text() == ""
+    run_loop(store, s, op, ScriptedBackend([{"source": source(1.2)}, {"source": source(1.0, gate="fail")}]), ev,
+             profiler=Profiler())
+    lessons = [json.loads(x) for x in (store.path / "lessons.jsonl").read_text().splitlines()]
+    assert [les["kind"] for les in lessons] == ["worked", "failed"]
+
+
+def test_lessons_are_written_on_ctrl_c(project, op):
+    ev = FakeEvaluator(op, timing="gpu")
+    s = settings(budget=Budget(max_candidates=3))
+    store = prepare_run(project / "runs", s, op, ev)
+
+    class CtrlC(ScriptedBackend):
+        def plan(self, context):
+            if context.attempt == 1:
+                raise KeyboardInterrupt
+            return super().plan(context)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_loop(store, s, op, CtrlC([{"source": source(1.2)}, {"source": source(1.3)}]), ev, profiler=Profiler())
+    assert len((store.path / "lessons.jsonl").read_text().splitlines()) == 1
+
+
+def test_worst_shape_is_furthest_from_the_roofline_else_the_slowest():
+    assert worst_shape({"incumbent_roofline": {"G1": 0.5, "G2": 0.1}, "incumbent_us": {"G1": 9.0, "G2": 1.0}}) == "G2"
+    assert worst_shape({"incumbent_us": {"G1": 9.0, "G2": 1.0}}) == "G1"
+
+
+def test_cpu_gate_rounds_below_two_is_one_clear_error():
+    with pytest.raises(ValueError, match="cpu_gate_rounds=1: the gate needs at least 2 rounds"):
+        OptimizeSettings(op="gdn_prefill", cpu_gate_rounds=1)
