@@ -146,3 +146,14 @@ def test_registers_match_the_compilers_own_report(compiled):
     assert k90.regs_from == "cuobjdump"  # never loaded on a device here
     assert k90.n_regs == ref["REG"] and k90.n_regs > 0
     assert k90.n_spills == ref["LOCAL"] // 4
+
+
+def test_merge_unites_the_split_compile_workers_kernels():
+    from aka.compstats import CompileStats, KernelStats, merge
+
+    a, b = KernelStats(name="_fwd_kernel", hash="aa", n_regs=255), KernelStats(name="_prep_kernel", hash="bb")
+    parts = [CompileStats(available=True, kernels=[a]), CompileStats(available=True, kernels=[b, a]),
+             CompileStats(available=False, reason="no compiled Triton kernels found")]
+    merged = merge(parts)
+    assert merged.available and [k.name for k in merged.kernels] == ["_fwd_kernel", "_prep_kernel"]
+    assert merge(parts[2:]).reason == "no compiled Triton kernels found" and not merge(parts[2:]).available
