@@ -139,26 +139,57 @@ def time_fn(
     ``calls`` holds one zero-argument callable per input copy (preparation already done), so that
     consecutive timed calls read different buffers.
     """
-    if not calls:
-        raise ValueError("time_fn needs at least one call")
-    for call in calls:
-        for _ in range(cfg.warmup):
-            call()
-    samples: list[float] = []
-    start = clock()
-    stop = "max_iters"
-    while len(samples) < cfg.max_iters:
-        samples.append(timer.measure(calls[len(samples) % len(calls)]))
-        n = len(samples)
-        if n < cfg.min_iters:
-            continue
-        if (n - cfg.min_iters) % cfg.check_every == 0 and median_rse(samples) <= cfg.median_rse_target:
-            stop = "converged"
-            break
-        if clock() - start >= cfg.time_cap_s:  # every call: one interpreter call can take seconds
-            stop = "time_cap"
-            break
-    return make_timing(timer.kind, samples, stop)
+    return time_interleaved({"_": calls}, cfg, {"_": timer}, clock)["_"]
+
+
+def time_interleaved(
+    calls: dict[str, Sequence[Callable[[], Any]]],
+    cfg: BenchConfig,
+    timers: dict[str, Timer],
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Timing]:
+    """Time several implementations in alternating blocks of ``check_every`` calls (A B C A B C ...).
+
+    Timing them one after another lets clock or thermal drift land on one side only: the same
+    kernel timed twice in a row on the H200 gave 1045.0 vs 1021.5 µs at G5 (2026-11-29). In
+    alternating blocks every implementation samples the same conditions. Each keeps its own stop
+    rule (converged, max_iters, or time_cap_s of its own measuring time).
+    """
+    if not calls or any(not c for c in calls.values()):
+        raise ValueError("time_interleaved needs at least one call per implementation")
+    for cs in calls.values():
+        for call in cs:
+            for _ in range(cfg.warmup):
+                call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    spent = dict.fromkeys(calls, 0.0)
+    stops: dict[str, str] = {}
+    while len(stops) < len(calls):
+        for name, cs in calls.items():
+            if name in stops:
+                continue
+            t0, xs = clock(), samples[name]
+            for _ in range(cfg.check_every):
+                xs.append(timers[name].measure(cs[len(xs) % len(cs)]))
+                stop = _stop_rule(xs, cfg, spent[name] + clock() - t0)
+                if stop:
+                    stops[name] = stop
+                    break
+            spent[name] += clock() - t0
+    return {name: make_timing(timers[name].kind, samples[name], stops[name]) for name in calls}
+
+
+def _stop_rule(xs: Sequence[float], cfg: BenchConfig, spent_s: float) -> str | None:
+    n = len(xs)
+    if n >= cfg.max_iters:
+        return "max_iters"
+    if n < cfg.min_iters:
+        return None
+    if (n - cfg.min_iters) % cfg.check_every == 0 and median_rse(xs) <= cfg.median_rse_target:
+        return "converged"
+    if spent_s >= cfg.time_cap_s:  # checked every call: one interpreter call can take seconds
+        return "time_cap"
+    return None
 
 
 def make_timing(kind: TimingKind, samples: Sequence[float], stop: str) -> Timing:

@@ -14,7 +14,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from aka.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn
+from aka.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn, time_interleaved
 from aka.impls import ImplRef, note_of, prepare
 
 
@@ -94,25 +94,44 @@ def _metrics(flops: float, nbytes: float, us: float, floor_us: float | None) -> 
             "roofline_frac": (floor_us / us) if floor_us else None}
 
 
-def _time_impl(ref: ImplRef, copies: list[dict], device: str, cfg: BenchConfig, cache: dict,
-               costs: tuple[float, float, float | None]) -> dict[str, Any]:
+def _prepare_all(refs: list[ImplRef], copies: list[dict]) -> tuple[dict[str, list], dict[str, dict[str, Any]]]:
+    """Ready-to-time calls per implementation; the ones that cannot run get their cell now."""
+    ready: dict[str, list] = {}
+    cells: dict[str, dict[str, Any]] = {}
+    for ref in refs:
+        try:
+            ready[ref.name] = [prepare(ref, inputs) for inputs in copies]
+        except (ImportError, RuntimeError) as exc:  # the contract for "not available here"
+            cells[ref.name] = {"skipped": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # a broken implementation fails its own cell, not the run
+            cells[ref.name] = {"error": f"preparation failed: {type(exc).__name__}: {str(exc)[:300]}"}
+    return ready, cells
+
+
+def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: BenchConfig, cache: dict,
+                costs: tuple[float, float, float | None]) -> dict[str, dict[str, Any]]:
+    """Every implementation of one shape: eager timings interleaved (drift hits all alike), then
+    peak memory and CUDA-graph replay per implementation."""
+    ready, cells = _prepare_all(refs, copies)
+    by_name = {r.name: r for r in refs}
     try:
-        calls = [prepare(ref, inputs) for inputs in copies]
-    except (ImportError, RuntimeError) as exc:  # the contract for "not available here"
-        return {"skipped": f"{type(exc).__name__}: {exc}"}
-    except Exception as exc:  # a broken implementation fails its own cell, not the run
-        return {"error": f"preparation failed: {type(exc).__name__}: {str(exc)[:300]}"}
-    res: dict[str, Any] = {"note": note_of(calls[0])}
-    try:
-        eager = time_fn(calls, cfg, _timer(device, ref, cfg, cache))
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    res["eager"] = eager.model_dump()
-    res.update(_metrics(costs[0], costs[1], eager.median_us, costs[2]))
-    if device == "cuda":
-        res["peak_extra_bytes"] = _peak_extra(calls[0])
-        res["graph"], res["graph_note"] = _graph(calls, cfg, cache) if cfg.graph else (None, "graph off")
-    return res
+        timings = time_interleaved(ready, cfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready})
+    except Exception:  # one failing implementation: time each alone so the others keep their numbers
+        timings = {}
+        for name, calls in ready.items():
+            try:
+                timings[name] = time_fn(calls, cfg, _timer(device, by_name[name], cfg, cache))
+            except Exception as exc:
+                cells[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    for name, eager in timings.items():
+        calls = ready[name]
+        res: dict[str, Any] = {"note": note_of(calls[0]), "eager": eager.model_dump()}
+        res.update(_metrics(costs[0], costs[1], eager.median_us, costs[2]))
+        if device == "cuda":
+            res["peak_extra_bytes"] = _peak_extra(calls[0])
+            res["graph"], res["graph_note"] = _graph(calls, cfg, cache) if cfg.graph else (None, "graph off")
+        cells[name] = res
+    return {r.name: cells[r.name] for r in refs}
 
 
 def _ceilings(device: str, notes: list[str]) -> dict | None:
@@ -143,7 +162,7 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
         if ceil:
             floor = max(flops / (ceil["gemm_tflops"] * 1e12), nbytes / (ceil["copy_tbps"] * 1e12)) * 1e6
         copies = [op.inputs.make_inputs(case, payload.get("seed", 0) + i, device) for i in range(cfg.input_copies)]
-        results = {r.name: _time_impl(r, copies, device, cfg, cache, (flops, nbytes, floor)) for r in refs}
+        results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor))
         rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
                      "floor_us": floor, "results": results})
         del copies

@@ -86,3 +86,37 @@ def test_only_gpu_kinds_count_as_gpu_timings():
     assert not is_gpu_timing(Timing(kind="interpreter", **base))
     assert not is_gpu_timing({"kind": "cpu"})
     assert not is_gpu_timing(None)
+
+
+class DriftingDevice:
+    """One device whose calls get slower as it warms: every measured call costs 1000 µs + 1 µs per call so far."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def timer(self):
+        dev = self
+
+        class _T:
+            kind = "gpu-eager"
+
+            def measure(self, call):
+                call()
+                dev.calls += 1
+                return 1000.0 + dev.calls
+
+        return _T()
+
+
+def test_interleaved_blocks_put_drift_on_both_sides():
+    from aka.bench import time_interleaved
+
+    cfg = BenchConfig(warmup=1, min_iters=60, max_iters=60, check_every=10, time_cap_s=1e9, median_rse_target=1e-9)
+    _, calls = _calls(2)
+    seq = DriftingDevice()  # one after the other: the second copy of the same kernel looks 6% slower
+    a, b = time_fn(calls, cfg, seq.timer()), time_fn(calls, cfg, seq.timer())
+    assert b.median_us / a.median_us > 1.05
+    dev = DriftingDevice()  # alternating blocks of 10: the two medians differ by one block at most
+    both = time_interleaved({"a": calls, "b": calls}, cfg, {"a": dev.timer(), "b": dev.timer()})
+    assert abs(both["b"].median_us / both["a"].median_us - 1) < 0.011
+    assert both["a"].n == both["b"].n == 60 and both["a"].stop == "max_iters"
