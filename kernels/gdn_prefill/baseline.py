@@ -68,6 +68,10 @@ CONFIG = {
     "BVC": 32,  # column block of the chain kernel
     "prep_warps": 4,
     "prep_prec": "tf32x3",  # precision of the 16x16 inverse/merge dots (tf32: fewer registers)
+    # "blk16": _prep_kernel (16x16 blocks, series + merges; the measured one). "fsub64": _prep_fsub_kernel
+    # (one 64x64 K K^T dot + fp32 forward substitution loop; ignores prep_prec). docs/perf/gdn_prefill.md
+    "prep_algo": "blk16",
+    "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
     "cp": True,  # context parallelism on/off
     "cp_min_programs": 264,  # use CP only when N*HV*(V/BV) is below this (2 programs per SM)
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
@@ -94,7 +98,9 @@ SPACE = {
     "seg_stages": [1],
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
-    "prep_prec": ["tf32x3", "tf32"],
+    "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
+    "prep_algo": ["blk16", "fsub64"],
+    "prep_stages": [1, 3],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
@@ -286,6 +292,60 @@ def _prep_kernel(
     _store_tb(tb_ptr, T31, b1, t_3, m_3, i_h, HV, 16)
     _store_tb(tb_ptr, T32, b2, t_3, m_3, i_h, HV, 32)
     _store_tb(tb_ptr, T33, b3, t_3, m_3, i_h, HV, 48)
+
+
+@triton.jit
+def _prep_fsub_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "fsub64": same outputs as _prep_kernel, built from one 64x64 K K^T dot and a 63-step
+    fp32 row forward substitution T_i = e_i - sum_{j<i} A_ij T_j on the whole 64x64 tile.
+
+    Why: _prep_kernel is a fully unrolled straight line of 10 K K^T dots, 24 series dots and 12
+    merge dots (x3 for tf32x3) over 16x16 tiles: 255 regs + spills, 12% occupancy, and the H200 ncu
+    profile's top stall is no_instruction (27%, instruction fetch of that long body). Here the body is
+    one dot + a short runtime loop (small code, two live fp32 64x64 tiles), and the substitution is
+    plain fp32 FMA: no series (whose powers of A cancel catastrophically for correlated keys) and no
+    tf32 rounding, so it is at least as accurate as tf32x3."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
+    c0 = tl.load(cuc_ptr + seq)
+    t0 = bos + (i_c - c0).to(tl.int64) * BT
+    i_hk = i_h // (HV // HK)
+    rb = tl.arange(0, BT)
+    ck = tl.arange(0, K)
+    t_r = t0 + rb
+    m_r = t_r < eos
+    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+    b = tl.load(beta_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
+    if PRE_P:  # P = scale (Q K^T . Gamma . causal), as in _prep_kernel
+        qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+        causal = rb[:, None] >= rb[None, :]
+        pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
+        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
+                 mask=m_r[:, None])
+    # K K^T is symmetric, so build A transposed directly: At[j, i] = A_ij = beta_i k_i.k_j e^(gam_i - gam_j),
+    # j < i. Then "row i of A" is column i of At, indexed along dim 0, which broadcasts against T's rows
+    # with no layout conversion.
+    upper = rb[:, None] < rb[None, :]
+    At = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(upper, gam[None, :] - gam[:, None], float("-inf")))
+    At = At * b[None, :]
+    T = (rb[:, None] == rb[None, :]).to(tl.float32)
+    for i in range(1, BT):
+        a = tl.sum(tl.where(rb[None, :] == i, At, 0.0), 1)  # a[j] = A_ij (0 for j >= i)
+        row = (rb == i).to(tl.float32) - tl.sum(a[:, None] * T, 0)  # rows j < i of T are final
+        T = tl.where(rb[:, None] == i, row[None, :], T)
+    # Tb = T diag(beta), whole tile (upper zeros included: readers load 64x64 tiles)
+    tl.store(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (T * b[None, :]).to(tl.bfloat16),
+             mask=m_r[:, None])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -633,11 +693,16 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     nseg_bound = triton.cdiv(nt_bound, seg) + N
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
     pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
-    if T > 0:
+    if T > 0 and cfg["prep_algo"] == "fsub64":
+        _prep_fsub_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
+        )
+    elif T > 0:
         _prep_kernel[(HV, nt_bound)](
             q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
             PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"],
-            num_warps=cfg["prep_warps"],
+            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments

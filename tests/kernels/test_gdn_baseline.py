@@ -124,6 +124,85 @@ def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
 
 
+# prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
+FSUB = {"prep_algo": "fsub64", "prep_warps": 8}
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        FSUB,
+        dict(FSUB, pre_p=False, fuse_output=False),
+        {"prep_prec": "ieee", "prep_warps": 8, "prep_stages": 1},
+        pytest.param({"prep_prec": "tf32", "prep_warps": 8}, marks=pytest.mark.slow),
+        pytest.param(dict(FSUB, prep_warps=4, prep_stages=1, pre_p=False), marks=pytest.mark.slow),
+    ],
+    ids=["fsub64", "fsub64_split_nopp", "ieee", "tf32", "fsub64_w4"],
+)
+def test_prep_options_ragged_h0(cfg):
+    # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
+    check([1, 63, 65, 129], 1, 2, cfg=cfg, h0=True, seed=12)
+
+
+def test_prep_fsub_hv_equals_hk_cp():
+    check([129, 40], 2, 2, cfg=dict(CP, **FSUB), seed=13)
+
+
+def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
+    """Run _index_kernel + the prep kernel alone; return (Tb from the kernel, float64 Tb, rows).
+
+    corr > 0 mixes a shared direction into every key (k_i ~ corr u + (1 - corr) n_i, normalised): the
+    correlated keys that make (I + A)^-1 large and series inverses cancel."""
+    q, k, v, g, beta, cu, _ = make(lens, hk, hv, seed)
+    if corr:
+        gen = torch.Generator().manual_seed(seed + 100)
+        u = torch.randn(1, hk, D, generator=gen)
+        kk = corr * torch.nn.functional.normalize(u, dim=-1) + (1 - corr) * k.float()
+        k = torch.nn.functional.normalize(kk, dim=-1).to(torch.bfloat16)
+        beta = (0.5 + 0.5 * beta).contiguous()
+    T, N = sum(lens), len(lens)
+    cfg = dict(mod.CONFIG, **cfg)
+    cuc = torch.zeros(N + 1, dtype=torch.int32)
+    cus = torch.zeros(N + 1, dtype=torch.int32)
+    mod._index_kernel[(1,)](cu, cuc, cus, N, 10**6, BT=64, BLOCK=16)
+    nt = int(cuc[-1])
+    tb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
+    pb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
+    log_n = max(1, N.bit_length()) + 1
+    common = dict(HV=hv, HK=hk, K=D, BT=64, LOG_N=log_n, PRE_P=True, num_warps=cfg["prep_warps"])
+    if cfg["prep_algo"] == "fsub64":
+        mod._prep_fsub_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, **common)
+    else:
+        mod._prep_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, PREC=cfg["prep_prec"], **common)
+    ref = torch.zeros(T, hv, 64, dtype=torch.float64)
+    heads = torch.arange(hv) // (hv // hk)
+    cl = cu.tolist()
+    for n in range(N):
+        for c0 in range(cl[n], cl[n + 1], 64):
+            c1 = min(c0 + 64, cl[n + 1])
+            kd = k[c0:c1, heads].double().transpose(0, 1)  # [hv, L, D]
+            gam = g[c0:c1].double().cumsum(0).T  # [hv, L]
+            bd = beta[c0:c1].double().T
+            a = (kd @ kd.transpose(1, 2)) * torch.exp(gam[:, :, None] - gam[:, None, :]) * bd[:, :, None]
+            a = torch.tril(a, -1)
+            eye = torch.eye(c1 - c0, dtype=torch.float64)
+            tinv = torch.linalg.solve_triangular(eye + a, eye.expand_as(a), upper=False)
+            ref[c0:c1, :, : c1 - c0] = (tinv * bd[:, None, :]).transpose(0, 1)
+    return tb, ref
+
+
+@pytest.mark.parametrize("corr", [0.0, 0.9], ids=["random_keys", "correlated_keys"])
+def test_prep_tb_vs_float64(corr):
+    # Tb straight from the prep kernel vs the float64 triangular solve, both algorithms; the bf16 store
+    # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
+    # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
+    errs = {}
+    for name, cfg in (("blk16", {}), ("fsub64", FSUB)):
+        tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
+        errs[name] = rel(tb, ref)
+        assert errs[name] <= 4e-3, (name, errs)
+
+
 # split structure: _rec_kernel (states + V~) then _out_kernel
 SPLIT = {"fuse_output": False}
 
