@@ -14,8 +14,11 @@ computed once per shape and shared by every variant (--ref-max-tokens skips it o
 
 Run on the device machine (fla carried as a wheel, FLA_FLASH_QLA=0):
     python3 scripts/bench_gdn_prefill.py --variants default,split,split_nopp --budget-s 90
-Offline (CPU, no GPU): registers / spill stack / shared memory of both structures for sm_90:
-    python3 scripts/bench_gdn_prefill.py --offline-regs
+Offline (CPU, no GPU): registers / spill stack / shared memory of both structures for sm_90 (with
+--prep-only: the prep kernels' table alone):
+    python3 scripts/bench_gdn_prefill.py --offline-regs [--prep-only]
+Prep kernel alone, per variant (--prep-only; Tb of each variant compared with the first's), and on CPU
+the Tb error of the prep algorithms with tf32 rounding emulated (--emulate-prep).
 """
 
 from __future__ import annotations
@@ -76,6 +79,14 @@ VARIANTS = {  # name: CONFIG overrides
     "st3": {"fwd_stages": 3, "seg_stages": 3},
     "bva128w8": {"BVA": 128, "seg_warps": 8},
     "bva32": {"BVA": 32},
+    # prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
+    "prep_fsub": {"prep_algo": "fsub64", "prep_warps": 8},  # sm_90 offline: 179 regs, no spill
+    "prep_fsub_nopp": {"prep_algo": "fsub64", "prep_warps": 8, "pre_p": False},  # 119 regs; P in _fwd_kernel
+    "prep_fsub_w4": {"prep_algo": "fsub64", "prep_warps": 4},  # 255 regs, 40 B spill
+    "split_fsub_nopp": {"fuse_output": False, "pre_p": False, "prep_algo": "fsub64", "prep_warps": 8},
+    "prep_ieee_w8": {"prep_prec": "ieee", "prep_warps": 8},  # blk16, fp32 FMA dots: 255 regs, no spill
+    "prep_tf32_w8": {"prep_prec": "tf32", "prep_warps": 8},  # emulated Tb error 3e-2 on correlated keys
+    "prep_w8": {"prep_warps": 8},  # blk16 tf32x3 at 8 warps: 255 regs, 256 B spill (4 warps: 320 B)
 }
 D = 128
 
@@ -142,7 +153,7 @@ def row_line(rec, names):
     return f"| {rec['shape']} | " + " | ".join(cells) + f" | {fcell} |"
 
 
-def offline_regs():
+def offline_regs(prep_only=False):
     """Compile the serial and output kernels of both structures for sm_90 on the CPU (Triton's bundled
     ptxas; no GPU) and print registers/thread, spill stack bytes/thread (cuobjdump STACK: ptxas puts
     spills there) and shared memory per program, for the points a search can pick."""
@@ -165,9 +176,25 @@ def offline_regs():
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
                            options={"num_warps": warps, "num_stages": stages})
         u = res_usage(k.asm["cubin"]).get(fn.__name__, {})
-        return f"{u.get('REG', '?')} | {u.get('STACK', '?')} | {k.metadata.shared}"
+        cell = f"{u.get('REG', '?')} | {u.get('STACK', '?')} | {k.metadata.shared}"
+        return cell + (f" | {len(k.asm['cubin']) / 1024:.0f}" if fn.__name__.startswith("_prep") else "")
 
     print(f"triton {triton.__version__}, sm_90, G1 heads (HK 16, HV 32), K = V = {D}")
+    # prep kernels: cubin bytes too (instruction footprint: the H200 profile's top stall was no_instruction)
+    print("| prep kernel | pre_p | warps | stages | regs | spill stack B | smem B | cubin KB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    pshape = {k: v for k, v in shape.items() if k in ("HV", "HK", "K", "BT", "LOG_N")}
+    for pp in (True, False):
+        for warps in (4, 8):
+            for stages in (3, 1):
+                pts = [(f"blk16 {p}", mod._prep_kernel, dict(pshape, PREC=p, PRE_P=pp))
+                       for p in ("tf32x3", "tf32", "ieee")]
+                pts.append(("fsub64", mod._prep_fsub_kernel, dict(pshape, PRE_P=pp)))
+                for name, fn, c in pts:
+                    cell = compile_one(fn, c, warps, stages)
+                    print(f"| {name} | {pp} | {warps} | {stages} | {cell} |", flush=True)
+    if prep_only:
+        return
     print("| kernel | BV | warps | stages | variant | regs | spill stack B | smem B |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for bv in (32, 64, 128):
@@ -183,6 +210,148 @@ def offline_regs():
                 c = {k: v for k, v in shape.items() if k != "HAS_H0"}
                 cell = compile_one(mod._out_kernel, dict(c, BV=bv, PRE_P=pp), warps, 1)
                 print(f"| _out_kernel (split) | {bv} | {warps} | - | pre_p={pp} | {cell} |", flush=True)
+
+
+def _tf32(x):
+    """fp32 -> tf32 (10-bit mantissa), round to nearest (ties away: cvt.rna.tf32.f32, what Triton's
+    tf32x3 split uses; plain tf32 mma operands in registers may instead be truncated by the hardware,
+    which doubles the unit roundoff)."""
+    b = x.float().contiguous().view(torch.int32)
+    return ((b + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def _emu_dot(a, b, prec):
+    """fp32 16x16 dot as tl.dot(input_precision=prec) computes it on sm_90 (products exact in the
+    tensor core, accumulation rounded to fp32 once here: a slight underestimate of the error)."""
+    if prec == "ieee":
+        return (a.double() @ b.double()).float()
+    ah, bh = _tf32(a), _tf32(b)
+    if prec == "tf32":
+        return (ah.double() @ bh.double()).float()
+    al, bl = _tf32(a - ah), _tf32(b - bh)  # tf32x3: hi*hi + hi*lo + lo*hi
+    return (ah.double() @ bh.double() + ah.double() @ bl.double() + al.double() @ bh.double()).float()
+
+
+def _emu_blk16(a, prec):
+    """_prep_kernel's T = (I + A)^-1 (A fp32 [64,64] strictly lower) with its exact dot sequence."""
+    eye = torch.eye(16)
+    blk = [[a[16 * i:16 * i + 16, 16 * j:16 * j + 16] for j in range(4)] for i in range(4)]
+
+    def inv16(d):
+        d2 = _emu_dot(d, d, prec)
+        d4 = _emu_dot(d2, d2, prec)
+        d8 = _emu_dot(d4, d4, prec)
+        t = _emu_dot(eye - d, eye + d2, prec)
+        t = _emu_dot(t, eye + d4, prec)
+        return _emu_dot(t, eye + d8, prec)
+
+    t = [[torch.zeros(16, 16) for _ in range(4)] for _ in range(4)]
+    for i in range(4):
+        t[i][i] = inv16(blk[i][i])
+    for d in range(1, 4):  # T_ij = -T_ii sum_{j<=m<i} A_im T_mj, in the kernel's order
+        for i in range(d, 4):
+            j = i - d
+            acc = _emu_dot(blk[i][j], t[j][j], prec)
+            for m in range(j + 1, i):
+                acc = acc + _emu_dot(blk[i][m], t[m][j], prec)
+            t[i][j] = -_emu_dot(t[i][i], acc, prec)
+    return torch.cat([torch.cat(r, 1) for r in t], 0)
+
+
+def _emu_fsub(a):
+    """_prep_fsub_kernel's fp32 forward substitution T_i = e_i - sum_{j<i} A_ij T_j."""
+    t = torch.eye(64)
+    for i in range(1, 64):
+        t[i] = t[i] - (a[i, :, None] * t).sum(0)
+    return t
+
+
+def emulate_prep(chunks=24):
+    """CPU: Tb error vs float64 of the prep algorithms with tf32 rounding emulated (the interpreter
+    computes every dot in fp32 whatever input_precision says, so it cannot show tf32 error).
+
+    Chunks of 64 keys: q/k/g/beta as in make_inputs (Qwen gates) or keys made correlated (corr: a
+    shared direction mixed in, beta in [0.5, 1]: larger inverse, the case where rounding grows)."""
+    print("| keys | algorithm | Tb fp32 rel err | Tb fp32 max abs err | Tb bf16 rel err | max abs Tb |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for corr in (0.0, 0.9, 0.99):
+        rows = {}
+        for c in range(chunks):
+            inp = make_inputs(1, 1, [64], False, seed=1000 + c, dev=torch.device("cpu"))
+            k, g, beta = inp["k"][:, 0].float(), inp["g"][:, 0].double(), inp["beta"][:, 0].double()
+            if corr:
+                u = torch.nn.functional.normalize(torch.randn(D, generator=torch.Generator().manual_seed(c)), dim=0)
+                k = torch.nn.functional.normalize(corr * u + (1 - corr) * k, dim=-1).bfloat16().float()
+                beta = 0.5 + 0.5 * beta
+            gam = g.cumsum(0)
+            a64 = torch.tril((k.double() @ k.double().T) * torch.exp(gam[:, None] - gam[None, :]) * beta[:, None], -1)
+            eye = torch.eye(64, dtype=torch.float64)
+            ref = torch.linalg.solve_triangular(eye + a64, eye, upper=False) * beta[None, :]
+            a32 = a64.float()  # the kernels' A: bf16 K K^T accumulated in fp32, scaled in fp32
+            for name, fn in (("blk16 tf32x3", lambda a: _emu_blk16(a, "tf32x3")),
+                             ("blk16 tf32", lambda a: _emu_blk16(a, "tf32")),
+                             ("blk16 ieee", lambda a: _emu_blk16(a, "ieee")),
+                             ("fsub64 (fp32)", _emu_fsub)):
+                tb = fn(a32) * beta.float()[None, :]
+                r = rows.setdefault(name, [0.0, 0.0, 0.0, 0.0, 0.0])
+                r[0] += (tb.double() - ref).norm().item() ** 2
+                r[1] = max(r[1], (tb.double() - ref).abs().max().item())
+                r[2] += (tb.bfloat16().double() - ref).norm().item() ** 2
+                r[3] += ref.norm().item() ** 2
+                r[4] = max(r[4], ref.abs().max().item())
+        for name, r in rows.items():
+            print(f"| corr {corr} | {name} | {math.sqrt(r[0] / r[3]):.2e} | {r[1]:.2e} | {math.sqrt(r[2] / r[3]):.2e} "
+                  f"| {r[4]:.2f} |", flush=True)
+
+
+def prep_only(mod, inp, cfg):
+    """_index_kernel + the prep kernel of cfg alone (forward()'s first two launches, same arguments);
+    returns Tb so variants can be compared with each other."""
+    q, k, g, beta, cu = inp["q"], inp["k"], inp["g"], inp["beta"], inp["cu_seqlens"]
+    T, HK, K = q.shape
+    HV, N = g.shape[1], cu.numel() - 1
+    dev = q.device
+    idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
+    mod._index_kernel[(1,)](cu, idx[0], idx[1], N, 1 << 30, BT=64, BLOCK=max(16, 1 << max(0, (N - 1).bit_length())))
+    nt_bound = -(-T // 64) + N
+    tb = torch.empty(T, HV, 64, dtype=torch.bfloat16, device=dev)
+    pbuf = torch.empty(T, HV, 64, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
+    log_n = max(1, int(N).bit_length()) + 1
+    common = dict(HV=HV, HK=HK, K=K, BT=64, LOG_N=log_n, PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"],
+                  num_stages=cfg["prep_stages"])
+    args = (q, k, g, beta, cu, idx[0], tb, pbuf, N, K**-0.5)
+    if cfg["prep_algo"] == "fsub64":
+        mod._prep_fsub_kernel[(HV, nt_bound)](*args, **common)
+    else:
+        mod._prep_kernel[(HV, nt_bound)](*args, PREC=cfg["prep_prec"], **common)
+    return tb
+
+
+def time_prep_only(mod, variants, args, dev):
+    """--prep-only: time the prep kernel of every variant (with its _index_kernel launch) per shape; ok =
+    Tb within 5e-3 relative of the first variant's Tb (both bf16 roundings of ~the same matrix)."""
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
+    t_begin = time.time()
+    print("| shape | " + " | ".join(variants) + " | (prep ms, median; Tb rel diff vs first)", flush=True)
+    for sid in args.shapes.split(","):
+        if args.budget_s and time.time() - t_begin > args.budget_s:
+            print(sid, "skipped: budget", flush=True)
+            continue
+        hk, hv, lens, h0 = SHAPES[sid]
+        inputs = [make_inputs(hk, hv, lens, h0, seed=100 + r, dev=dev) for r in range(args.nrot)]
+        cells, tb0 = [], None
+        for cfg in variants.values():
+            try:
+                tb = prep_only(mod, inputs[0], cfg).double()
+                torch.cuda.synchronize()
+                tb0 = tb if tb0 is None else tb0
+                d = ((tb - tb0).norm() / tb0.norm()).item()
+                fn = lambda cfg=cfg, **kw: prep_only(mod, kw, cfg)  # noqa: E731
+                med, _ = time_fn(fn, inputs, args.reps, flush, args.section_s)
+                cells.append(f"{med * 1e3:.1f} us ({d:.1e}{'' if d <= 5e-3 else ' FAIL'})")
+            except Exception as exc:  # noqa: BLE001
+                cells.append(f"ERR {type(exc).__name__}: {str(exc)[:120]}")
+        print(f"| {sid} | " + " | ".join(cells) + f" | [{time.time() - t_begin:.0f} s]", flush=True)
 
 
 def fla_fn():
@@ -259,9 +428,13 @@ def main():
     ap.add_argument("--budget-s", type=float, default=0.0, help="skip the shapes left after this (0: no cap)")
     ap.add_argument("--ref-max-tokens", type=int, default=1 << 30, help="no float64 check above this T")
     ap.add_argument("--offline-regs", action="store_true", help="CPU: sm_90 regs/spills of both structures")
+    ap.add_argument("--emulate-prep", action="store_true", help="CPU: Tb error of prep options, tf32 emulated")
+    ap.add_argument("--prep-only", action="store_true", help="time only the prep kernel of each variant")
     args = ap.parse_args()
     if args.offline_regs:
-        return offline_regs()
+        return offline_regs(args.prep_only)
+    if args.emulate_prep:
+        return emulate_prep()
     t_begin = time.time()
     out_dir = os.environ.get("OUT")
     dev = torch.device("cuda")
@@ -270,6 +443,8 @@ def main():
         return small_cases(mod, args, dev)
     base_cfg = dict(mod.CONFIG, **json.loads(args.set or "{}"))
     variants = {n: dict(base_cfg, **VARIANTS[n]) for n in args.variants.split(",")}
+    if args.prep_only:
+        return time_prep_only(mod, variants, args, dev)
     fla = None
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     import triton
