@@ -15,6 +15,8 @@ Kernels (one call = 3 launches without CP, 5 with CP, one more when split; no ho
   _prep_kernel   grid (HV, chunks): K K^T in 16x16 blocks, 4 diagonal inverses + 6 block merges
                  (tf32x3, ~fp32 exact), stores only Tb = T diag(beta) as bf16 [T, HV, 64] -- 1/4 of
                  what fla stores for w+u, and the only chunk intermediate that touches HBM.
+  _prep_fsub_kernel  (prep_algo "fsub64") same outputs: one 64x64 K K^T dot + a 63-step fp32 row
+                 forward substitution loop (small code, no spill at 8 warps, fp32-exact Tb).
   _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
                  sequence, runs the chunk recurrence from [I | 0] (first segment: [- | h0]) giving
                  the segment's affine transition S_out = M S_in + C (M: K x K, C: K x V, fp32).
