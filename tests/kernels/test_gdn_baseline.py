@@ -17,34 +17,19 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aka.interp import install_bf16_dot_shim  # noqa: E402
+from aka.ops import get_op  # noqa: E402
 
 install_bf16_dot_shim()  # also rounds fp32 -> bf16 casts to nearest even, like the GPU
 
 mod = importlib.import_module("kernels.gdn_prefill.baseline")
+GDN_REF = get_op("gdn_prefill").reference
 
 D = 128
 
 
 def ref64(q, k, v, g, beta, cu, h0=None, scale=None):
-    """Float64 token loop (fla layout), vectorised over heads."""
-    T, HK, K = q.shape
-    HV = v.shape[1]
-    scale = K**-0.5 if scale is None else scale
-    heads = torch.arange(HV) // (HV // HK)
-    qd, kd, vd = q.double()[:, heads], k.double()[:, heads], v.double()
-    gd, bd = g.double(), beta.double()
-    o = torch.zeros(T, HV, D, dtype=torch.float64)
-    cl = cu.tolist()
-    final = torch.zeros(len(cl) - 1, HV, K, D, dtype=torch.float64)
-    for n in range(len(cl) - 1):
-        h = h0[n].double().clone() if h0 is not None else torch.zeros(HV, K, D, dtype=torch.float64)
-        for t in range(cl[n], cl[n + 1]):
-            h = h * torch.exp(gd[t])[:, None, None]
-            vn = bd[t][:, None] * (vd[t] - torch.einsum("hkv,hk->hv", h, kd[t]))
-            h = h + kd[t][:, :, None] * vn[:, None, :]
-            o[t] = torch.einsum("hkv,hk->hv", h, qd[t] * scale)
-        final[n] = h
-    return o, final
+    """The project's float64 token-by-token recurrence (kernels/gdn_prefill/reference.py)."""
+    return GDN_REF.reference(q, k, v, g, beta, cu, initial_state=h0, scale=scale)
 
 
 def make(lens, hk, hv, seed=0, h0=False, strong_decay=False):
