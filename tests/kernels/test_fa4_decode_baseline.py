@@ -16,13 +16,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aka.interp import install_bf16_dot_shim  # noqa: E402
+from aka.ops import get_op  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_decode.baseline")
-try:  # the project's shared float64 / same-precision references (kernels/fa4_decode/reference.py)
-    shared = importlib.import_module("kernels.fa4_decode.reference")
-except Exception:  # noqa: BLE001 - fall back to the local float64 reference below
-    shared = None
+shared = get_op("fa4_decode").reference  # the project's float64 / same-precision references
+PLAIN_RATIO = get_op("fa4_decode").spec.tolerances["o"].plain_ratio
 
 D = 256
 PAGE = 128
@@ -52,26 +51,6 @@ def make_case(kv_lens, q_len, hq, hkv, seed=0, spare_pages=2, extra_cols=1):
                 kv_lens=torch.tensor(kv_lens, dtype=torch.int32))
 
 
-def reference(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
-    rows, hq, d = q.shape
-    hkv = k_cache.shape[2]
-    b = kv_lens.shape[0]
-    q_len = rows // b
-    scale = d ** -0.5 if softmax_scale is None else softmax_scale
-    out = torch.zeros(rows, hq, d, dtype=torch.float64)
-    for s in range(b):
-        kv = int(kv_lens[s])
-        pages = page_table[s, : -(-kv // PAGE)].long()
-        k = k_cache[pages].reshape(-1, hkv, d)[:kv].double().repeat_interleave(hq // hkv, 1).transpose(0, 1)
-        v = v_cache[pages].reshape(-1, hkv, d)[:kv].double().repeat_interleave(hq // hkv, 1).transpose(0, 1)
-        qs = q[s * q_len:(s + 1) * q_len].double().transpose(0, 1)
-        sc = qs @ k.transpose(1, 2) * scale
-        qpos = torch.arange(q_len) + kv - q_len
-        sc = sc.masked_fill(torch.arange(kv)[None, :] > qpos[:, None], float("-inf"))
-        out[s * q_len:(s + 1) * q_len] = (sc.softmax(-1) @ v).transpose(0, 1)
-    return out
-
-
 def rel_l2(o, ref):
     return ((o.double() - ref).norm() / ref.norm()).item()
 
@@ -87,11 +66,11 @@ def check(case, cfg=None, tol=1e-2):
         mod.CONFIG.update(old)
     assert o.shape == case["q"].shape and o.dtype == torch.bfloat16
     assert torch.isfinite(o).all()
-    ref = shared.reference(**case)[0] if shared is not None else reference(**case)
+    ref = shared.reference(**case)[0]
     err = rel_l2(o, ref)
     assert err <= tol, err
-    if shared is not None:  # no worse than 10x a plain bf16-operand / fp32-softmax implementation
-        assert err <= 10 * rel_l2(shared.plain(**case)[0], ref) + 1e-4, err
+    # no worse than the contract's plain_ratio x a plain bf16-operand / fp32-softmax implementation
+    assert err <= PLAIN_RATIO * rel_l2(shared.plain(**case)[0], ref) + 1e-4, err
     return err
 
 
@@ -152,15 +131,9 @@ def test_split_policy_from_shapes():
 def test_scale():
     case = make_case([90], 4, hq=4, hkv=1, seed=2)
     o = mod.fa4_decode(**case, softmax_scale=0.2)
-    assert rel_l2(o, reference(**case, softmax_scale=0.2)) <= 1e-2
+    assert rel_l2(o, shared.reference(**case, softmax_scale=0.2)[0]) <= 1e-2
 
 
 @pytest.mark.slow
 def test_long_default_config():
     check(make_case([2000, 700], 4, hq=8, hkv=1, seed=13))
-
-
-@pytest.mark.skipif(shared is None, reason="kernels/fa4_decode/reference.py not importable")
-def test_local_reference_matches_shared():
-    case = make_case([5, 300, 129], 4, hq=4, hkv=2, seed=4)
-    assert rel_l2(reference(**case), shared.reference(**case)[0]) < 1e-12

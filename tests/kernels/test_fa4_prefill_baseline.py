@@ -16,13 +16,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aka.interp import install_bf16_dot_shim  # noqa: E402
+from aka.ops import get_op  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_prefill.baseline")
-try:  # the project's shared float64 / same-precision references (kernels/fa4_prefill/reference.py)
-    shared = importlib.import_module("kernels.fa4_prefill.reference")
-except Exception:  # noqa: BLE001 - fall back to the local float64 reference below
-    shared = None
+shared = get_op("fa4_prefill").reference  # the project's float64 / same-precision references
+PLAIN_RATIO = get_op("fa4_prefill").spec.tolerances["o"].plain_ratio
 
 D = 256
 PAGE = 64
@@ -56,30 +55,6 @@ def make_case(q_lens, prefixes, hq, hkv, seed=0, spare_pages=3):
                 cu_seqlens_q=cu, kv_lens=torch.tensor(kv_lens, dtype=torch.int32))
 
 
-def reference(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale=None):
-    t, hq, d = q.shape
-    hkv = k_cache.shape[2]
-    scale = d ** -0.5 if softmax_scale is None else softmax_scale
-    out = torch.zeros(t, hq, d, dtype=torch.float64)
-    for s in range(kv_lens.shape[0]):
-        q0, q1 = int(cu_seqlens_q[s]), int(cu_seqlens_q[s + 1])
-        ql, kv = q1 - q0, int(kv_lens[s])
-        if ql == 0:
-            continue
-        pages = page_table[s, : -(-kv // PAGE)].long()
-        k = k_cache[pages].reshape(-1, hkv, d)[:kv].double()
-        v = v_cache[pages].reshape(-1, hkv, d)[:kv].double()
-        rep = hq // hkv
-        k = k.repeat_interleave(rep, dim=1).transpose(0, 1)  # [hq, kv, d]
-        v = v.repeat_interleave(rep, dim=1).transpose(0, 1)
-        qs = q[q0:q1].double().transpose(0, 1)  # [hq, ql, d]
-        sc = qs @ k.transpose(1, 2) * scale
-        qpos = torch.arange(ql) + kv - ql
-        sc = sc.masked_fill(torch.arange(kv)[None, :] > qpos[:, None], float("-inf"))
-        out[q0:q1] = (sc.softmax(-1) @ v).transpose(0, 1)
-    return out
-
-
 def rel_l2(o, ref):
     return ((o.double() - ref).norm() / ref.norm()).item()
 
@@ -95,11 +70,11 @@ def check(case, cfg=None, tol=1e-2):
         mod.CONFIG.update(old)
     assert o.shape == case["q"].shape and o.dtype == torch.bfloat16
     assert torch.isfinite(o).all()
-    ref = shared.reference(**case)[0] if shared is not None else reference(**case)
+    ref = shared.reference(**case)[0]
     err = rel_l2(o, ref)
     assert err <= tol, err
-    if shared is not None:  # no worse than 10x a plain bf16-operand / fp32-softmax implementation
-        assert err <= 10 * rel_l2(shared.plain(**case)[0], ref) + 1e-4, err
+    # no worse than the contract's plain_ratio x a plain bf16-operand / fp32-softmax implementation
+    assert err <= PLAIN_RATIO * rel_l2(shared.plain(**case)[0], ref) + 1e-4, err
     return err
 
 
@@ -137,15 +112,9 @@ def test_config_points(cfg):
 def test_scale_and_default_config():
     case = make_case([20], [44], hq=2, hkv=1, seed=3)
     o = mod.fa4_prefill(**case, softmax_scale=0.1)
-    assert rel_l2(o, reference(**case, softmax_scale=0.1)) <= 1e-2
+    assert rel_l2(o, shared.reference(**case, softmax_scale=0.1)[0]) <= 1e-2
 
 
 @pytest.mark.slow
 def test_long_default_config():
     check(make_case([300, 129], [100, 0], hq=2, hkv=1, seed=11))
-
-
-@pytest.mark.skipif(shared is None, reason="kernels/fa4_prefill/reference.py not importable")
-def test_local_reference_matches_shared():
-    case = make_case([17, 70], [50, 64], hq=4, hkv=2, seed=4)
-    assert rel_l2(reference(**case), shared.reference(**case)[0]) < 1e-12
