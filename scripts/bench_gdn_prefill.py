@@ -1,14 +1,16 @@
 """One device call: check kernels/gdn_prefill/baseline.py on G1..G10 against a float64 recurrence,
 then time it (and CONFIG variants) beside fla 0.6.0's chunk_gated_delta_rule (Triton path).
 
-Timing: median over reps; before every call the L2 is flushed (256 MB buffer write, > 4x the 60 MB
-L2), the device is synchronised, and CUDA events bracket the call; inputs rotate over NROT copies.
+Timing: aka.bench's CudaTimer and time_interleaved (the harness of `aka bench`): fla and every variant
+are timed in alternating blocks of 5 calls (so drift hits all alike); before every call the L2 is
+flushed (256 MB buffer write, > 4x the 60 MB L2), the device is synchronised, and CUDA events bracket
+the call; inputs rotate over NROT copies; median of up to --reps calls per implementation.
 Extra memory = peak allocated during the call - allocated before - outputs.
 Prints one line per shape as it finishes (so a call cut off at its limit still shows what ran) and
 the full tables last; writes markdown + JSON under $OUT when OUT is set.
 
-Time caps, so one ~100 s device call covers G1..G10 for three variants beside fla: every timing
-section (one shape x one variant) stops after --section-s once it has 5 timed calls; once --budget-s
+Time caps, so one ~100 s device call covers G1..G10 for three variants beside fla: each
+implementation stops adding calls after --section-s of its own timing (10 calls at least); once --budget-s
 has passed, the remaining shapes are skipped and the tables are printed. The float64 reference is
 computed once per shape and shared by every variant (--ref-max-tokens skips it on longer shapes).
 
@@ -28,7 +30,6 @@ import importlib
 import json
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -87,6 +88,23 @@ VARIANTS = {  # name: CONFIG overrides
     "prep_ieee_w8": {"prep_prec": "ieee", "prep_warps": 8},  # blk16, fp32 FMA dots: 255 regs, no spill
     "prep_tf32_w8": {"prep_prec": "tf32", "prep_warps": 8},  # emulated Tb error 3e-2 on correlated keys
     "prep_w8": {"prep_warps": 8},  # blk16 tf32x3 at 8 warps: 255 regs, 256 B spill (4 warps: 320 B)
+    # nil64: ten 64x64 dots (block-diagonal series + nilpotent merge)
+    "prep_nil": {"prep_algo": "nil64", "prep_warps": 8},
+    "prep_nil_w4": {"prep_algo": "nil64", "prep_warps": 4},
+    "prep_nil_tf32m": {"prep_algo": "nil64", "prep_warps": 8, "prep_merge_prec": "tf32"},
+    "prep_nil_nopp": {"prep_algo": "nil64", "prep_warps": 8, "pre_p": False},
+    "nil_nocp": {"prep_algo": "nil64", "prep_warps": 8, "cp": False},
+    "nil_cp132": {"prep_algo": "nil64", "prep_warps": 8, "cp_min_programs": 132},
+    # sub16: _kkt_kernel (fp32 A rows) + _solve_kernel (16x16 forward substitutions, 16x16 merges)
+    # sm_90 offline (Triton 3.9): _solve_kernel ieee 4 warps 236 regs / 0 spill, 2 warps 255 / 232 B;
+    # tf32x3 2 warps 252 / 0, 4 warps 228 / 0. _kkt_kernel 8 warps 127 regs (4 warps: 255 + 32 B spill)
+    "sub16": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee"},
+    "sub16_w2": {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"},
+    "sub16_t3w2": {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "tf32x3"},
+    "sub16_t3w4": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "tf32x3"},
+    "sub16_k4": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "kkt_warps": 4},
+    "sub16_cp132": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "cp_min_programs": 132},
+    "sub16_nocp": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "cp": False},
 }
 D = 128
 
@@ -185,11 +203,19 @@ def offline_regs(prep_only=False):
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     pshape = {k: v for k, v in shape.items() if k in ("HV", "HK", "K", "BT", "LOG_N")}
     for pp in (True, False):
-        for warps in (4, 8):
+        for warps in (2, 4, 8):
             for stages in (3, 1):
                 pts = [(f"blk16 {p}", mod._prep_kernel, dict(pshape, PREC=p, PRE_P=pp))
                        for p in ("tf32x3", "tf32", "ieee")]
                 pts.append(("fsub64", mod._prep_fsub_kernel, dict(pshape, PRE_P=pp)))
+                for mp in ("tf32x3", "tf32"):
+                    pts.append((f"nil64 merge {mp}", mod._prep_nil_kernel,
+                                dict(pshape, PRE_P=pp, PREC="tf32x3", MPREC=mp)))
+                pts.append(("sub16: _kkt_kernel", mod._kkt_kernel, dict(pshape, PRE_P=pp)))
+                if pp:  # _solve_kernel has no pre_p; its warps matter more than stages
+                    sshape = {k: v for k, v in pshape.items() if k in ("HV", "BT", "LOG_N")}
+                    for p in ("ieee", "tf32x3"):
+                        pts.append((f"sub16: _solve_kernel {p}", mod._solve_kernel, dict(sshape, PREC=p)))
                 for name, fn, c in pts:
                     cell = compile_one(fn, c, warps, stages)
                     print(f"| {name} | {pp} | {warps} | {stages} | {cell} |", flush=True)
@@ -232,7 +258,19 @@ def _emu_dot(a, b, prec):
     return (ah.double() @ bh.double() + ah.double() @ bl.double() + al.double() @ bh.double()).float()
 
 
-def _emu_blk16(a, prec):
+def _emu_sub16(a, prec):
+    """_solve_kernel's T: fp32 forward substitution on the 16x16 diagonal blocks, _emu_blk16's merges."""
+    return _emu_blk16(a, prec, inv=lambda d: _emu_fsub_n(d, 16))
+
+
+def _emu_fsub_n(a, n):
+    t = torch.eye(n)
+    for i in range(1, n):
+        t[i] = t[i] - (a[i, :, None] * t).sum(0)
+    return t
+
+
+def _emu_blk16(a, prec, inv=None):
     """_prep_kernel's T = (I + A)^-1 (A fp32 [64,64] strictly lower) with its exact dot sequence."""
     eye = torch.eye(16)
     blk = [[a[16 * i:16 * i + 16, 16 * j:16 * j + 16] for j in range(4)] for i in range(4)]
@@ -247,7 +285,7 @@ def _emu_blk16(a, prec):
 
     t = [[torch.zeros(16, 16) for _ in range(4)] for _ in range(4)]
     for i in range(4):
-        t[i][i] = inv16(blk[i][i])
+        t[i][i] = (inv or inv16)(blk[i][i])
     for d in range(1, 4):  # T_ij = -T_ii sum_{j<=m<i} A_im T_mj, in the kernel's order
         for i in range(d, 4):
             j = i - d
@@ -260,10 +298,22 @@ def _emu_blk16(a, prec):
 
 def _emu_fsub(a):
     """_prep_fsub_kernel's fp32 forward substitution T_i = e_i - sum_{j<i} A_ij T_j."""
-    t = torch.eye(64)
-    for i in range(1, 64):
-        t[i] = t[i] - (a[i, :, None] * t).sum(0)
-    return t
+    return _emu_fsub_n(a, 64)
+
+
+def _emu_nil(a, prec, mprec):
+    """_prep_nil_kernel's T: block-diagonal series D, N = D Ao, T = (I - N)(I + N^2) D, its dot order."""
+    eye = torch.eye(64)
+    blk = (torch.arange(64)[:, None] // 16) == (torch.arange(64)[None, :] // 16)
+    ad = torch.where(blk, a, torch.zeros_like(a))
+    ao = a - ad
+    a2 = _emu_dot(ad, ad, prec)
+    a4 = _emu_dot(a2, a2, prec)
+    a8 = _emu_dot(a4, a4, prec)
+    d = _emu_dot(_emu_dot(_emu_dot(eye - ad, eye + a2, prec), eye + a4, prec), eye + a8, prec)
+    n = _emu_dot(d, ao, mprec)
+    n2 = _emu_dot(n, n, mprec)
+    return _emu_dot(_emu_dot(eye - n, eye + n2, mprec), d, mprec)
 
 
 def emulate_prep(chunks=24):
@@ -291,7 +341,11 @@ def emulate_prep(chunks=24):
             for name, fn in (("blk16 tf32x3", lambda a: _emu_blk16(a, "tf32x3")),
                              ("blk16 tf32", lambda a: _emu_blk16(a, "tf32")),
                              ("blk16 ieee", lambda a: _emu_blk16(a, "ieee")),
-                             ("fsub64 (fp32)", _emu_fsub)):
+                             ("fsub64 (fp32)", _emu_fsub),
+                             ("nil64 tf32x3", lambda a: _emu_nil(a, "tf32x3", "tf32x3")),
+                             ("nil64 tf32x3, merges tf32", lambda a: _emu_nil(a, "tf32x3", "tf32")),
+                             ("sub16 ieee", lambda a: _emu_sub16(a, "ieee")),
+                             ("sub16 tf32x3", lambda a: _emu_sub16(a, "tf32x3"))):
                 tb = fn(a32) * beta.float()[None, :]
                 r = rows.setdefault(name, [0.0, 0.0, 0.0, 0.0, 0.0])
                 r[0] += (tb.double() - ref).norm().item() ** 2
@@ -322,36 +376,50 @@ def prep_only(mod, inp, cfg):
     args = (q, k, g, beta, cu, idx[0], tb, pbuf, N, K**-0.5)
     if cfg["prep_algo"] == "fsub64":
         mod._prep_fsub_kernel[(HV, nt_bound)](*args, **common)
+    elif cfg["prep_algo"] == "nil64":
+        mod._prep_nil_kernel[(HV, nt_bound)](*args, PREC=cfg["prep_prec"], MPREC=cfg["prep_merge_prec"], **common)
+    elif cfg["prep_algo"] == "sub16":
+        ascr = torch.empty(T, HV, 64, dtype=torch.float32, device=dev)
+        mod._kkt_kernel[(HV, nt_bound)](q, k, g, beta, cu, idx[0], ascr, pbuf, N, K**-0.5,
+                                        **dict(common, num_warps=cfg["kkt_warps"], num_stages=1))
+        mod._solve_kernel[(HV, nt_bound)](ascr, beta, cu, idx[0], tb, N, HV=HV, BT=64, LOG_N=log_n,
+                                          PREC=cfg["prep_prec"], num_warps=cfg["prep_warps"],
+                                          num_stages=cfg["prep_stages"])
     else:
         mod._prep_kernel[(HV, nt_bound)](*args, PREC=cfg["prep_prec"], **common)
     return tb
 
 
 def time_prep_only(mod, variants, args, dev):
-    """--prep-only: time the prep kernel of every variant (with its _index_kernel launch) per shape; ok =
-    Tb within 5e-3 relative of the first variant's Tb (both bf16 roundings of ~the same matrix)."""
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
+    """--prep-only: time the prep kernel of every variant (with its _index_kernel launch) per shape,
+    interleaved (time_all); ok = Tb within 5e-3 relative of the first variant's Tb (both bf16
+    roundings of ~the same matrix)."""
+    from aka.bench import CudaTimer
+
+    timer = CudaTimer(256 * 1024 * 1024)
     t_begin = time.time()
-    print("| shape | " + " | ".join(variants) + " | (prep ms, median; Tb rel diff vs first)", flush=True)
+    print("| shape | " + " | ".join(variants) + " | (prep us, median; Tb rel diff vs first)", flush=True)
     for sid in args.shapes.split(","):
         if args.budget_s and time.time() - t_begin > args.budget_s:
             print(sid, "skipped: budget", flush=True)
             continue
         hk, hv, lens, h0 = SHAPES[sid]
         inputs = [make_inputs(hk, hv, lens, h0, seed=100 + r, dev=dev) for r in range(args.nrot)]
-        cells, tb0 = [], None
-        for cfg in variants.values():
+        cells, tb0, impls = {}, None, {}
+        for name, cfg in variants.items():
             try:
                 tb = prep_only(mod, inputs[0], cfg).double()
                 torch.cuda.synchronize()
                 tb0 = tb if tb0 is None else tb0
                 d = ((tb - tb0).norm() / tb0.norm()).item()
-                fn = lambda cfg=cfg, **kw: prep_only(mod, kw, cfg)  # noqa: E731
-                med, _ = time_fn(fn, inputs, args.reps, flush, args.section_s)
-                cells.append(f"{med * 1e3:.1f} us ({d:.1e}{'' if d <= 5e-3 else ' FAIL'})")
+                cells[name] = f"({d:.1e}{'' if d <= 5e-3 else ' FAIL'})"
+                impls[name] = lambda cfg=cfg, **kw: prep_only(mod, kw, cfg)  # noqa: E731
             except Exception as exc:  # noqa: BLE001
-                cells.append(f"ERR {type(exc).__name__}: {str(exc)[:120]}")
-        print(f"| {sid} | " + " | ".join(cells) + f" | [{time.time() - t_begin:.0f} s]", flush=True)
+                cells[name] = f"ERR {type(exc).__name__}: {str(exc)[:120]}"
+        for name, tm in time_all(impls, inputs, args, timer).items():
+            cells[name] = f"{tm.median_us:.1f} us " + cells[name]
+        print(f"| {sid} | " + " | ".join(cells[n] for n in variants) + f" | [{time.time() - t_begin:.0f} s]",
+              flush=True)
 
 
 def fla_fn():
@@ -368,25 +436,19 @@ def fla_fn():
     return run
 
 
-def time_fn(fn, inputs_list, reps, flush, cap_s=float("inf")):
-    """Median and min of up to reps timed calls (3 untimed first); stops after cap_s wall seconds
-    once 5 calls are timed."""
-    times = []
-    t_start = time.time()
-    for i in range(reps + 3):
-        if len(times) >= 5 and time.time() - t_start > cap_s:
-            break
-        inp = inputs_list[i % len(inputs_list)]
-        flush.zero_()
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(**inp)
-        e.record()
-        torch.cuda.synchronize()
-        if i >= 3:
-            times.append(s.elapsed_time(e))
-    return statistics.median(times), min(times)
+def time_all(impls, inputs_list, args, timer):
+    """aka's own harness (aka.bench.time_interleaved): every implementation is timed in alternating
+    blocks of 5 calls on the same rotated inputs, each with an L2 flush + device sync before it, so
+    clock or thermal drift cannot favour whichever ran first (sequential sections did: on 2026-11-29
+    two code-identical variants at G7 read 1.086 vs 0.934 ms in one run)."""
+    from aka.bench import BenchConfig, time_interleaved
+
+    cfg = BenchConfig(warmup=2, min_iters=min(args.reps, 10), max_iters=max(args.reps, 10), check_every=5,
+                      time_cap_s=args.section_s, graph=False)
+    calls = {n: [lambda fn=fn, inp=inp: fn(**inp) for inp in inputs_list] for n, fn in impls.items()}
+    if not calls:
+        return {}
+    return time_interleaved(calls, cfg, dict.fromkeys(calls, timer))
 
 
 def extra_mem(fn, inp, out_bytes):
@@ -470,7 +532,9 @@ def main():
             info["fla_path"] = f"triton (flash_qla not installed, FLA_FLASH_QLA={os.environ.get('FLA_FLASH_QLA')})"
         fla = fla_fn()
     print(json.dumps(info), flush=True)
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
+    from aka.bench import CudaTimer
+
+    timer = CudaTimer(256 * 1024 * 1024)  # > 4x the H200's 60 MB L2
     log = []
     names = list(variants)
     print("| shape | " + " | ".join(names) + " | fla | (ms; speedup vs fla; ok = fp64 check passed)", flush=True)
@@ -488,28 +552,31 @@ def main():
             o_ref = s_ref = None
         out_bytes = T * hv * D * 2 + N * hv * D * D * 4
         rec = {"shape": sid, "ref_s": round(time.time() - t0, 1)}
+        impls = {}  # name -> fn(**inputs); checked first, then all timed together, interleaved
         if fla is not None:
-            o, s = fla(**inputs[0])
-            torch.cuda.synchronize()
-            med, mn = time_fn(fla, inputs, args.reps, flush, args.section_s)
-            mem = extra_mem(fla, inputs[0], out_bytes)
-            rec["fla"] = dict(ms=med, min=mn, eo=rel(o, o_ref), es=rel(s, s_ref), mem=mem)
-            print(sid, "fla", rec["fla"], flush=True)
+            impls["fla"] = fla
         for name, cfg in variants.items():
-            fn = lambda cfg=cfg, **kw: mod.forward(  # noqa: E731
+            impls[name] = lambda cfg=cfg, **kw: mod.forward(  # noqa: E731
                 kw["q"], kw["k"], kw["v"], kw["g"], kw["beta"], kw["cu_seqlens"], kw.get("initial_state"), None, cfg
             )
+        for name, fn in list(impls.items()):
             try:
                 o, s = fn(**inputs[0])
                 torch.cuda.synchronize()
                 eo, es = rel(o, o_ref), rel(s, s_ref)
                 finite = bool(torch.isfinite(o.float()).all() and torch.isfinite(s).all())
                 ok = finite and (o_ref is None or (eo <= 1e-2 and es <= 5e-3))
-                med, mn = time_fn(fn, inputs, args.reps, flush, args.section_s)
-                rec[name] = dict(ms=med, min=mn, eo=eo, es=es, ok=ok, mem=extra_mem(fn, inputs[0], out_bytes))
+                rec[name] = dict(eo=eo, es=es, ok=ok, mem=extra_mem(fn, inputs[0], out_bytes))
+                del o, s
             except Exception as exc:  # noqa: BLE001
                 rec[name] = dict(error=f"{type(exc).__name__}: {str(exc)[:300]}")
-            print(sid, name, rec[name], flush=True)
+                del impls[name]
+                print(sid, name, rec[name], flush=True)
+        timings = time_all(impls, inputs, args, timer)
+        for name, tm in timings.items():
+            rec[name].update(ms=tm.median_us / 1e3, min=min(tm.samples_us) / 1e3, q1=tm.q1_us / 1e3,
+                             q3=tm.q3_us / 1e3, n=tm.n)
+            print(sid, name, {k: v for k, v in rec[name].items()}, flush=True)
         log.append(rec)
         print(row_line(rec, names), f"[{time.time() - t0:.1f} s, total {time.time() - t_begin:.0f} s]", flush=True)
         if out_dir:

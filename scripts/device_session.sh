@@ -2,7 +2,8 @@
 # All device checks of one session in one call (the H200 lease is short): each section has its own
 # time cap and writes one log straight into $OUT, so a call cut off at its limit still returns what
 # finished. Details of every section are packed into $OUT/details.tgz at the end.
-#   bash scripts/device_session.sh [section ...]     sections: hw gate bench check profile regress gdn
+#   bash scripts/device_session.sh [section ...]     sections: hw gate bench check gdnprep gdn profile regress
+# A section's cap can be raised or lowered with CAP_<section>=seconds (e.g. CAP_gate=200).
 # Needs .whl/ carried (pydantic and fla-core wheels: the device image lacks them).
 set -u
 cd "$(dirname "$0")/.."
@@ -16,10 +17,11 @@ else
 fi
 export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # shared by every section: compile once
 
-sections=${*:-hw gate bench check gdn profile regress}
+sections=${*:-hw gate bench check gdnprep gdn profile regress}
 run() {  # run NAME CAP COMMAND...: one log per section in $OUT, exit code and wall time at its end
   local name=$1 cap=$2; shift 2
   case " $sections " in *" $name "*) ;; *) return 0 ;; esac
+  local override="CAP_$name"; cap=${!override:-$cap}
   local t0=$SECONDS
   echo "== $name (cap ${cap}s): $*"
   timeout --kill-after=10 "$cap" "$@" > "$OUT/$name.log" 2>&1
@@ -41,6 +43,8 @@ run hw 25 python3 scripts/device_hw_check.py
 run gate 130 env OUT="$DET/gate" bash scripts/gpu_tests.sh
 run bench 130 env OUT="$DET/bench" bash scripts/gpu_bench_checks.sh
 run check 60 python3 -m aka check gdn_prefill --shapes full --rounds 2 --json "$DET/check_gdn_full.json"
+run gdnprep 45 python3 scripts/bench_gdn_prefill.py --prep-only ${GDNPREP_ARGS:---shapes G1,G3 --reps 20 \
+  --section-s 0.5 --variants default,prep_fsub,prep_fsub_nopp,prep_ieee_w8,prep_w8}
 run gdn 60 python3 scripts/bench_gdn_prefill.py ${GDN_ARGS:---variants default,split,split_nopp --reps 20 --section-s 1.5 --budget-s 50}
 run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device_profile.sh
 run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device_regress.sh

@@ -111,18 +111,25 @@ def test_config_points(cfg):
 
 # prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
 FSUB = {"prep_algo": "fsub64", "prep_warps": 8}
+NIL = {"prep_algo": "nil64", "prep_warps": 8}
+SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
 
 
 @pytest.mark.parametrize(
     "cfg",
     [
         FSUB,
+        NIL,
+        SUB,
+        dict(SUB, pre_p=False, prep_warps=4, kkt_warps=8, prep_prec="tf32x3"),
+        dict(NIL, pre_p=False, prep_merge_prec="tf32", prep_warps=4),
         dict(FSUB, pre_p=False, fuse_output=False),
         {"prep_prec": "ieee", "prep_warps": 8, "prep_stages": 1},
         pytest.param({"prep_prec": "tf32", "prep_warps": 8}, marks=pytest.mark.slow),
         pytest.param(dict(FSUB, prep_warps=4, prep_stages=1, pre_p=False), marks=pytest.mark.slow),
     ],
-    ids=["fsub64", "fsub64_split_nopp", "ieee", "tf32", "fsub64_w4"],
+    ids=["fsub64", "nil64", "sub16", "sub16_nopp_w4_tf32x3", "nil64_nopp_tf32merge_w4", "fsub64_split_nopp", "ieee",
+         "tf32", "fsub64_w4"],
 )
 def test_prep_options_ragged_h0(cfg):
     # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
@@ -131,6 +138,14 @@ def test_prep_options_ragged_h0(cfg):
 
 def test_prep_fsub_hv_equals_hk_cp():
     check([129, 40], 2, 2, cfg=dict(CP, **FSUB), seed=13)
+
+
+def test_prep_nil_hv_equals_hk_cp():
+    check([129, 40], 2, 2, cfg=dict(CP, **NIL), seed=13)
+
+
+def test_prep_sub16_hv_equals_hk_cp():
+    check([129, 40], 2, 2, cfg=dict(CP, **SUB), seed=13)
 
 
 def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
@@ -157,6 +172,14 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
     common = dict(HV=hv, HK=hk, K=D, BT=64, LOG_N=log_n, PRE_P=True, num_warps=cfg["prep_warps"])
     if cfg["prep_algo"] == "fsub64":
         mod._prep_fsub_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, **common)
+    elif cfg["prep_algo"] == "sub16":
+        ascr = torch.full((T, hv, 64), float("nan"))  # rows nobody writes must never be read
+        mod._kkt_kernel[(hv, nt)](q, k, g, beta, cu, cuc, ascr, pb, N, D**-0.5, **dict(common, num_warps=4))
+        mod._solve_kernel[(hv, nt)](ascr, beta, cu, cuc, tb, N, HV=hv, BT=64, LOG_N=log_n, PREC=cfg["prep_prec"],
+                                    num_warps=cfg["prep_warps"])
+    elif cfg["prep_algo"] == "nil64":
+        mod._prep_nil_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, PREC=cfg["prep_prec"],
+                                       MPREC=cfg["prep_merge_prec"], **common)
     else:
         mod._prep_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, PREC=cfg["prep_prec"], **common)
     ref = torch.zeros(T, hv, 64, dtype=torch.float64)
@@ -182,7 +205,7 @@ def test_prep_tb_vs_float64(corr):
     # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
     # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
     errs = {}
-    for name, cfg in (("blk16", {}), ("fsub64", FSUB)):
+    for name, cfg in (("blk16", {}), ("fsub64", FSUB), ("nil64", NIL), ("sub16", SUB)):
         tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
         errs[name] = rel(tb, ref)
         assert errs[name] <= 4e-3, (name, errs)
