@@ -11,6 +11,7 @@ roofline.
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,8 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
     notes: list[str] = []
     ceil = _ceilings(device, notes)
     rows, cache = [], {}
-    for case in op.cases(payload.get("shapes", "full")):
+    cases = op.cases(payload.get("shapes", "full"))
+    for i, case in enumerate(cases):
         flops, nbytes = op.flops(case), op.min_bytes(case)
         floor = None
         if ceil:
@@ -165,6 +167,7 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
         results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor))
         rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
                      "floor_us": floor, "results": results})
+        _progress(payload.get("progress_path"), case.id, i + 1, len(cases), results, device)
         del copies
         gc.collect()
         if device == "cuda":
@@ -172,6 +175,18 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
     return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
             "impls": [r.name for r in refs], "ceilings": ceil, "config": cfg.model_dump(), "notes": notes,
             "rows": rows}
+
+
+def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, dict[str, Any]],
+              device: str) -> None:
+    """One JSON line per finished shape for the parent's progress display (the result itself only
+    arrives when every shape is done, which is minutes on a full set)."""
+    if not path:
+        return
+    medians = {n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r}
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"shape": shape, "done": done, "total": total, "median_us": medians,
+                             "interpreter": device != "cuda"}) + "\n")
 
 
 def _device_name(device: str) -> str:

@@ -58,6 +58,9 @@ PUBLISHED = {
 }
 VARIANTS = {  # name: CONFIG overrides
     "default": {},
+    # the default before 2026-11-29's second device call (blk16 prep at 4 warps, CP below 264 programs)
+    "old_default": {"prep_algo": "blk16", "prep_warps": 4, "cp_min_programs": 264},
+    "sub16_seq": {"sub_ilp": False},  # = what ran as sub16_t3w2 (+ cp_min_programs 264) on 2026-11-29
     # split structure (_rec_kernel + _out_kernel); P from the prep kernel, or computed in _out_kernel
     "split": {"fuse_output": False},
     "split_nopp": {"fuse_output": False, "pre_p": False},
@@ -66,7 +69,7 @@ VARIANTS = {  # name: CONFIG overrides
     "fused": {"fuse_output": True},
     "nocp_": {"cp": False},
     "bv64w8": {"BV": 64, "fwd_warps": 8},
-    "prep_tf32": {"prep_prec": "tf32"},
+    "prep_tf32": {"prep_algo": "blk16", "prep_prec": "tf32"},
     "nocp": {"cp": False},
     "cp1024": {"cp_target_programs": 1024, "cp_min_seg_chunks": 4},
     "no_pre_p": {"pre_p": False},
@@ -85,9 +88,9 @@ VARIANTS = {  # name: CONFIG overrides
     "prep_fsub_nopp": {"prep_algo": "fsub64", "prep_warps": 8, "pre_p": False},  # 119 regs; P in _fwd_kernel
     "prep_fsub_w4": {"prep_algo": "fsub64", "prep_warps": 4},  # 255 regs, 40 B spill
     "split_fsub_nopp": {"fuse_output": False, "pre_p": False, "prep_algo": "fsub64", "prep_warps": 8},
-    "prep_ieee_w8": {"prep_prec": "ieee", "prep_warps": 8},  # blk16, fp32 FMA dots: 255 regs, no spill
-    "prep_tf32_w8": {"prep_prec": "tf32", "prep_warps": 8},  # emulated Tb error 3e-2 on correlated keys
-    "prep_w8": {"prep_warps": 8},  # blk16 tf32x3 at 8 warps: 255 regs, 256 B spill (4 warps: 320 B)
+    "prep_ieee_w8": {"prep_algo": "blk16", "prep_prec": "ieee", "prep_warps": 8},  # fp32 FMA dots: 255 regs, no spill
+    "prep_tf32_w8": {"prep_algo": "blk16", "prep_prec": "tf32", "prep_warps": 8},  # Tb err 3e-2, correlated keys
+    "prep_w8": {"prep_algo": "blk16", "prep_warps": 8},  # tf32x3, 8 warps: 255 regs, 256 B spill
     # nil64: ten 64x64 dots (block-diagonal series + nilpotent merge)
     "prep_nil": {"prep_algo": "nil64", "prep_warps": 8},
     "prep_nil_w4": {"prep_algo": "nil64", "prep_warps": 4},
@@ -215,7 +218,9 @@ def offline_regs(prep_only=False):
                 if pp:  # _solve_kernel has no pre_p; its warps matter more than stages
                     sshape = {k: v for k, v in pshape.items() if k in ("HV", "BT", "LOG_N")}
                     for p in ("ieee", "tf32x3"):
-                        pts.append((f"sub16: _solve_kernel {p}", mod._solve_kernel, dict(sshape, PREC=p)))
+                        for ilp in (True, False):
+                            pts.append((f"sub16: _solve_kernel {p} ilp={ilp}", mod._solve_kernel,
+                                        dict(sshape, PREC=p, ILP=ilp)))
                 for name, fn, c in pts:
                     cell = compile_one(fn, c, warps, stages)
                     print(f"| {name} | {pp} | {warps} | {stages} | {cell} |", flush=True)
@@ -383,7 +388,7 @@ def prep_only(mod, inp, cfg):
         mod._kkt_kernel[(HV, nt_bound)](q, k, g, beta, cu, idx[0], ascr, pbuf, N, K**-0.5,
                                         **dict(common, num_warps=cfg["kkt_warps"], num_stages=1))
         mod._solve_kernel[(HV, nt_bound)](ascr, beta, cu, idx[0], tb, N, HV=HV, BT=64, LOG_N=log_n,
-                                          PREC=cfg["prep_prec"], num_warps=cfg["prep_warps"],
+                                          PREC=cfg["prep_prec"], ILP=cfg["sub_ilp"], num_warps=cfg["prep_warps"],
                                           num_stages=cfg["prep_stages"])
     else:
         mod._prep_kernel[(HV, nt_bound)](*args, PREC=cfg["prep_prec"], **common)

@@ -2,7 +2,7 @@
 # All device checks of one session in one call (the H200 lease is short): each section has its own
 # time cap and writes one log straight into $OUT, so a call cut off at its limit still returns what
 # finished. Details of every section are packed into $OUT/details.tgz at the end.
-#   bash scripts/device_session.sh [section ...]     sections: hw gate bench check gdnprep gdn profile regress
+#   bash scripts/device_session.sh [section ...]     sections: hw gate bench akabench check gdnprep gdn profile regress
 # A section's cap can be raised or lowered with CAP_<section>=seconds (e.g. CAP_gate=200).
 # Needs .whl/ carried (pydantic and fla-core wheels: the device image lacks them).
 set -u
@@ -17,7 +17,7 @@ else
 fi
 export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # shared by every section: compile once
 
-sections=${*:-hw gate bench check gdnprep gdn profile regress}
+sections=${*:-hw gate bench akabench check gdnprep gdn profile regress}
 run() {  # run NAME CAP COMMAND...: one log per section in $OUT, exit code and wall time at its end
   local name=$1 cap=$2; shift 2
   case " $sections " in *" $name "*) ;; *) return 0 ;; esac
@@ -42,6 +42,8 @@ cat "$DET/env.txt"  # not in $OUT: at most 8 files come back
 run hw 25 python3 scripts/device_hw_check.py
 run gate 130 env OUT="$DET/gate" bash scripts/gpu_tests.sh
 run bench 130 env OUT="$DET/bench" bash scripts/gpu_bench_checks.sh
+run akabench 240 env XDG_CACHE_HOME="$DET/cache" python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
+  --csv "$OUT/aka_bench_gdn_prefill.csv" --json "$DET/aka_bench_gdn_prefill.json"
 run check 60 python3 -m aka check gdn_prefill --shapes full --rounds 2 --json "$DET/check_gdn_full.json"
 run gdnprep 45 python3 scripts/bench_gdn_prefill.py --prep-only ${GDNPREP_ARGS:---shapes G1,G3 --reps 20 \
   --section-s 0.5 --variants default,prep_fsub,prep_fsub_nopp,prep_ieee_w8,prep_w8}

@@ -5,11 +5,15 @@ from __future__ import annotations
 import csv
 import json
 import math
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aka.bench import NOT_REPRESENTATIVE, geomean
@@ -26,13 +30,45 @@ class BenchRunError(AkaError):
     """The benchmark worker failed (crash, timeout, CUDA fault)."""
 
 
-def run_worker(payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone."""
-    res = run_task(WORKER, payload, timeout=timeout)
+def run_worker(payload: dict[str, Any], timeout: float, total: int | None = None) -> dict[str, Any]:
+    """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone.
+
+    With ``total`` (the number of shapes) a progress bar follows the worker, and each finished shape
+    is printed as a line, so a run cut short (a CI or device time limit) still shows what it measured."""
+    if total is None:
+        res = run_task(WORKER, payload, timeout=timeout)
+    else:
+        res = _with_progress(payload, timeout, total)
     if not res.ok:
         tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
         raise BenchRunError(f"bench worker failed at {res.stage}: {res.error} {tail[0]}".strip())
     return res.value
+
+
+def _with_progress(payload: dict[str, Any], timeout: float, total: int):
+    with tempfile.TemporaryDirectory(prefix="aka-bench-") as tmp:
+        path = Path(tmp) / "progress.jsonl"
+        path.touch()
+        with ThreadPoolExecutor(1) as pool, Progress(
+            TextColumn("[bold]bench[/bold]"), BarColumn(), TextColumn("{task.completed}/{task.total} shapes"),
+            TimeElapsedColumn(), TextColumn("{task.description}"), console=console, transient=True,
+        ) as bar:
+            task = bar.add_task("starting the worker", total=total)
+            fut = pool.submit(run_task, WORKER, {**payload, "progress_path": str(path)}, timeout=timeout)
+            seen = 0
+            while True:
+                finished = fut.done()  # read the file after this, so the last line is never missed
+                lines = path.read_text().splitlines()
+                for line in lines[seen:]:
+                    rec = json.loads(line)
+                    times = ", ".join(f"{n} {us:,.1f} µs" for n, us in rec["median_us"].items())
+                    label = f" ({NOT_REPRESENTATIVE})" if rec.get("interpreter") else ""
+                    bar.console.print(f"  {rec['shape']:<6} {times}{label}", highlight=False)
+                    bar.update(task, completed=rec["done"], description=f"last: {rec['shape']}")
+                seen = len(lines)
+                if finished:
+                    return fut.result()
+                time.sleep(0.5)
 
 
 def _cell_time(r: dict[str, Any]) -> str:
@@ -145,12 +181,12 @@ def bench(
 ) -> None:
     """Time implementations of an op side by side: per shape time, speedup and roofline fraction."""
     o = get_op(op)
-    o.cases(shapes)  # a bad shape set fails here, in one line, before any process starts
+    n_shapes = len(o.cases(shapes))  # a bad shape set fails here, in one line, before any process starts
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
     payload = {"op": o.name, "root": str(o.root), "impls": [r.model_dump() for r in refs], "shapes": shapes}
     if not graph:
         payload["graph"] = False
-    result = run_worker(payload, timeout)
+    result = run_worker(payload, timeout, total=n_shapes)
     console.print(render(result))
     for line in notes(result, [s.model_dump() for s in skipped]):
         console.print(f"[dim]note[/dim] {line}", highlight=False, soft_wrap=True)

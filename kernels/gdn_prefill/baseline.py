@@ -72,16 +72,21 @@ CONFIG = {
     "seg_warps": 4,
     "seg_stages": 1,
     "BVC": 32,  # column block of the chain kernel
-    "prep_warps": 4,
+    "prep_warps": 2,  # _solve_kernel (sub16) or the one prep kernel (blk16, fsub64, nil64)
     "prep_prec": "tf32x3",  # precision of the 16x16 inverse/merge dots (tf32: fewer registers)
-    # "blk16": _prep_kernel (16x16 blocks, series + merges; the measured one). "fsub64": _prep_fsub_kernel
-    # (one 64x64 K K^T dot + fp32 forward substitution loop; ignores prep_prec). docs/perf/gdn_prefill.md
-    "prep_algo": "blk16",
+    # "sub16" (default since 2026-11-29: H200 G1 prep 350 us vs 517 us for blk16, end to end 1.256 ->
+    # 1.061 ms): _kkt_kernel + _solve_kernel. "blk16": _prep_kernel (16x16 blocks, series + merges).
+    # "fsub64": _prep_fsub_kernel (63-step substitution; 928 us). "nil64": _prep_nil_kernel (950 us).
+    # docs/perf/gdn_prefill.md
+    "prep_algo": "sub16",
+    "sub_ilp": True,  # sub16 only: the four 16x16 substitutions in one loop (False: one after another)
     "kkt_warps": 8,  # sub16 only: _kkt_kernel (prep_warps is then _solve_kernel's); 8: 127 regs, no spill
     "prep_merge_prec": "tf32x3",  # nil64 only: precision of its 4 merge dots (prep_prec: its 6 series dots)
     "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
     "cp": True,  # context parallelism on/off
-    "cp_min_programs": 264,  # use CP only when N*HV*(V/BV) is below this (2 programs per SM)
+    # use CP only when N*HV*(V/BV) is below this (one program per SM): at 264, G5 (4 x 2048, 256 programs)
+    # ran 10% slower with CP than without on the H200 (0.973 vs 1.071 ms, sub16 prep)
+    "cp_min_programs": 132,
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
     "cp_min_seg_chunks": 8,  # never cut segments shorter than this
 }
@@ -109,6 +114,7 @@ SPACE = {
     "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
     "prep_algo": ["blk16", "fsub64", "nil64", "sub16"],
     "kkt_warps": [4, 8],
+    "sub_ilp": [True, False],
     "prep_merge_prec": ["tf32x3", "tf32", "ieee"],
     "prep_stages": [1, 3],
     "cp": [True, False],
@@ -479,9 +485,42 @@ def _sub16(a_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr, OFF: tl.cons
 
 
 @triton.jit
+def _sub16x4(a_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr):
+    """_sub16 for the four diagonal blocks at once. Each step's four row loads and column sums are
+    independent, so their latencies overlap instead of adding up over four loops."""
+    r = tl.arange(0, 16)
+    low = r[:, None] > r[None, :]
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    t_a = t0 + r
+    t_b = t0 + 16 + r
+    t_c = t0 + 32 + r
+    t_d = t0 + 48 + r
+    ya = -tl.where(low, tl.load(a_ptr + (t_a[:, None] * HV + i_h) * BT + r[None, :],
+                                mask=(t_a < eos)[:, None], other=0.0), 0.0)
+    yb = -tl.where(low, tl.load(a_ptr + (t_b[:, None] * HV + i_h) * BT + 16 + r[None, :],
+                                mask=(t_b < eos)[:, None], other=0.0), 0.0)
+    yc = -tl.where(low, tl.load(a_ptr + (t_c[:, None] * HV + i_h) * BT + 32 + r[None, :],
+                                mask=(t_c < eos)[:, None], other=0.0), 0.0)
+    yd = -tl.where(low, tl.load(a_ptr + (t_d[:, None] * HV + i_h) * BT + 48 + r[None, :],
+                                mask=(t_d < eos)[:, None], other=0.0), 0.0)
+    for i in range(2, 16):
+        sel = (r == i)[:, None]
+        ta = t0 + i + r * 0
+        aa = -tl.load(a_ptr + (ta * HV + i_h) * BT + r, mask=ta < eos, other=0.0)
+        ab = -tl.load(a_ptr + ((ta + 16) * HV + i_h) * BT + 16 + r, mask=ta + 16 < eos, other=0.0)
+        ac = -tl.load(a_ptr + ((ta + 32) * HV + i_h) * BT + 32 + r, mask=ta + 32 < eos, other=0.0)
+        ad = -tl.load(a_ptr + ((ta + 48) * HV + i_h) * BT + 48 + r, mask=ta + 48 < eos, other=0.0)
+        ya = tl.where(sel, (aa + tl.sum(aa[:, None] * ya, 0))[None, :], ya)
+        yb = tl.where(sel, (ab + tl.sum(ab[:, None] * yb, 0))[None, :], yb)
+        yc = tl.where(sel, (ac + tl.sum(ac[:, None] * yc, 0))[None, :], yc)
+        yd = tl.where(sel, (ad + tl.sum(ad[:, None] * yd, 0))[None, :], yd)
+    return ya + eye, yb + eye, yc + eye, yd + eye
+
+
+@triton.jit
 def _solve_kernel(
     a_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, N,
-    HV: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr, PREC: tl.constexpr,
+    HV: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr, PREC: tl.constexpr, ILP: tl.constexpr,
 ):
     """prep_algo "sub16", second half: Tb = (I + A)^-1 diag(beta) from _kkt_kernel's A rows.
 
@@ -508,10 +547,13 @@ def _solve_kernel(
     m_1 = t_1 < eos
     m_2 = t_2 < eos
     m_3 = t_3 < eos
-    T00 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 0)
-    T11 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 16)
-    T22 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 32)
-    T33 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 48)
+    if ILP:  # the four substitutions in one loop: four independent load -> reduce chains per step
+        T00, T11, T22, T33 = _sub16x4(a_ptr, t0, eos, i_h, HV, BT)
+    else:  # one block after the other (what ran on the H200 on 2026-11-29 as variant sub16_t3w2)
+        T00 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 0)
+        T11 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 16)
+        T22 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 32)
+        T33 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 48)
     A10 = _ld(a_ptr + i_h * BT + 0, t_1, m_1, HV * BT, r)
     A20 = _ld(a_ptr + i_h * BT + 0, t_2, m_2, HV * BT, r)
     A30 = _ld(a_ptr + i_h * BT + 0, t_3, m_3, HV * BT, r)
@@ -910,7 +952,7 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
             PRE_P=cfg["pre_p"], num_warps=cfg["kkt_warps"], num_stages=1,
         )
         _solve_kernel[(HV, nt_bound)](
-            ascr, beta, cu, cuc, tb, N, HV=HV, BT=BT, LOG_N=log_n, PREC=cfg["prep_prec"],
+            ascr, beta, cu, cuc, tb, N, HV=HV, BT=BT, LOG_N=log_n, PREC=cfg["prep_prec"], ILP=cfg["sub_ilp"],
             num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
         del ascr

@@ -81,6 +81,9 @@ def test_cli_prints_the_labelled_table_and_writes_files(tmp_path):
     assert res.exit_code == 0, res.output
     assert "interpreter, not representative" in res.output
     assert "geomean" in res.output and "sdpa µs" in res.output
+    # the progress line of the finished shape, labelled too (printed before the table arrives)
+    line = next(x for x in res.output.splitlines() if x.strip().startswith("S1 ") and "baseline" in x)
+    assert "sdpa" in line and "interpreter, not representative" in line
     data = json.loads(out_json.read_text())
     kinds = {n: r["eager"]["kind"] for n, r in data["rows"][0]["results"].items()}
     assert kinds == {"baseline": "interpreter", "sdpa": "cpu"}

@@ -112,7 +112,7 @@ def test_config_points(cfg):
 # prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
 FSUB = {"prep_algo": "fsub64", "prep_warps": 8}
 NIL = {"prep_algo": "nil64", "prep_warps": 8}
-SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
+SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee", "sub_ilp": True}
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
         FSUB,
         NIL,
         SUB,
-        dict(SUB, pre_p=False, prep_warps=4, kkt_warps=8, prep_prec="tf32x3"),
+        dict(SUB, pre_p=False, prep_warps=4, kkt_warps=8, prep_prec="tf32x3", sub_ilp=False),
         dict(NIL, pre_p=False, prep_merge_prec="tf32", prep_warps=4),
         dict(FSUB, pre_p=False, fuse_output=False),
         {"prep_prec": "ieee", "prep_warps": 8, "prep_stages": 1},
@@ -176,7 +176,7 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
         ascr = torch.full((T, hv, 64), float("nan"))  # rows nobody writes must never be read
         mod._kkt_kernel[(hv, nt)](q, k, g, beta, cu, cuc, ascr, pb, N, D**-0.5, **dict(common, num_warps=4))
         mod._solve_kernel[(hv, nt)](ascr, beta, cu, cuc, tb, N, HV=hv, BT=64, LOG_N=log_n, PREC=cfg["prep_prec"],
-                                    num_warps=cfg["prep_warps"])
+                                    ILP=cfg["sub_ilp"], num_warps=cfg["prep_warps"])
     elif cfg["prep_algo"] == "nil64":
         mod._prep_nil_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, PREC=cfg["prep_prec"],
                                        MPREC=cfg["prep_merge_prec"], **common)
@@ -205,7 +205,8 @@ def test_prep_tb_vs_float64(corr):
     # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
     # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
     errs = {}
-    for name, cfg in (("blk16", {}), ("fsub64", FSUB), ("nil64", NIL), ("sub16", SUB)):
+    for name, cfg in (("blk16", {}), ("fsub64", FSUB), ("nil64", NIL), ("sub16", SUB),
+                      ("sub16_sequential", dict(SUB, sub_ilp=False))):
         tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
         errs[name] = rel(tb, ref)
         assert errs[name] <= 4e-3, (name, errs)
@@ -232,10 +233,22 @@ def test_split_cp_h0_strong_decay():
 
 def test_split_extra_memory_g1():
     # G1 (T 8192, N 1, HV 32): split adds bf16 states (129 chunk slots, bound T/64 + N) and V~
-    fused = mod.extra_memory_bytes(8192, 1, 32, cfg={"fuse_output": True})
-    split = mod.extra_memory_bytes(8192, 1, 32, cfg=SPLIT)
+    blk = {"prep_algo": "blk16"}  # no prep scratch: the split's buffers simply add up
+    fused = mod.extra_memory_bytes(8192, 1, 32, cfg={"fuse_output": True, **blk})
+    split = mod.extra_memory_bytes(8192, 1, 32, cfg={**SPLIT, **blk})
     assert split - fused == 129 * 32 * 128 * 128 * 2 + 8192 * 32 * 128 * 2
-    assert split < 370e6  # fla 0.6.0's intermediates at G1 (docs/perf/gdn_prefill.md)
+    assert mod.extra_memory_bytes(8192, 1, 32, cfg=SPLIT) < 370e6  # fla 0.6.0's intermediates at G1
+
+
+def test_sub16_scratch_counts_against_the_later_buffers():
+    # sub16's fp32 A rows (T x HV x 64 x 4 B) are freed before the CP transitions are allocated, so
+    # the peak is Tb + P + indices + the larger of the two (H200, 2026-11-29: 134 MB measured at G1)
+    tb_p = 8192 * 32 * 64 * 2 * 2 + 2 * 2 * 4
+    scratch = 8192 * 32 * 64 * 4
+    blk = mod.extra_memory_bytes(8192, 1, 32, cfg={"prep_algo": "blk16"})
+    sub = mod.extra_memory_bytes(8192, 1, 32, cfg={"prep_algo": "sub16"})
+    assert sub == tb_p + max(blk - tb_p, scratch)
+    assert sub > blk and abs(sub - 134e6) < 1e6
 
 
 @pytest.mark.slow
