@@ -174,6 +174,7 @@ class RealEvaluator:
         self.op = op
         self.root = op.root
         self.timeout = settings.timeout_s
+        self.competitors_timeout = settings.competitors_timeout_s
         self.interpreter = settings.interpreter
         self.cuda = settings.llm.lang == "cuda"  # only a --lang cuda run may build CUDA extensions
         gpu = not self.interpreter
@@ -260,9 +261,10 @@ class RealEvaluator:
         if not refs:
             return {}, ["the contract names no competitors"]
         payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.competitors_timeout,
+                                   self.interpreter)
         if not ok:
-            return {}, [f"competitor timing failed: {err}"]
+            return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
         times: dict[str, dict[str, float]] = {}
         notes: list[str] = []
         for row in value["rows"]:

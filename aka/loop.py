@@ -112,6 +112,8 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         figures["incumbent_roofline"] = b.roofline  # the last one timed is the incumbent
     if settings.interpreter:  # external libraries against interpreter timings would mean nothing
         figures["competitors_us"], figures["competitors_notes"] = {}, ["competitors not timed: CPU interpreter"]
+    elif not settings.competitors:
+        figures["competitors_us"], figures["competitors_notes"] = {}, ["competitors not timed: --no-competitors"]
     else:  # once, for the report: where the incumbent stands against fla / sdpa
         figures["competitors_us"], figures["competitors_notes"] = evaluator.competitors(bench_shapes)
     gate_sets, _, rounds = shape_plan(settings)

@@ -54,6 +54,11 @@ class OptimizeSettings(BaseModel):
         0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"
     )
     compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")
+    competitors: bool = Field(True, description="GPU: time the contract's competitors (fla, sdpa) once at setup")
+    competitors_timeout_s: float = Field(
+        180.0, gt=0, description="cap on that setup timing: on a fresh machine fla autotunes per head layout "
+        "(H200, 2026-11-29: over 300 s for the 10 gdn_prefill shapes, the whole --max-time of that run)",
+    )
 
     @field_validator("cpu_gate_rounds")
     @classmethod

@@ -141,6 +141,14 @@ def test_cpu_runs_note_no_profile_and_time_no_competitors(project, op):
     assert "competitors" not in ev.calls and run["baseline"]["competitors_us"] == {}
 
 
+def test_no_competitors_skips_their_timing_on_a_gpu_run(project, op):
+    ev = FakeEvaluator(op, timing="gpu")
+    store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=1), competitors=False), op, ev)
+    base = store.read_run()["baseline"]
+    assert "competitors" not in ev.calls
+    assert base["competitors_us"] == {} and base["competitors_notes"] == ["competitors not timed: --no-competitors"]
+
+
 def test_lessons_are_written_when_a_run_ends_even_before_any_attempt(project, op):
     ev = FakeEvaluator(op, timing="gpu")
     s = settings(budget=Budget(max_candidates=2))
