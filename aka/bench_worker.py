@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,7 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
     ceil = _ceilings(device, notes)
     rows, cache = [], {}
     cases = op.cases(payload.get("shapes", "full"))
+    t_start = time.monotonic()
     for i, case in enumerate(cases):
         flops, nbytes = op.flops(case), op.min_bytes(case)
         floor = None
@@ -167,7 +169,8 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
         results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor))
         rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
                      "floor_us": floor, "results": results})
-        _progress(payload.get("progress_path"), case.id, i + 1, len(cases), results, device)
+        _progress(payload.get("progress_path"), case.id, i + 1, len(cases), results, device,
+                  time.monotonic() - t_start)
         del copies
         gc.collect()
         if device == "cuda":
@@ -178,7 +181,7 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, dict[str, Any]],
-              device: str) -> None:
+              device: str, elapsed_s: float) -> None:
     """One JSON line per finished shape for the parent's progress display (the result itself only
     arrives when every shape is done, which is minutes on a full set)."""
     if not path:
@@ -186,7 +189,7 @@ def _progress(path: str | None, shape: str, done: int, total: int, results: dict
     medians = {n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r}
     with open(path, "a") as fh:
         fh.write(json.dumps({"shape": shape, "done": done, "total": total, "median_us": medians,
-                             "interpreter": device != "cuda"}) + "\n")
+                             "interpreter": device != "cuda", "elapsed_s": round(elapsed_s, 1)}) + "\n")
 
 
 def _device_name(device: str) -> str:

@@ -42,7 +42,9 @@ cat "$DET/env.txt"  # not in $OUT: at most 8 files come back
 run hw 25 python3 scripts/device_hw_check.py
 run gate 130 env OUT="$DET/gate" bash scripts/gpu_tests.sh
 run bench 130 env OUT="$DET/bench" bash scripts/gpu_bench_checks.sh
-run akabench 240 env XDG_CACHE_HOME="$DET/cache" python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
+# akabench: on a fresh H200 (2026-11-29) 8 of 10 shapes took 250 s: fla autotunes every new head layout
+# (15-48 s each) and the table prints only at the end, so give it the time (the lines show progress).
+run akabench 420 env XDG_CACHE_HOME="$DET/cache" python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
   --csv "$OUT/aka_bench_gdn_prefill.csv" --json "$DET/aka_bench_gdn_prefill.json"
 run check 60 python3 -m aka check gdn_prefill --shapes full --rounds 2 --json "$DET/check_gdn_full.json"
 run gdnprep 45 python3 scripts/bench_gdn_prefill.py --prep-only ${GDNPREP_ARGS:---shapes G1,G3 --reps 20 \
