@@ -9,16 +9,18 @@ Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (
     O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
     S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
 
-Kernels (one call = 3 launches without CP, 5 with CP, one more when split; no host-device sync):
+Kernels (default: 4 launches without CP, 6 with CP, one more when split; no host-device sync):
   _index_kernel  one program: per-sequence prefix sums of chunk and segment counts (device side,
                  so no .tolist() on cu_seqlens).
-  _prep_kernel   grid (HV, chunks): K K^T in 16x16 blocks, 4 diagonal inverses + 6 block merges
-                 (tf32x3, ~fp32 exact), stores only Tb = T diag(beta) as bf16 [T, HV, 64] -- 1/4 of
-                 what fla stores for w+u, and the only chunk intermediate that touches HBM.
+  Prep, grid (HV, chunks), one of four algorithms with the same outputs: Tb = T diag(beta) as bf16
+                 [T, HV, 64] (1/4 of what fla stores for w+u) and P = scale Q K^T . Gamma (pre_p).
+  _kkt_kernel + _solve_kernel  (prep_algo "sub16", the default) two launches: fp32 A rows (scratch,
+                 freed before the serial kernels), then 16x16 forward substitutions (rows re-read,
+                 fp32) + block merges at prep_prec. H200 G1: 352 us vs 517-553 us for blk16.
+  _prep_kernel   (prep_algo "blk16") K K^T in 16x16 blocks, 4 diagonal inverses by series + 6 block
+                 merges (tf32x3), one launch; 255 regs + spills, 12% occupancy on the H200.
   _prep_fsub_kernel  (prep_algo "fsub64") same outputs: one 64x64 K K^T dot + a 63-step fp32 row
                  forward substitution loop (small code, no spill at 8 warps, fp32-exact Tb).
-  _kkt_kernel + _solve_kernel  (prep_algo "sub16") same outputs in two launches: fp32 A rows via
-                 HBM/L2, then 16x16 forward substitutions (rows re-read, fp32) + ieee block merges.
   _prep_nil_kernel  (prep_algo "nil64") same outputs: ten 64x64x64 dots (block-diagonal series for
                  the four 16x16 inverses, then an exact nilpotent merge (I - N)(I + N^2)).
   _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
