@@ -35,6 +35,8 @@ def _setup(payload: dict[str, Any]):
     cfg = BenchConfig(**cfg_raw) if cfg_raw else (BenchConfig() if gpu else BenchConfig.for_cpu())
     if payload.get("graph") is False:
         cfg = cfg.model_copy(update={"graph": False})
+    if payload.get("time_cap_s"):  # `aka bench --time-cap`: sampling seconds per timing (GPU)
+        cfg = cfg.model_copy(update={"time_cap_s": float(payload["time_cap_s"])})
     root = payload.get("root")
     op = get_op(payload["op"], None if root is None else Path(root))
     return op, ("cuda" if gpu else "cpu"), cfg

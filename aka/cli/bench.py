@@ -178,6 +178,9 @@ def bench(
     csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="the full result, all samples")] = None,
     graph: bool = typer.Option(True, "--graph/--no-graph", help="also time CUDA-graph replay"),
+    time_cap: float = typer.Option(None, "--time-cap", min=0.05,
+                                   help="seconds of sampling per implementation, shape and timing kind before "
+                                        "the median is taken as it stands [GPU default: 3.0]"),
     timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the worker is killed"),
 ) -> None:
     """Time implementations of an op side by side: per shape time, speedup and roofline fraction."""
@@ -187,6 +190,8 @@ def bench(
     payload = {"op": o.name, "root": str(o.root), "impls": [r.model_dump() for r in refs], "shapes": shapes}
     if not graph:
         payload["graph"] = False
+    if time_cap:
+        payload["time_cap_s"] = time_cap
     result = run_worker(payload, timeout, total=n_shapes)
     console.print(render(result))
     for line in notes(result, [s.model_dump() for s in skipped]):

@@ -77,7 +77,8 @@ def test_cli_prints_the_labelled_table_and_writes_files(tmp_path):
         pytest.skip("CLI CPU-label test needs a machine without a GPU")
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
     res = CliRunner().invoke(app, ["bench", "fa4_decode", "--impl", "baseline,sdpa", "--shapes", "S1",
-                                   "--json", str(out_json), "--csv", str(out_csv)], terminal_width=200)
+                                   "--json", str(out_json), "--csv", str(out_csv), "--time-cap", "7.5"],
+                           terminal_width=200)
     assert res.exit_code == 0, res.output
     assert "interpreter, not representative" in res.output
     assert "geomean" in res.output and "sdpa µs" in res.output
@@ -85,6 +86,7 @@ def test_cli_prints_the_labelled_table_and_writes_files(tmp_path):
     line = next(x for x in res.output.splitlines() if x.strip().startswith("S1 ") and "baseline" in x)
     assert "sdpa" in line and "interpreter, not representative" in line
     data = json.loads(out_json.read_text())
+    assert data["config"]["time_cap_s"] == 7.5  # --time-cap reached the worker
     kinds = {n: r["eager"]["kind"] for n, r in data["rows"][0]["results"].items()}
     assert kinds == {"baseline": "interpreter", "sdpa": "cpu"}
     assert out_csv.read_text().splitlines()[0].startswith("shape,impl,kind,median_us")
