@@ -18,6 +18,7 @@ from aka.settings import OptimizeSettings
 from aka.store import RunStore
 
 CPU_NOTE = "no profile: CPU interpreter"
+OFF_NOTE = "no profile: --no-profile"
 
 
 def worst_shape(baseline: dict[str, Any]) -> str:
@@ -37,6 +38,8 @@ def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
         return run["profile"]
     if settings.interpreter:
         rec: dict[str, Any] = {"note": CPU_NOTE, "summary": None}
+    elif not settings.profile:
+        rec = {"note": OFF_NOTE, "summary": None}
     else:
         if profiler is None:
             from aka.profile import run_profile as profiler
@@ -44,7 +47,7 @@ def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
         rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": ""}
         try:
             rec["summary"] = profiler(op, Path(run["incumbent"]["path"]), shape,
-                                      timeout=settings.timeout_s).model_dump()
+                                      timeout=settings.profile_timeout_s).model_dump()
         except Exception as exc:  # ProfileError, an ncu or worker surprise: the run goes on without it
             rec["note"] = f"no profile: {type(exc).__name__}: {exc}"[:300]
         rec["seconds"] = round(time.monotonic() - t0, 3)

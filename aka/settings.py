@@ -54,6 +54,8 @@ class OptimizeSettings(BaseModel):
         0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"
     )
     compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")
+    profile: bool = Field(True, description="GPU: profile the incumbent (ncu) once at the start, for the plans")
+    profile_timeout_s: float = Field(150.0, gt=0, description="cap on that profile (G1 under ncu: ~60 s on the H200)")
     competitors: bool = Field(True, description="GPU: time the contract's competitors (fla, sdpa) once at setup")
     competitors_timeout_s: float = Field(
         180.0, gt=0, description="cap on that setup timing: on a fresh machine fla autotunes per head layout "

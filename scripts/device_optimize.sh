@@ -5,7 +5,7 @@
 # attempts.jsonl, the promoted kernel + promoted.json and a `git format-patch` of every promotion commit
 # (apply it to the real repository with `git am` if the lead wants to keep the kernel).
 # Usage (device, repo root): bash scripts/device_optimize.sh
-#   env: OP (gdn_prefill), BUDGET (40), MAX_TIME (evaluation seconds, 460), CAP (hard wall cap, 540), COMPETITORS (0),
+#   env: OP (gdn_prefill), BUDGET (40), MAX_TIME (evaluation seconds, 460), CAP (hard wall cap, 540), COMPETITORS (0), PROFILE (0),
 #        GATE_ROUNDS (2: the gate's minimum; the full set's float64 references dominate a promotion), EXTRA
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +30,10 @@ export AKA_ROOT=$SCRATCH GIT_AUTHOR_NAME=aka GIT_AUTHOR_EMAIL=aka@device GIT_COM
 
 # --no-competitors: on 2026-11-29 the setup's fla timing (fla autotunes each head layout on a fresh
 # machine) ran past 300 s and used the whole --max-time: 0 candidates. COMPETITORS=1 times them anyway.
+# --no-profile likewise keeps ncu's minute on the incumbent for candidates (PROFILE=1 takes it).
 COMP=--no-competitors; [ "${COMPETITORS:-0}" = 1 ] && COMP=--competitors
-ARGS=(--budget "$BUDGET" --max-time "$MAX_TIME" --gate-rounds "$ROUNDS" "$COMP" ${EXTRA:-})
+PROF=--no-profile; [ "${PROFILE:-0}" = 1 ] && PROF=--profile
+ARGS=(--budget "$BUDGET" --max-time "$MAX_TIME" --gate-rounds "$ROUNDS" "$COMP" "$PROF" ${EXTRA:-})
 if python3 -c "import typer, rich" 2>/dev/null; then
   timeout -s INT -k 20 "$CAP" python3 -m aka optimize "$OP" "${ARGS[@]}" 2>&1 | tee "$OUT/optimize.log"
 else  # the image lacks typer/rich: the same loop through aka.loop, with a plain-text view
@@ -61,7 +63,7 @@ class Plain:
 op = get_op(op_name)
 gpu = torch.cuda.is_available()
 s = OptimizeSettings(op=op_name, budget=Budget(max_candidates=budget, max_time_s=max_time), gate_rounds=rounds,
-                     competitors=os.environ.get("COMPETITORS") == "1",
+                     competitors=os.environ.get("COMPETITORS") == "1", profile=os.environ.get("PROFILE") == "1",
                      interpreter=not gpu, prepare_ahead=max(1, min(4, (os.cpu_count() or 4) // 4)) if gpu else 1)
 ev = RealEvaluator(op, s)
 store = prepare_run(project_root() / "runs", s, op, ev)

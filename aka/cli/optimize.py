@@ -85,12 +85,13 @@ def _tokens(tokens: int, cost: float | None) -> str:
 
 def _settings(op: str, budget: int, max_time: float | None, max_tokens: int | None, patience: int | None,
               min_gain: float, margin: float, allow_regression: bool, backend: str, no_commit: bool,
-              seed: int, gate_rounds: int, llm: LLMSettings, competitors: bool = True) -> OptimizeSettings:
+              seed: int, gate_rounds: int, llm: LLMSettings, competitors: bool = True,
+              profile: bool = True) -> OptimizeSettings:
     import torch
 
     return OptimizeSettings(
         op=op, backend=backend, commit=not no_commit, seed=seed, gate_rounds=gate_rounds, llm=llm,
-        interpreter=not torch.cuda.is_available(), competitors=competitors,
+        interpreter=not torch.cuda.is_available(), competitors=competitors, profile=profile,
         budget=Budget(max_candidates=budget, max_time_s=max_time, max_tokens=max_tokens, patience=patience),
         rules=PromotionRules(min_gain=min_gain, shape_margin=margin, allow_shape_regression=allow_regression),
     )
@@ -123,6 +124,9 @@ def optimize(
     competitors: bool = typer.Option(True, "--competitors/--no-competitors",
                                      help="GPU: time fla/sdpa once at setup, for the summary (minutes on a fresh "
                                           "machine: fla autotunes; counts against --max-time)"),
+    profile: bool = typer.Option(True, "--profile/--no-profile",
+                                 help="GPU: profile the incumbent with ncu once at the start, as evidence for the "
+                                      "plans (about a minute; counts against --max-time)"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
     from aka.evaluator import RealEvaluator
@@ -145,7 +149,7 @@ def optimize(
             raise typer.BadParameter(f"--lang {lang}: choose triton or cuda")
         llm = LLMSettings(model=model, base_url=base_url, repairs=repairs, lang=lang, replay_from=replay_from)
         settings = _settings(op, 20, max_time, max_tokens, patience, min_gain, margin, allow_regression, backend,
-                             no_commit, seed, gate_rounds, llm, competitors)
+                             no_commit, seed, gate_rounds, llm, competitors, profile)
         if budget is None and settings.interpreter:
             budget = 3  # interpreter candidates take ~20 s each on 2 cores; keep the out-of-the-box run short
         settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})

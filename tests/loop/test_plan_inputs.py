@@ -141,6 +141,15 @@ def test_cpu_runs_note_no_profile_and_time_no_competitors(project, op):
     assert "competitors" not in ev.calls and run["baseline"]["competitors_us"] == {}
 
 
+def test_no_profile_skips_the_profiler_on_a_gpu_run(project, op):
+    ev, prof = FakeEvaluator(op, timing="gpu"), Profiler()
+    s = settings(budget=Budget(max_candidates=1), profile=False)
+    store = prepare_run(project / "runs", s, op, ev)
+    run_loop(store, s, op, ScriptedBackend([{"source": source(1.1)}]), ev, profiler=prof)
+    assert prof.calls == [] and store.read_run()["profile"]["note"] == "no profile: --no-profile"
+    assert store.attempts()[0]["evidence_offered"] == []
+
+
 def test_no_competitors_skips_their_timing_on_a_gpu_run(project, op):
     ev = FakeEvaluator(op, timing="gpu")
     store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=1), competitors=False), op, ev)
