@@ -1,8 +1,9 @@
 """Gated DeltaNet prefill references.
 
-``reference`` is the float64 token-by-token recurrence, written for clarity: the ground truth
-every kernel is checked against. ``chunked`` is the independent chunked (UT-transform) form of
-OPS.md; the tests check the two agree, and ``plain`` runs it in float32 on the bf16 inputs as the
+``recurrence`` is the float64 token-by-token recurrence, written for clarity. ``chunked`` is the
+independent chunked (UT-transform) form of OPS.md; the tests check the two agree. ``reference``, the
+ground truth every kernel is checked against, is the recurrence on CPU and the float64 chunked form
+on a GPU (launch count: see its docstring), and ``plain`` runs the chunked form in float32 on the bf16 inputs as the
 "straightforward same-precision implementation" the gate compares a candidate's error with.
 
 Shapes: q, k [T, HK, K]; v [T, HV, V]; g, beta [T, HV]; cu_seqlens [N+1]; state [N, HV, K, V].
@@ -24,7 +25,24 @@ def _head_map(hk: int, hv: int, device) -> torch.Tensor:
 
 
 @torch.no_grad()
-def reference(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
+def reference(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None, algorithm="auto"):
+    """The float64 ground truth the gate checks against.
+
+    algorithm "recurrence": the token loop below. "chunked": the chunked form in float64 (equal to the
+    recurrence to ~1e-13 in tests/foundation/test_references.py, edge cases included). "auto" (what
+    the gate gets): chunked on a GPU, where the token loop's ~8 launches per token made it 2-3 s per
+    G4-size call and most of a 60-90 s full-set gate on the H200; the recurrence on CPU."""
+    if algorithm == "auto":
+        algorithm = "chunked" if q.is_cuda else "recurrence"
+    if algorithm == "chunked":
+        return chunked(q, k, v, g, beta, cu_seqlens, initial_state, scale, dtype=torch.float64)
+    if algorithm != "recurrence":
+        raise ValueError(f"algorithm {algorithm!r}: choose auto, recurrence or chunked")
+    return recurrence(q, k, v, g, beta, cu_seqlens, initial_state, scale)
+
+
+@torch.no_grad()
+def recurrence(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
     """Float64 recurrence: h <- e^g h; v~ = beta (v - h^T k); h <- h + k v~^T; o = h^T (scale q)."""
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]

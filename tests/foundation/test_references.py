@@ -30,6 +30,30 @@ def test_gdn_recurrence_matches_chunked_form(hk, hv, lens, state):
         assert _rel(o2, o) < 1e-12 and _rel(s2, s) < 1e-12
 
 
+@pytest.mark.parametrize("case", ["ragged_h0", "strong_decay", "correlated_keys", "empty_sequence"])
+def test_gdn_reference_chunked_algorithm_equals_the_recurrence(case):
+    # what the gate uses on a GPU (reference(algorithm="auto") on CUDA tensors) against the token loop
+    lens = {"empty_sequence": [65, 0, 3]}.get(case, [1, 63, 64, 65, 130])
+    x = GDN.inputs.make_inputs(_case(GDN, hk=2, hv=4, seqlens=lens, initial_state=case != "strong_decay"), seed=11)
+    if case == "strong_decay":
+        x["g"] = x["g"] * 40  # per-token decay down to e^-600: exp underflow inside a chunk
+    if case == "correlated_keys":
+        u = F.normalize(torch.randn(1, 2, x["k"].shape[-1], generator=torch.Generator().manual_seed(1)), dim=-1)
+        x["k"] = F.normalize(0.95 * u + 0.05 * x["k"].float(), dim=-1).to(x["k"].dtype)
+        x["beta"] = (0.5 + 0.5 * x["beta"]).contiguous()
+    o, s = GDN.reference.reference(**x, algorithm="recurrence")
+    o2, s2 = GDN.reference.reference(**x, algorithm="chunked")
+    assert o2.dtype == torch.float64 and o2.shape == o.shape and s2.shape == s.shape
+    assert _rel(o2, o) < 1e-12 and _rel(s2, s) < 1e-12
+    assert torch.equal(GDN.reference.reference(**x)[0], o)  # "auto" on CPU tensors: the recurrence
+
+
+def test_gdn_reference_rejects_an_unknown_algorithm():
+    x = GDN.inputs.make_inputs(_case(GDN, hk=1, hv=1, seqlens=[3]), seed=1)
+    with pytest.raises(ValueError, match="algorithm"):
+        GDN.reference.reference(**x, algorithm="fast")
+
+
 def test_gdn_initial_state_equals_running_two_halves():
     x = GDN.inputs.make_inputs(_case(GDN, hk=1, hv=2, seqlens=[90]), seed=5)
     o, s = GDN.reference.reference(**x)
