@@ -132,25 +132,11 @@ def make_inputs(hk, hv, lens, h0, seed, dev):
 
 @torch.no_grad()
 def ref64(q, k, v, g, beta, cu_seqlens, initial_state=None):
-    T, HK, _ = q.shape
-    HV = v.shape[1]
-    heads = torch.arange(HV, device=q.device) // (HV // HK)
-    qd, kd, vd = q.double()[:, heads] * D**-0.5, k.double()[:, heads], v.double()
-    ed, bd = g.double().exp(), beta.double()
-    o = torch.empty(T, HV, D, dtype=torch.float64, device=q.device)
-    cl = cu_seqlens.tolist()
-    finals = []
-    for n in range(len(cl) - 1):
-        h = torch.zeros(HV, D, D, dtype=torch.float64, device=q.device)
-        if initial_state is not None:
-            h = initial_state[n].double().clone()
-        for t in range(cl[n], cl[n + 1]):
-            h.mul_(ed[t][:, None, None])
-            vn = bd[t][:, None] * (vd[t] - torch.bmm(kd[t][:, None, :], h)[:, 0])
-            h.add_(kd[t][:, :, None] * vn[:, None, :])
-            o[t] = torch.bmm(qd[t][:, None, :], h)[:, 0]
-        finals.append(h)
-    return o, torch.stack(finals)
+    """The project's float64 reference in its chunked form (kernels/gdn_prefill/reference.py; equal to
+    the token recurrence to 1e-12 in the tests): ~13k launches at G4 instead of ~260k, so every shape
+    can be checked inside the call's budget."""
+    ref = importlib.import_module("kernels.gdn_prefill.reference")
+    return ref.reference(q, k, v, g, beta, cu_seqlens, initial_state, D**-0.5, algorithm="chunked")
 
 
 def rel(a, b):
