@@ -60,7 +60,6 @@ VARIANTS = {  # name: CONFIG overrides
     "default": {},
     # the default before 2026-11-29's second device call (blk16 prep at 4 warps, CP below 264 programs)
     "old_default": {"prep_algo": "blk16", "prep_warps": 4, "cp_min_programs": 264},
-    "sub16_seq": {"sub_ilp": False},  # = what ran as sub16_t3w2 (+ cp_min_programs 264) on 2026-11-29
     # split structure (_rec_kernel + _out_kernel); P from the prep kernel, or computed in _out_kernel
     "split": {"fuse_output": False},
     "split_nopp": {"fuse_output": False, "pre_p": False},
@@ -84,20 +83,9 @@ VARIANTS = {  # name: CONFIG overrides
     "bva128w8": {"BVA": 128, "seg_warps": 8},
     "bva32": {"BVA": 32},
     # prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
-    "prep_fsub": {"prep_algo": "fsub64", "prep_warps": 8},  # sm_90 offline: 179 regs, no spill
-    "prep_fsub_nopp": {"prep_algo": "fsub64", "prep_warps": 8, "pre_p": False},  # 119 regs; P in _fwd_kernel
-    "prep_fsub_w4": {"prep_algo": "fsub64", "prep_warps": 4},  # 255 regs, 40 B spill
-    "split_fsub_nopp": {"fuse_output": False, "pre_p": False, "prep_algo": "fsub64", "prep_warps": 8},
     "prep_ieee_w8": {"prep_algo": "blk16", "prep_prec": "ieee", "prep_warps": 8},  # fp32 FMA dots: 255 regs, no spill
     "prep_tf32_w8": {"prep_algo": "blk16", "prep_prec": "tf32", "prep_warps": 8},  # Tb err 3e-2, correlated keys
     "prep_w8": {"prep_algo": "blk16", "prep_warps": 8},  # tf32x3, 8 warps: 255 regs, 256 B spill
-    # nil64: ten 64x64 dots (block-diagonal series + nilpotent merge)
-    "prep_nil": {"prep_algo": "nil64", "prep_warps": 8},
-    "prep_nil_w4": {"prep_algo": "nil64", "prep_warps": 4},
-    "prep_nil_tf32m": {"prep_algo": "nil64", "prep_warps": 8, "prep_merge_prec": "tf32"},
-    "prep_nil_nopp": {"prep_algo": "nil64", "prep_warps": 8, "pre_p": False},
-    "nil_nocp": {"prep_algo": "nil64", "prep_warps": 8, "cp": False},
-    "nil_cp132": {"prep_algo": "nil64", "prep_warps": 8, "cp_min_programs": 132},
     # sub16: _kkt_kernel (fp32 A rows) + _solve_kernel (16x16 forward substitutions, 16x16 merges)
     # sm_90 offline (Triton 3.9): _solve_kernel ieee 4 warps 236 regs / 0 spill, 2 warps 255 / 232 B;
     # tf32x3 2 warps 252 / 0, 4 warps 228 / 0. _kkt_kernel 8 warps 127 regs (4 warps: 255 + 32 B spill)
@@ -196,17 +184,11 @@ def offline_regs(prep_only=False):
             for stages in (3, 1):
                 pts = [(f"blk16 {p}", mod._prep_kernel, dict(pshape, PREC=p, PRE_P=pp))
                        for p in ("tf32x3", "tf32", "ieee")]
-                pts.append(("fsub64", mod._prep_fsub_kernel, dict(pshape, PRE_P=pp)))
-                for mp in ("tf32x3", "tf32"):
-                    pts.append((f"nil64 merge {mp}", mod._prep_nil_kernel,
-                                dict(pshape, PRE_P=pp, PREC="tf32x3", MPREC=mp)))
                 pts.append(("sub16: _kkt_kernel", mod._kkt_kernel, dict(pshape, PRE_P=pp)))
                 if pp:  # _solve_kernel has no pre_p; its warps matter more than stages
                     sshape = {k: v for k, v in pshape.items() if k in ("HV", "BT", "LOG_N")}
                     for p in ("ieee", "tf32x3"):
-                        for ilp in (True, False):
-                            pts.append((f"sub16: _solve_kernel {p} ilp={ilp}", mod._solve_kernel,
-                                        dict(sshape, PREC=p, ILP=ilp)))
+                        pts.append((f"sub16: _solve_kernel {p}", mod._solve_kernel, dict(sshape, PREC=p)))
                 for name, fn, c in pts:
                     cell = compile_one(fn, c, warps, stages)
                     print(f"| {name} | {pp} | {warps} | {stages} | {cell} |", flush=True)
@@ -251,12 +233,13 @@ def _emu_dot(a, b, prec):
 
 def _emu_sub16(a, prec):
     """_solve_kernel's T: fp32 forward substitution on the 16x16 diagonal blocks, _emu_blk16's merges."""
-    return _emu_blk16(a, prec, inv=lambda d: _emu_fsub_n(d, 16))
+    return _emu_blk16(a, prec, inv=_emu_fsub16)
 
 
-def _emu_fsub_n(a, n):
-    t = torch.eye(n)
-    for i in range(1, n):
+def _emu_fsub16(a):
+    """fp32 forward substitution T_i = e_i - sum_{j<i} A_ij T_j on one 16x16 block (_sub16x4's order)."""
+    t = torch.eye(16)
+    for i in range(1, 16):
         t[i] = t[i] - (a[i, :, None] * t).sum(0)
     return t
 
@@ -287,26 +270,6 @@ def _emu_blk16(a, prec, inv=None):
     return torch.cat([torch.cat(r, 1) for r in t], 0)
 
 
-def _emu_fsub(a):
-    """_prep_fsub_kernel's fp32 forward substitution T_i = e_i - sum_{j<i} A_ij T_j."""
-    return _emu_fsub_n(a, 64)
-
-
-def _emu_nil(a, prec, mprec):
-    """_prep_nil_kernel's T: block-diagonal series D, N = D Ao, T = (I - N)(I + N^2) D, its dot order."""
-    eye = torch.eye(64)
-    blk = (torch.arange(64)[:, None] // 16) == (torch.arange(64)[None, :] // 16)
-    ad = torch.where(blk, a, torch.zeros_like(a))
-    ao = a - ad
-    a2 = _emu_dot(ad, ad, prec)
-    a4 = _emu_dot(a2, a2, prec)
-    a8 = _emu_dot(a4, a4, prec)
-    d = _emu_dot(_emu_dot(_emu_dot(eye - ad, eye + a2, prec), eye + a4, prec), eye + a8, prec)
-    n = _emu_dot(d, ao, mprec)
-    n2 = _emu_dot(n, n, mprec)
-    return _emu_dot(_emu_dot(eye - n, eye + n2, mprec), d, mprec)
-
-
 def emulate_prep(chunks=24):
     """CPU: Tb error vs float64 of the prep algorithms with tf32 rounding emulated (the interpreter
     computes every dot in fp32 whatever input_precision says, so it cannot show tf32 error).
@@ -332,9 +295,6 @@ def emulate_prep(chunks=24):
             for name, fn in (("blk16 tf32x3", lambda a: _emu_blk16(a, "tf32x3")),
                              ("blk16 tf32", lambda a: _emu_blk16(a, "tf32")),
                              ("blk16 ieee", lambda a: _emu_blk16(a, "ieee")),
-                             ("fsub64 (fp32)", _emu_fsub),
-                             ("nil64 tf32x3", lambda a: _emu_nil(a, "tf32x3", "tf32x3")),
-                             ("nil64 tf32x3, merges tf32", lambda a: _emu_nil(a, "tf32x3", "tf32")),
                              ("sub16 ieee", lambda a: _emu_sub16(a, "ieee")),
                              ("sub16 tf32x3", lambda a: _emu_sub16(a, "tf32x3"))):
                 tb = fn(a32) * beta.float()[None, :]
@@ -350,10 +310,10 @@ def emulate_prep(chunks=24):
 
 
 def prep_only(mod, inp, cfg):
-    """_index_kernel + the prep kernel of cfg alone (forward()'s first two launches, same arguments);
+    """_index_kernel + the prep launches of cfg alone (baseline._prep, what forward() calls first);
     returns Tb so variants can be compared with each other."""
     q, k, g, beta, cu = inp["q"], inp["k"], inp["g"], inp["beta"], inp["cu_seqlens"]
-    T, HK, K = q.shape
+    T, _, K = q.shape
     HV, N = g.shape[1], cu.numel() - 1
     dev = q.device
     idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
@@ -361,23 +321,7 @@ def prep_only(mod, inp, cfg):
     nt_bound = -(-T // 64) + N
     tb = torch.empty(T, HV, 64, dtype=torch.bfloat16, device=dev)
     pbuf = torch.empty(T, HV, 64, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
-    log_n = max(1, int(N).bit_length()) + 1
-    common = dict(HV=HV, HK=HK, K=K, BT=64, LOG_N=log_n, PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"],
-                  num_stages=cfg["prep_stages"])
-    args = (q, k, g, beta, cu, idx[0], tb, pbuf, N, K**-0.5)
-    if cfg["prep_algo"] == "fsub64":
-        mod._prep_fsub_kernel[(HV, nt_bound)](*args, **common)
-    elif cfg["prep_algo"] == "nil64":
-        mod._prep_nil_kernel[(HV, nt_bound)](*args, PREC=cfg["prep_prec"], MPREC=cfg["prep_merge_prec"], **common)
-    elif cfg["prep_algo"] == "sub16":
-        ascr = torch.empty(T, HV, 64, dtype=torch.float32, device=dev)
-        mod._kkt_kernel[(HV, nt_bound)](q, k, g, beta, cu, idx[0], ascr, pbuf, N, K**-0.5,
-                                        **dict(common, num_warps=cfg["kkt_warps"], num_stages=1))
-        mod._solve_kernel[(HV, nt_bound)](ascr, beta, cu, idx[0], tb, N, HV=HV, BT=64, LOG_N=log_n,
-                                          PREC=cfg["prep_prec"], ILP=cfg["sub_ilp"], num_warps=cfg["prep_warps"],
-                                          num_stages=cfg["prep_stages"])
-    else:
-        mod._prep_kernel[(HV, nt_bound)](*args, PREC=cfg["prep_prec"], **common)
+    mod._prep(q, k, g, beta, cu, idx[0], tb, pbuf, N, K**-0.5, max(1, int(N).bit_length()) + 1, nt_bound, cfg)
     return tb
 
 

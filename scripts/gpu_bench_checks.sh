@@ -35,10 +35,14 @@ python3 scripts/bench_stability.py --op gdn_prefill --shapes full --abba --json 
   2>&1 | tee "$OUT/stability.txt" | tail -30
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
-echo "== 3. aka bench gdn_prefill --impl baseline,fla --shapes full"
-COLUMNS=160 python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
-  --csv "$OUT/gdn_prefill_baseline_fla.csv" --json "$OUT/gdn_prefill_baseline_fla.json" 2>&1 | tee "$OUT/bench_table.txt"
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
+if [ "${SKIP_TABLE:-0}" = 1 ]; then  # scripts/device_session.sh runs it as its own section (akabench)
+  echo "== 3. skipped (SKIP_TABLE=1)"
+else
+  echo "== 3. aka bench gdn_prefill --impl baseline,fla --shapes full"
+  COLUMNS=160 python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
+    --csv "$OUT/gdn_prefill_baseline_fla.csv" --json "$OUT/gdn_prefill_baseline_fla.json" 2>&1 | tee "$OUT/bench_table.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 cp -f "$XDG_CACHE_HOME/aka/calibration.json" "$OUT/" 2>/dev/null
 echo "exit status $status"
 exit $status

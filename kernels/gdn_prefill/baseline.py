@@ -19,10 +19,8 @@ Kernels (default: 4 launches without CP, 6 with CP, one more when split; no host
                  fp32) + block merges at prep_prec. H200 G1: 352 us vs 517-553 us for blk16.
   _prep_kernel   (prep_algo "blk16") K K^T in 16x16 blocks, 4 diagonal inverses by series + 6 block
                  merges (tf32x3), one launch; 255 regs + spills, 12% occupancy on the H200.
-  _prep_fsub_kernel  (prep_algo "fsub64") same outputs: one 64x64 K K^T dot + a 63-step fp32 row
-                 forward substitution loop (small code, no spill at 8 warps, fp32-exact Tb).
-  _prep_nil_kernel  (prep_algo "nil64") same outputs: ten 64x64x64 dots (block-diagonal series for
-                 the four 16x16 inverses, then an exact nilpotent merge (I - N)(I + N^2)).
+                 (Measured and removed: a 63-step substitution over the whole 64x64 tile, 928 us,
+                 and ten 64x64x64 dots, block-diagonal series + nilpotent merge, 950 us.)
   _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
                  sequence, runs the chunk recurrence from [I | 0] (first segment: [- | h0]) giving
                  the segment's affine transition S_out = M S_in + C (M: K x K, C: K x V, fp32).
@@ -74,16 +72,13 @@ CONFIG = {
     "seg_warps": 4,
     "seg_stages": 1,
     "BVC": 32,  # column block of the chain kernel
-    "prep_warps": 2,  # _solve_kernel (sub16) or the one prep kernel (blk16, fsub64, nil64)
+    "prep_warps": 2,  # _solve_kernel (sub16) or _prep_kernel (blk16)
     "prep_prec": "tf32x3",  # precision of the 16x16 inverse/merge dots (tf32: fewer registers)
     # "sub16" (default since 2026-11-29: H200 G1 prep 350 us vs 517 us for blk16, end to end 1.256 ->
     # 1.061 ms): _kkt_kernel + _solve_kernel. "blk16": _prep_kernel (16x16 blocks, series + merges).
-    # "fsub64": _prep_fsub_kernel (63-step substitution; 928 us). "nil64": _prep_nil_kernel (950 us).
     # docs/perf/gdn_prefill.md
     "prep_algo": "sub16",
-    "sub_ilp": True,  # sub16 only: the four 16x16 substitutions in one loop (False: one after another)
     "kkt_warps": 8,  # sub16 only: _kkt_kernel (prep_warps is then _solve_kernel's); 8: 127 regs, no spill
-    "prep_merge_prec": "tf32x3",  # nil64 only: precision of its 4 merge dots (prep_prec: its 6 series dots)
     "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
     "cp": True,  # context parallelism on/off
     # use CP only when N*HV*(V/BV) is below this (one program per SM): at 264, G5 (4 x 2048, 256 programs)
@@ -114,10 +109,8 @@ SPACE = {
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
     "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
-    "prep_algo": ["blk16", "fsub64", "nil64", "sub16"],
+    "prep_algo": ["blk16", "sub16"],
     "kkt_warps": [4, 8],
-    "sub_ilp": [True, False],
-    "prep_merge_prec": ["tf32x3", "tf32", "ieee"],
     "prep_stages": [1, 3],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
@@ -197,6 +190,81 @@ def _store_tb(tb_ptr, T, bcol, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.cons
     tl.store(p, (T * bcol[None, :]).to(tl.bfloat16), mask=m_row[:, None])
 
 
+@triton.jit
+def _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT: tl.constexpr):
+    """First token of chunk i_c (a global chunk index, inside sequence seq) and its sequence's end."""
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
+    c0 = tl.load(cuc_ptr + seq)
+    return bos + (i_c - c0).to(tl.int64) * BT, eos
+
+
+@triton.jit
+def _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV: tl.constexpr, HK: tl.constexpr,
+             K: tl.constexpr, BT: tl.constexpr):
+    """P = scale (Q K^T . Gamma . causal) for one chunk (kf its keys, gam the log2 cumsum), bf16."""
+    rb = tl.arange(0, BT)
+    ck = tl.arange(0, K)
+    qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    causal = rb[:, None] >= rb[None, :]
+    pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
+    tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16), mask=m_r[:, None])
+
+
+@triton.jit
+def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32,
+                 HV: tl.constexpr, PREC: tl.constexpr):
+    """From the four diagonal inverses T_ii and the off-diagonal blocks A_ij of a chunk: the six
+    off-diagonal blocks of T = (I + A)^-1 by block forward substitution, T_ij = -T_ii sum_{j<=m<i}
+    A_im T_mj, then Tb = T diag(beta) stored whole (upper zero blocks included: readers load 64x64)."""
+    r = tl.arange(0, 16)
+    t_0 = t0 + r
+    t_1 = t0 + 16 + r
+    t_2 = t0 + 32 + r
+    t_3 = t0 + 48 + r
+    m_0 = t_0 < eos
+    m_1 = t_1 < eos
+    m_2 = t_2 < eos
+    m_3 = t_3 < eos
+    T10 = -tl.dot(T11, tl.dot(A10, T00, input_precision=PREC), input_precision=PREC)
+    T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
+    T32 = -tl.dot(T33, tl.dot(A32, T22, input_precision=PREC), input_precision=PREC)
+    T20 = -tl.dot(
+        T22, tl.dot(A20, T00, input_precision=PREC) + tl.dot(A21, T10, input_precision=PREC), input_precision=PREC
+    )
+    T31 = -tl.dot(
+        T33, tl.dot(A31, T11, input_precision=PREC) + tl.dot(A32, T21, input_precision=PREC), input_precision=PREC
+    )
+    T30 = -tl.dot(
+        T33,
+        tl.dot(A30, T00, input_precision=PREC)
+        + tl.dot(A31, T10, input_precision=PREC)
+        + tl.dot(A32, T20, input_precision=PREC),
+        input_precision=PREC,
+    )
+    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    Z = tl.zeros([16, 16], dtype=tl.float32)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 16)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 32)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 48)
+    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 32)
+    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 48)
+    _store_tb(tb_ptr, Z, b0, t_2, m_2, i_h, HV, 48)
+    _store_tb(tb_ptr, T00, b0, t_0, m_0, i_h, HV, 0)
+    _store_tb(tb_ptr, T10, b0, t_1, m_1, i_h, HV, 0)
+    _store_tb(tb_ptr, T11, b1, t_1, m_1, i_h, HV, 16)
+    _store_tb(tb_ptr, T20, b0, t_2, m_2, i_h, HV, 0)
+    _store_tb(tb_ptr, T21, b1, t_2, m_2, i_h, HV, 16)
+    _store_tb(tb_ptr, T22, b2, t_2, m_2, i_h, HV, 32)
+    _store_tb(tb_ptr, T30, b0, t_3, m_3, i_h, HV, 0)
+    _store_tb(tb_ptr, T31, b1, t_3, m_3, i_h, HV, 16)
+    _store_tb(tb_ptr, T32, b2, t_3, m_3, i_h, HV, 32)
+    _store_tb(tb_ptr, T33, b3, t_3, m_3, i_h, HV, 48)
+
+
 # ----------------------------------------------------------------------------------------------
 # kernel 1: Tb = (I + A)^-1 diag(beta) per chunk and value head
 
@@ -212,24 +280,16 @@ def _prep_kernel(
     seq = _locate(cuc_ptr, i_c, N, LOG_N)
     if seq >= N:
         return
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    c0 = tl.load(cuc_ptr + seq)
-    t0 = bos + (i_c - c0).to(tl.int64) * BT
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
     i_hk = i_h // (HV // HK)
     r = tl.arange(0, 16)
     ck = tl.arange(0, K)
-    if PRE_P:  # P = scale (Q K^T . Gamma . causal), full 64x64 tile, bf16
-        rb = tl.arange(0, BT)
-        t_r = t0 + rb
+    if PRE_P:  # P from the full 64x64 tile
+        t_r = t0 + tl.arange(0, BT)
         m_r = t_r < eos
-        qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
         kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
         gf = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
-        causal = rb[:, None] >= rb[None, :]
-        pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gf[:, None] - gf[None, :], float("-inf")))
-        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
-                 mask=m_r[:, None])
+        _store_p(q_ptr, p_ptr, kf, gf, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT)
 
     t_0 = t0 + r
     t_1 = t0 + 16 + r
@@ -275,160 +335,7 @@ def _prep_kernel(
     T11 = _inv16(A11, PREC)
     T22 = _inv16(A22, PREC)
     T33 = _inv16(A33, PREC)
-    # block forward substitution: T_ij = -T_ii sum_{j<=m<i} A_im T_mj
-    T10 = -tl.dot(T11, tl.dot(A10, T00, input_precision=PREC), input_precision=PREC)
-    T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
-    T32 = -tl.dot(T33, tl.dot(A32, T22, input_precision=PREC), input_precision=PREC)
-    T20 = -tl.dot(
-        T22, tl.dot(A20, T00, input_precision=PREC) + tl.dot(A21, T10, input_precision=PREC), input_precision=PREC
-    )
-    T31 = -tl.dot(
-        T33, tl.dot(A31, T11, input_precision=PREC) + tl.dot(A32, T21, input_precision=PREC), input_precision=PREC
-    )
-    T30 = -tl.dot(
-        T33,
-        tl.dot(A30, T00, input_precision=PREC)
-        + tl.dot(A31, T10, input_precision=PREC)
-        + tl.dot(A32, T20, input_precision=PREC),
-        input_precision=PREC,
-    )
-    # store Tb = T diag(beta), zero upper blocks included (readers load whole 64x64 tiles)
-    Z = tl.zeros([16, 16], dtype=tl.float32)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 16)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 32)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 48)
-    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 32)
-    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 48)
-    _store_tb(tb_ptr, Z, b0, t_2, m_2, i_h, HV, 48)
-    _store_tb(tb_ptr, T00, b0, t_0, m_0, i_h, HV, 0)
-    _store_tb(tb_ptr, T10, b0, t_1, m_1, i_h, HV, 0)
-    _store_tb(tb_ptr, T11, b1, t_1, m_1, i_h, HV, 16)
-    _store_tb(tb_ptr, T20, b0, t_2, m_2, i_h, HV, 0)
-    _store_tb(tb_ptr, T21, b1, t_2, m_2, i_h, HV, 16)
-    _store_tb(tb_ptr, T22, b2, t_2, m_2, i_h, HV, 32)
-    _store_tb(tb_ptr, T30, b0, t_3, m_3, i_h, HV, 0)
-    _store_tb(tb_ptr, T31, b1, t_3, m_3, i_h, HV, 16)
-    _store_tb(tb_ptr, T32, b2, t_3, m_3, i_h, HV, 32)
-    _store_tb(tb_ptr, T33, b3, t_3, m_3, i_h, HV, 48)
-
-
-@triton.jit
-def _prep_fsub_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """prep_algo "fsub64": same outputs as _prep_kernel, built from one 64x64 K K^T dot and a 63-step
-    fp32 row forward substitution T_i = e_i - sum_{j<i} A_ij T_j on the whole 64x64 tile.
-
-    Why: _prep_kernel is a fully unrolled straight line of 10 K K^T dots, 24 series dots and 12
-    merge dots (x3 for tf32x3) over 16x16 tiles: 255 regs + spills, 12% occupancy, and the H200 ncu
-    profile's top stall is no_instruction (27%, instruction fetch of that long body). Here the body is
-    one dot + a short runtime loop (small code, two live fp32 64x64 tiles), and the substitution is
-    plain fp32 FMA: no series (whose powers of A cancel catastrophically for correlated keys) and no
-    tf32 rounding, so it is at least as accurate as tf32x3."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    c0 = tl.load(cuc_ptr + seq)
-    t0 = bos + (i_c - c0).to(tl.int64) * BT
-    i_hk = i_h // (HV // HK)
-    rb = tl.arange(0, BT)
-    ck = tl.arange(0, K)
-    t_r = t0 + rb
-    m_r = t_r < eos
-    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
-    b = tl.load(beta_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
-    if PRE_P:  # P = scale (Q K^T . Gamma . causal), as in _prep_kernel
-        qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-        causal = rb[:, None] >= rb[None, :]
-        pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
-        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
-                 mask=m_r[:, None])
-    # K K^T is symmetric, so build A transposed directly: At[j, i] = A_ij = beta_i k_i.k_j e^(gam_i - gam_j),
-    # j < i. Then "row i of A" is column i of At, indexed along dim 0, which broadcasts against T's rows
-    # with no layout conversion.
-    upper = rb[:, None] < rb[None, :]
-    At = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(upper, gam[None, :] - gam[:, None], float("-inf")))
-    At = At * b[None, :]
-    T = (rb[:, None] == rb[None, :]).to(tl.float32)
-    for i in range(1, BT):
-        a = tl.sum(tl.where(rb[None, :] == i, At, 0.0), 1)  # a[j] = A_ij (0 for j >= i)
-        row = (rb == i).to(tl.float32) - tl.sum(a[:, None] * T, 0)  # rows j < i of T are final
-        T = tl.where(rb[:, None] == i, row[None, :], T)
-    # Tb = T diag(beta), whole tile (upper zeros included: readers load 64x64 tiles)
-    tl.store(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (T * b[None, :]).to(tl.bfloat16),
-             mask=m_r[:, None])
-
-
-@triton.jit
-def _prep_nil_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr, MPREC: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """prep_algo "nil64": the same Tb as _prep_kernel from ten dots on whole 64x64 tiles.
-
-    With A split into its block diagonal Ad (four 16x16 blocks) and the rest Ao (strictly block
-    lower): I + A = (I + Ad)(I + N) with D = (I + Ad)^-1 and N = D Ao. Ad^16 = 0, so
-    D = (I - Ad)(I + Ad^2)(I + Ad^4)(I + Ad^8) exactly, and N is strictly block lower over 4 blocks,
-    so N^4 = 0 and (I + N)^-1 = (I - N)(I + N^2) exactly. T = (I - N)(I + N^2) D.
-
-    Why: _prep_kernel does the same algebra on 16x16 tiles as 131 tiny dots (tf32x3) with a layout
-    conversion through shared memory for nearly every one: 255 regs + spills, 12% occupancy, 490 us
-    of G1 on the H200. fsub64 (63 serial substitution steps) was slower still (928 us): latency. Here
-    each dot is a full 64x64x64 tensor-core tile (4x the block-diagonal work, but the tensor cores
-    are idle in this kernel anyway) and the body is straight-line code of 10 dots. The block-diagonal
-    series keeps the 16x16 series' accuracy (PREC, tf32x3 by default); MPREC is the precision of the
-    four merge dots (fla does its merges in tf32)."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    c0 = tl.load(cuc_ptr + seq)
-    t0 = bos + (i_c - c0).to(tl.int64) * BT
-    i_hk = i_h // (HV // HK)
-    rb = tl.arange(0, BT)
-    ck = tl.arange(0, K)
-    t_r = t0 + rb
-    m_r = t_r < eos
-    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
-    b = tl.load(beta_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
-    if PRE_P:  # P = scale (Q K^T . Gamma . causal), as in _prep_kernel
-        qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-        causal = rb[:, None] >= rb[None, :]
-        pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
-        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
-                 mask=m_r[:, None])
-    lower = rb[:, None] > rb[None, :]
-    A = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(lower, gam[:, None] - gam[None, :], float("-inf")))
-    A = A * b[:, None]
-    blk = (rb[:, None] // 16) == (rb[None, :] // 16)
-    Ad = tl.where(blk, A, 0.0)
-    eye = (rb[:, None] == rb[None, :]).to(tl.float32)
-    # each power is used as soon as it is made, so at most A, one power and Dm are live (computing the
-    # powers first kept five 64x64 fp32 tiles live: 632 B/thread of spill at 8 warps, sm_90 offline)
-    Ap = tl.dot(Ad, Ad, input_precision=PREC)
-    Dm = tl.dot(eye - Ad, eye + Ap, input_precision=PREC)
-    Ap = tl.dot(Ap, Ap, input_precision=PREC)
-    Dm = tl.dot(Dm, eye + Ap, input_precision=PREC)
-    Ap = tl.dot(Ap, Ap, input_precision=PREC)
-    Dm = tl.dot(Dm, eye + Ap, input_precision=PREC)
-    Nm = tl.dot(Dm, tl.where(blk, 0.0, A), input_precision=MPREC)
-    N2 = tl.dot(Nm, Nm, input_precision=MPREC)
-    T = tl.dot(tl.dot(eye - Nm, eye + N2, input_precision=MPREC), Dm, input_precision=MPREC)
-    # Tb = T diag(beta), whole tile (upper zeros included: readers load 64x64 tiles)
-    tl.store(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (T * b[None, :]).to(tl.bfloat16),
-             mask=m_r[:, None])
+    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
 
 
 @triton.jit
@@ -444,10 +351,7 @@ def _kkt_kernel(
     seq = _locate(cuc_ptr, i_c, N, LOG_N)
     if seq >= N:
         return
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    c0 = tl.load(cuc_ptr + seq)
-    t0 = bos + (i_c - c0).to(tl.int64) * BT
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
     i_hk = i_h // (HV // HK)
     rb = tl.arange(0, BT)
     ck = tl.arange(0, K)
@@ -457,33 +361,10 @@ def _kkt_kernel(
     gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
     b = tl.load(beta_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
     if PRE_P:
-        qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-        causal = rb[:, None] >= rb[None, :]
-        pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
-        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
-                 mask=m_r[:, None])
+        _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT)
     lower = rb[:, None] > rb[None, :]
     A = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(lower, gam[:, None] - gam[None, :], float("-inf")))
     tl.store(a_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], A * b[:, None], mask=m_r[:, None])
-
-
-@triton.jit
-def _sub16(a_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr, OFF: tl.constexpr):
-    """(I + D)^-1 of the diagonal 16x16 block at rows/cols OFF..OFF+15 of the chunk's A rows, by fp32
-    forward substitution with each row of D re-read from memory (an L1/L2 hit): no cross-warp
-    reduction to pull a row out of registers, only the column sums of one 16x16 tile per step.
-    Y = (I + D)^-1 - I is strictly lower: Y_i = a + sum_j a_j Y_j with a = -D_i (Y_0 = 0, Y_1 = -D_1)."""
-    r = tl.arange(0, 16)
-    t_r = t0 + OFF + r
-    d = tl.load(a_ptr + (t_r[:, None] * HV + i_h) * BT + OFF + r[None, :], mask=(t_r < eos)[:, None], other=0.0)
-    y = -tl.where(r[:, None] > r[None, :], d, 0.0)
-    for i in range(2, 16):
-        t_i = t0 + OFF + i
-        # A is stored strictly lower (zeros from column i on), so only the token needs a mask
-        a = -tl.load(a_ptr + (t_i * HV + i_h) * BT + OFF + r, mask=(t_i + r * 0) < eos, other=0.0)
-        a = a + tl.sum(a[:, None] * y, 0)
-        y = tl.where((r == i)[:, None], a[None, :], y)
-    return y + (r[:, None] == r[None, :]).to(tl.float32)
 
 
 @triton.jit
@@ -522,11 +403,11 @@ def _sub16x4(a_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr):
 @triton.jit
 def _solve_kernel(
     a_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, N,
-    HV: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr, PREC: tl.constexpr, ILP: tl.constexpr,
+    HV: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr, PREC: tl.constexpr,
 ):
     """prep_algo "sub16", second half: Tb = (I + A)^-1 diag(beta) from _kkt_kernel's A rows.
 
-    The four diagonal 16x16 inverses by forward substitution (_sub16: exact in fp32, no series), then
+    The four diagonal 16x16 inverses by forward substitution (_sub16x4: exact in fp32, no series), then
     the six off-diagonal blocks by block forward substitution with 16x16 dots at PREC (ieee: fp32 FMA,
     what fla 0.6 uses by default for the same merges). Why two kernels: the substitution wants few
     warps (small tiles, cheap reductions), the 64x64x128 K K^T dot wants many; fused, _prep_kernel
@@ -536,70 +417,22 @@ def _solve_kernel(
     seq = _locate(cuc_ptr, i_c, N, LOG_N)
     if seq >= N:
         return
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
-    c0 = tl.load(cuc_ptr + seq)
-    t0 = bos + (i_c - c0).to(tl.int64) * BT
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
     r = tl.arange(0, 16)
-    t_0 = t0 + r
     t_1 = t0 + 16 + r
     t_2 = t0 + 32 + r
     t_3 = t0 + 48 + r
-    m_0 = t_0 < eos
     m_1 = t_1 < eos
     m_2 = t_2 < eos
     m_3 = t_3 < eos
-    if ILP:  # the four substitutions in one loop: four independent load -> reduce chains per step
-        T00, T11, T22, T33 = _sub16x4(a_ptr, t0, eos, i_h, HV, BT)
-    else:  # one block after the other (what ran on the H200 on 2026-11-29 as variant sub16_t3w2)
-        T00 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 0)
-        T11 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 16)
-        T22 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 32)
-        T33 = _sub16(a_ptr, t0, eos, i_h, HV, BT, 48)
+    T00, T11, T22, T33 = _sub16x4(a_ptr, t0, eos, i_h, HV, BT)
     A10 = _ld(a_ptr + i_h * BT + 0, t_1, m_1, HV * BT, r)
     A20 = _ld(a_ptr + i_h * BT + 0, t_2, m_2, HV * BT, r)
     A30 = _ld(a_ptr + i_h * BT + 0, t_3, m_3, HV * BT, r)
     A21 = _ld(a_ptr + i_h * BT + 16, t_2, m_2, HV * BT, r)
     A31 = _ld(a_ptr + i_h * BT + 16, t_3, m_3, HV * BT, r)
     A32 = _ld(a_ptr + i_h * BT + 32, t_3, m_3, HV * BT, r)
-    # block forward substitution: T_ij = -T_ii sum_{j<=m<i} A_im T_mj
-    T10 = -tl.dot(T11, tl.dot(A10, T00, input_precision=PREC), input_precision=PREC)
-    T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
-    T32 = -tl.dot(T33, tl.dot(A32, T22, input_precision=PREC), input_precision=PREC)
-    T20 = -tl.dot(
-        T22, tl.dot(A20, T00, input_precision=PREC) + tl.dot(A21, T10, input_precision=PREC), input_precision=PREC
-    )
-    T31 = -tl.dot(
-        T33, tl.dot(A31, T11, input_precision=PREC) + tl.dot(A32, T21, input_precision=PREC), input_precision=PREC
-    )
-    T30 = -tl.dot(
-        T33,
-        tl.dot(A30, T00, input_precision=PREC)
-        + tl.dot(A31, T10, input_precision=PREC)
-        + tl.dot(A32, T20, input_precision=PREC),
-        input_precision=PREC,
-    )
-    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    Z = tl.zeros([16, 16], dtype=tl.float32)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 16)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 32)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 48)
-    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 32)
-    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 48)
-    _store_tb(tb_ptr, Z, b0, t_2, m_2, i_h, HV, 48)
-    _store_tb(tb_ptr, T00, b0, t_0, m_0, i_h, HV, 0)
-    _store_tb(tb_ptr, T10, b0, t_1, m_1, i_h, HV, 0)
-    _store_tb(tb_ptr, T11, b1, t_1, m_1, i_h, HV, 16)
-    _store_tb(tb_ptr, T20, b0, t_2, m_2, i_h, HV, 0)
-    _store_tb(tb_ptr, T21, b1, t_2, m_2, i_h, HV, 16)
-    _store_tb(tb_ptr, T22, b2, t_2, m_2, i_h, HV, 32)
-    _store_tb(tb_ptr, T30, b0, t_3, m_3, i_h, HV, 0)
-    _store_tb(tb_ptr, T31, b1, t_3, m_3, i_h, HV, 16)
-    _store_tb(tb_ptr, T32, b2, t_3, m_3, i_h, HV, 32)
-    _store_tb(tb_ptr, T33, b3, t_3, m_3, i_h, HV, 48)
+    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -914,6 +747,31 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     return min(seg, no_cp)
 
 
+def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr=None):
+    """The prep launches of cfg["prep_algo"]: Tb into tb and (pre_p) P into pbuf. Also what
+    scripts/bench_gdn_prefill.py --prep-only times and the Tb tests call (with a NaN-filled ``ascr``,
+    sub16's fp32 scratch, to prove no unwritten row is read)."""
+    T, HK, K = q.shape
+    HV = g.shape[1]
+    if cfg["prep_algo"] == "sub16":
+        if ascr is None:  # A rows, read back by _solve_kernel; freed on return, before CP buffers
+            ascr = torch.empty(T, HV, BT, dtype=torch.float32, device=q.device)
+        _kkt_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, ascr, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PRE_P=cfg["pre_p"], num_warps=cfg["kkt_warps"], num_stages=1,
+        )
+        _solve_kernel[(HV, nt_bound)](
+            ascr, beta, cu, cuc, tb, N, HV=HV, BT=BT, LOG_N=log_n, PREC=cfg["prep_prec"],
+            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
+        )
+    else:
+        _prep_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"],
+            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
+        )
+
+
 def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
     """q, k [T, HK, K] bf16; v [T, HV, V] bf16; g, beta [T, HV] fp32; cu_seqlens [N+1] int32;
     initial_state [N, HV, K, V] fp32 or None -> (o [T, HV, V] bf16, final_state [N, HV, K, V] fp32)."""
@@ -947,34 +805,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     nseg_bound = triton.cdiv(nt_bound, seg) + N
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
     pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
-    if T > 0 and cfg["prep_algo"] == "sub16":
-        ascr = torch.empty(T, HV, BT, dtype=torch.float32, device=dev)  # A rows, read back by _solve_kernel
-        _kkt_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, ascr, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PRE_P=cfg["pre_p"], num_warps=cfg["kkt_warps"], num_stages=1,
-        )
-        _solve_kernel[(HV, nt_bound)](
-            ascr, beta, cu, cuc, tb, N, HV=HV, BT=BT, LOG_N=log_n, PREC=cfg["prep_prec"], ILP=cfg["sub_ilp"],
-            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
-        )
-        del ascr
-    elif T > 0 and cfg["prep_algo"] == "nil64":
-        _prep_nil_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PREC=cfg["prep_prec"], MPREC=cfg["prep_merge_prec"], PRE_P=cfg["pre_p"],
-            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
-        )
-    elif T > 0 and cfg["prep_algo"] == "fsub64":
-        _prep_fsub_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
-        )
-    elif T > 0:
-        _prep_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"],
-            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
-        )
+    if T > 0:
+        _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg)
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=dev)

@@ -109,43 +109,30 @@ def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
 
 
-# prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
-FSUB = {"prep_algo": "fsub64", "prep_warps": 8}
-NIL = {"prep_algo": "nil64", "prep_warps": 8}
-SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee", "sub_ilp": True}
+# prep algorithms (docs/perf/gdn_prefill.md): sub16 (the default) and blk16 (the one-launch series kernel)
+SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
+BLK = {"prep_algo": "blk16", "prep_warps": 4}
 
 
 @pytest.mark.parametrize(
     "cfg",
     [
-        FSUB,
-        NIL,
         SUB,
-        dict(SUB, pre_p=False, prep_warps=4, kkt_warps=8, prep_prec="tf32x3", sub_ilp=False),
-        dict(NIL, pre_p=False, prep_merge_prec="tf32", prep_warps=4),
-        dict(FSUB, pre_p=False, fuse_output=False),
-        {"prep_prec": "ieee", "prep_warps": 8, "prep_stages": 1},
-        pytest.param({"prep_prec": "tf32", "prep_warps": 8}, marks=pytest.mark.slow),
-        pytest.param(dict(FSUB, prep_warps=4, prep_stages=1, pre_p=False), marks=pytest.mark.slow),
+        dict(SUB, pre_p=False, prep_warps=4, kkt_warps=4, prep_prec="tf32x3"),
+        dict(SUB, pre_p=False, fuse_output=False),
+        dict(BLK, prep_prec="ieee", prep_warps=8, prep_stages=1),
+        pytest.param(dict(BLK, prep_prec="tf32", prep_warps=8), marks=pytest.mark.slow),
     ],
-    ids=["fsub64", "nil64", "sub16", "sub16_nopp_w4_tf32x3", "nil64_nopp_tf32merge_w4", "fsub64_split_nopp", "ieee",
-         "tf32", "fsub64_w4"],
+    ids=["sub16", "sub16_nopp_w4_tf32x3", "sub16_split_nopp", "blk16_ieee", "blk16_tf32"],
 )
 def test_prep_options_ragged_h0(cfg):
     # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
     check([1, 63, 65, 129], 1, 2, cfg=cfg, h0=True, seed=12)
 
 
-def test_prep_fsub_hv_equals_hk_cp():
-    check([129, 40], 2, 2, cfg=dict(CP, **FSUB), seed=13)
-
-
-def test_prep_nil_hv_equals_hk_cp():
-    check([129, 40], 2, 2, cfg=dict(CP, **NIL), seed=13)
-
-
-def test_prep_sub16_hv_equals_hk_cp():
-    check([129, 40], 2, 2, cfg=dict(CP, **SUB), seed=13)
+@pytest.mark.parametrize("cfg", [SUB, BLK], ids=["sub16", "blk16"])
+def test_prep_hv_equals_hk_cp(cfg):
+    check([129, 40], 2, 2, cfg=dict(CP, **cfg), seed=13)
 
 
 def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
@@ -165,23 +152,11 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
     cuc = torch.zeros(N + 1, dtype=torch.int32)
     cus = torch.zeros(N + 1, dtype=torch.int32)
     mod._index_kernel[(1,)](cu, cuc, cus, N, 10**6, BT=64, BLOCK=16)
-    nt = int(cuc[-1])
     tb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
     pb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
-    log_n = max(1, N.bit_length()) + 1
-    common = dict(HV=hv, HK=hk, K=D, BT=64, LOG_N=log_n, PRE_P=True, num_warps=cfg["prep_warps"])
-    if cfg["prep_algo"] == "fsub64":
-        mod._prep_fsub_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, **common)
-    elif cfg["prep_algo"] == "sub16":
-        ascr = torch.full((T, hv, 64), float("nan"))  # rows nobody writes must never be read
-        mod._kkt_kernel[(hv, nt)](q, k, g, beta, cu, cuc, ascr, pb, N, D**-0.5, **dict(common, num_warps=4))
-        mod._solve_kernel[(hv, nt)](ascr, beta, cu, cuc, tb, N, HV=hv, BT=64, LOG_N=log_n, PREC=cfg["prep_prec"],
-                                    ILP=cfg["sub_ilp"], num_warps=cfg["prep_warps"])
-    elif cfg["prep_algo"] == "nil64":
-        mod._prep_nil_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, PREC=cfg["prep_prec"],
-                                       MPREC=cfg["prep_merge_prec"], **common)
-    else:
-        mod._prep_kernel[(hv, nt)](q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, PREC=cfg["prep_prec"], **common)
+    ascr = torch.full((T, hv, 64), float("nan"))  # sub16's scratch: rows nobody writes must never be read
+    mod._prep(q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, max(1, N.bit_length()) + 1, int(cuc[-1]),
+              dict(cfg, pre_p=True), ascr=ascr)
     ref = torch.zeros(T, hv, 64, dtype=torch.float64)
     heads = torch.arange(hv) // (hv // hk)
     cl = cu.tolist()
@@ -205,8 +180,7 @@ def test_prep_tb_vs_float64(corr):
     # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
     # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
     errs = {}
-    for name, cfg in (("blk16", {}), ("fsub64", FSUB), ("nil64", NIL), ("sub16", SUB),
-                      ("sub16_sequential", dict(SUB, sub_ilp=False))):
+    for name, cfg in (("blk16", BLK), ("sub16", SUB), ("sub16_tf32x3", dict(SUB, prep_prec="tf32x3"))):
         tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
         errs[name] = rel(tb, ref)
         assert errs[name] <= 4e-3, (name, errs)
