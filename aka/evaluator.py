@@ -330,6 +330,26 @@ def gate_outcome(report: dict[str, Any]) -> GateOutcome:
     error = "" if report.get("passed") else (report.get("reason") or report.get("summary") or "gate failed")
     if report.get("passed") and not passed:
         error = "gate passed no shapes"
+    # the worker's own report has no duration (the parent times the process): sum the rounds
+    seconds = report.get("duration_s") or sum(r.get("seconds", 0.0) for s in report.get("results", [])
+                                               for r in s.get("rounds", []))
     detail = {"summary": report.get("summary", ""), "device": report.get("device", ""),
-              "rounds": report.get("n_rounds", 0), "seconds": report.get("duration_s", 0.0)}
+              "rounds": report.get("n_rounds", 0), "seconds": round(seconds, 3), "errors": gate_errors(report)}
     return GateOutcome(passed, error[:500], detail)
+
+
+def gate_errors(report: dict[str, Any]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per shape and output, the worst round's rel L2 against float64 beside the plain same-precision
+    implementation's: the figures an engineer reads before trusting a promoted kernel."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for shape in report.get("results", []):
+        worst: dict[str, dict[str, Any]] = {}
+        for r in shape.get("rounds", []):
+            for o in r.get("outputs", []):
+                key = (not o.get("ok", False), o.get("rel_l2") if o.get("rel_l2") is not None else float("inf"))
+                w = worst.get(o["name"])
+                if w is None or key > w["key"]:
+                    worst[o["name"]] = {"key": key, "rel_l2": o.get("rel_l2"), "plain_rel_l2": o.get("plain_rel_l2")}
+        if worst:
+            out[shape["id"]] = {n: {"rel_l2": w["rel_l2"], "plain_rel_l2": w["plain_rel_l2"]} for n, w in worst.items()}
+    return out

@@ -1,0 +1,37 @@
+"""aka.evaluator.gate_outcome: what the loop keeps of a gate report (and promoted.json shows)."""
+
+from aka.evaluator import gate_outcome
+
+
+def _round(i, ok, o_rel, s_rel, seconds=1.5):
+    return {"round": i, "seed": i, "ok": ok, "seconds": seconds, "outputs": [
+        {"name": "o", "ok": ok, "rel_l2": o_rel, "plain_rel_l2": 3.6e-3},
+        {"name": "final_state", "ok": True, "rel_l2": s_rel, "plain_rel_l2": 3.0e-3}]}
+
+
+def test_worst_round_errors_and_summed_seconds_are_kept():
+    report = {"passed": True, "summary": "2/2 shapes passed", "device": "H200", "n_rounds": 2, "duration_s": 0.0,
+              "results": [{"id": "G1", "passed": True, "rounds": [_round(0, True, 3.8e-3, 3.1e-3),
+                                                                    _round(1, True, 4.1e-3, 2.9e-3)]},
+                          {"id": "G2", "passed": True, "rounds": [_round(0, True, 3.7e-3, 3.2e-3)]}]}
+    g = gate_outcome(report)
+    assert g.passed == {"G1": [True, True], "G2": [True]} and not g.error
+    assert g.detail["errors"]["G1"] == {"o": {"rel_l2": 4.1e-3, "plain_rel_l2": 3.6e-3},
+                                        "final_state": {"rel_l2": 3.1e-3, "plain_rel_l2": 3.0e-3}}
+    assert g.detail["errors"]["G2"]["o"]["rel_l2"] == 3.7e-3
+    assert g.detail["seconds"] == 4.5  # the worker reports no duration of its own
+
+
+def test_a_failing_round_is_the_worst_even_with_a_smaller_error():
+    report = {"passed": False, "reason": "G1: o off", "n_rounds": 2,
+              "results": [{"id": "G1", "passed": False, "rounds": [_round(0, True, 9e-3, 3e-3),
+                                                                     _round(1, False, 5e-3, 3e-3)]}]}
+    g = gate_outcome(report)
+    assert g.passed == {"G1": [True, False]} and g.error == "G1: o off"
+    assert g.detail["errors"]["G1"]["o"]["rel_l2"] == 5e-3
+
+
+def test_a_parent_measured_duration_wins():
+    report = {"passed": True, "n_rounds": 1, "duration_s": 12.0,
+              "results": [{"id": "S1", "passed": True, "rounds": [_round(0, True, 1e-3, 1e-3)]}]}
+    assert gate_outcome(report).detail["seconds"] == 12.0
