@@ -44,6 +44,9 @@ class BenchOutcome:
     timing: str  # "gpu" or "interpreter"
     error: str = ""
     roofline: dict[str, float] = field(default_factory=dict)  # shape id -> fraction of the roofline (GPU)
+    # the incumbent timed interleaved with the candidate in the same worker (GPU screen): a paired
+    # ratio, free of the drift between the setup's baseline timing and this one
+    incumbent_us: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Evaluator(Protocol):
     def compile(self, path: Path) -> StageOutcome: ...
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
-               shapes: str) -> tuple[GateOutcome, BenchOutcome | None]: ...
+               shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]: ...
     def bench(self, path: Path, shapes: str) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
@@ -237,11 +240,15 @@ class RealEvaluator:
         return gate_outcome(value) if ok else GateOutcome({}, err or "gate worker failed")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
-               shapes: str) -> tuple[GateOutcome, BenchOutcome | None]:
+               shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]:
         if self._cuda_without_gpu(path):
             return GateOutcome({}, "a CUDA candidate cannot be gated without a GPU (nvcc compile only here)"), None
+        impls = [self._kernel("candidate", path)]
+        if incumbent is not None and not self.interpreter:  # paired timing; the interpreter decides nothing
+            impls.insert(0, self._kernel("incumbent", incumbent))
         payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
-                                impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
+                                impls=impls, shapes=shapes, config=self.screen_cfg,
+                                gpu_lock=None if self.interpreter else str(self.gpu_lock))
         ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2, self.interpreter)
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
@@ -295,13 +302,20 @@ def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
     from aka.gate import gate_worker
 
     report = gate_worker({**payload, "shapes": payload["gate_shapes"]})
-    bench = bench_worker(payload) if report["passed"] else None
-    return {"gate": report, "bench": bench}
+    if not report["passed"]:
+        return {"gate": report, "bench": None}
+    # exclusive: the next candidates' compile workers call kernels on the GPU too (shared lock per
+    # call); on the H200 (2026-11-29) timing beside them read 5-20% slow against the ABBA re-measure
+    with _shared_lock(payload.get("gpu_lock"), exclusive=True):
+        return {"gate": report, "bench": bench_worker(payload)}
 
 
 def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
-    times, errors, roofline = {}, [], {}
+    times, errors, roofline, inc = {}, [], {}, {}
     for row in value["rows"]:
+        ref = row["results"].get("incumbent") or {}
+        if "eager" in ref:
+            inc[row["shape"]] = ref["eager"]["median_us"]
         res = row["results"]["candidate"]
         if "eager" in res:
             times[row["shape"]] = res["eager"]["median_us"]
@@ -309,7 +323,7 @@ def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
                 roofline[row["shape"]] = res["roofline_frac"]
         else:
             errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
-    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors), roofline)
+    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors), roofline, inc)
 
 
 def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:

@@ -40,16 +40,17 @@ def is_repo(root: Path) -> bool:
     return subprocess.run(["git", "rev-parse", "--git-dir"], cwd=root, capture_output=True).returncode == 0
 
 
-def check_clean(root: Path, op: str, ours: str | None = None) -> None:
+def check_clean(root: Path, op: str, ours: str | None = None, earlier: tuple[str, ...] = ()) -> None:
     """Raise when the promoted files have uncommitted edits (staged or not).
 
     `ours`: the source being promoted; a working copy already equal to it is our own write that a
-    kill interrupted before the commit, so it is not someone's edit.
+    kill interrupted before the commit, so it is not someone's edit. `earlier`: what this run
+    promoted before without committing (--no-commit), which it may replace.
     """
     if not is_repo(root):
         return
     py = root / promoted_paths(op)[0]
-    if ours is not None and py.is_file() and py.read_text() == ours:
+    if py.is_file() and py.read_text() in {s for s in (ours, *earlier) if s is not None}:
         return
     dirty = [ln for ln in _git(root, "status", "--porcelain", "--untracked-files=all", "--",
                                 *promoted_paths(op)).splitlines() if ln.strip()]
@@ -85,11 +86,13 @@ def commit_promoted(root: Path, op: str, message: str) -> str:
     return _git(root, "rev-parse", "HEAD").strip()
 
 
-def promote(root: Path, op: str, source: str, meta: dict[str, Any], message: str, commit: bool) -> str | None:
-    """Write (and unless commit=False, commit) a promoted kernel; refuses over uncommitted edits."""
+def promote(root: Path, op: str, source: str, meta: dict[str, Any], message: str, commit: bool,
+            earlier: tuple[str, ...] = ()) -> str | None:
+    """Write (and unless commit=False, commit) a promoted kernel; refuses over uncommitted edits
+    other than this run's own earlier promotions (`earlier`, sources)."""
     if commit and not is_repo(root):
         raise GitError(f"{root} is not a git repository; use --no-commit to write the kernel without committing")
-    check_clean(root, op, ours=source)
+    check_clean(root, op, ours=source, earlier=earlier)
     write_promoted(root, op, source, meta)
     return commit_promoted(root, op, message) if commit else None
 

@@ -55,6 +55,7 @@ class State:
     incumbent: Path
     incumbent_label: str
     incumbent_times: dict[str, float]
+    incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline
     seen: dict[str, int] = field(default_factory=dict)  # code hash -> attempt that measured it
 
 
@@ -67,7 +68,8 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
 
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:
     st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
-               run["incumbent"]["label"], dict(run["baseline"]["incumbent_us"]))
+               run["incumbent"]["label"], dict(run["baseline"]["incumbent_us"]),
+               speedup(run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]) or 1.0)
     st.seen[run["incumbent"]["hash"]] = -1
     for rec in store.attempts():
         st.used.candidates += 1
@@ -82,6 +84,7 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
             st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
             st.incumbent_label = f"candidate {rec['n']}"
             st.incumbent_times = dict(rec["bench"]["times_us"])
+            st.incumbent_score = rec.get("score") or st.incumbent_score
     return st
 
 
@@ -313,7 +316,8 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     score = None
     if not rec["failed_stage"]:
         view.update(stage=f"gate {'+'.join(gate_stages[0])} + bench {bench_shapes}")
-        g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec["n"], bench_shapes)
+        g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec["n"], bench_shapes,
+                         incumbent=st.incumbent)
         _gate_into(rec, m, g, gate_stages[0])
         if not rec["failed_stage"] and b is not None:
             score = _bench_into(rec, m, b, run, st)
@@ -357,8 +361,14 @@ def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st
     if b.error or not b.times_us:
         rec["failed_stage"], m.bench_error = "bench", b.error or "no timings"
         return None
-    score = speedup(run["baseline"]["baseline_us"], b.times_us)
-    rec["bench"].update(vs_baseline=score, vs_incumbent=speedup(st.incumbent_times, b.times_us))
+    paired = speedup(b.incumbent_us, b.times_us) if getattr(b, "incumbent_us", None) else None
+    if paired is not None:  # the incumbent timed beside it: chain that ratio to the incumbent's standing
+        score, vs_inc = st.incumbent_score * paired, paired
+        rec["bench"]["incumbent_us"] = b.incumbent_us
+    else:  # against the figures of the setup (CPU, or an evaluator without paired timing)
+        score = speedup(run["baseline"]["baseline_us"], b.times_us)
+        vs_inc = speedup(st.incumbent_times, b.times_us)
+    rec["bench"].update(vs_baseline=score, vs_incumbent=vs_inc, paired=paired is not None)
     return score
 
 
@@ -387,5 +397,8 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
     rec = promoted[-1]
     source = (store.path / "candidates" / f"{rec['n']}.py").read_text()
     meta = promotion_meta(run, rec, promoted[-2] if len(promoted) > 1 else None)
-    commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit)
+    # with --no-commit this run's earlier promotions are still uncommitted edits: its own, replaceable
+    earlier = tuple((store.path / "candidates" / f"{r['n']}.py").read_text() for r in promoted[:-1])
+    commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit,
+                            earlier=earlier if not settings.commit else ())
     store.update_run(promotions=[*run.get("promotions", []), {"n": rec["n"], "commit": commit}])

@@ -51,7 +51,8 @@ class OptimizeSettings(BaseModel):
     llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
     compile_split: int = Field(3, ge=1, description="GPU: worker processes that compile one candidate's shapes")
     screen_time_cap_s: float = Field(
-        0.4, gt=0, description="GPU screen: sampling seconds per shape (40 candidates must fit in minutes)"
+        0.25, gt=0, description="GPU screen: sampling seconds per shape and implementation (the incumbent is "
+        "timed beside each candidate; 40 candidates must fit in minutes)"
     )
     compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")
     profile: bool = Field(True, description="GPU: profile the incumbent (ncu) once at the start, for the plans")

@@ -30,8 +30,12 @@ def marks(text: str) -> dict[str, str]:
 
 
 class FakeEvaluator:
-    def __init__(self, op, timing: str = "gpu", noise: float = 0.002, delay_s: float = 0.0):
+    def __init__(self, op, timing: str = "gpu", noise: float = 0.002, delay_s: float = 0.0, drift: float = 1.0,
+                 paired: bool = False):
         self.op = op
+        # drift: screen times read `drift` times the setup's (a busier or hotter GPU later in the run);
+        # paired: the screen times the incumbent beside the candidate, under the same drift
+        self.drift, self.paired = drift, paired
         self.timing = timing
         self.noise = noise
         self.delay_s = delay_s
@@ -66,9 +70,15 @@ class FakeEvaluator:
         passed = {c.id: [not fail] * rounds for s in sets for c in self.op.cases(s)}
         return GateOutcome(passed, "S1: rel_l2 3e-1 > 1e-2" if fail else "")
 
-    def screen(self, path: Path, sets: list[str], rounds: int, seed: int, shapes: str):
+    def screen(self, path: Path, sets: list[str], rounds: int, seed: int, shapes: str, incumbent: Path | None = None):
         g = self.gate(path, sets, rounds, seed)
-        return g, (None if g.error else self.bench(path, shapes))
+        if g.error:
+            return g, None
+        b = self.bench(path, shapes)
+        b.times_us = {k: v * self.drift for k, v in b.times_us.items()}
+        if self.paired and incumbent is not None:
+            b.incumbent_us = {c.id: 100.0 * self.drift / self._speed(incumbent, c.id) for c in self.op.cases(shapes)}
+        return g, b
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         self.calls.append("bench")

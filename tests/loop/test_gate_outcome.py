@@ -35,3 +35,14 @@ def test_a_parent_measured_duration_wins():
     report = {"passed": True, "n_rounds": 1, "duration_s": 12.0,
               "results": [{"id": "S1", "passed": True, "rounds": [_round(0, True, 1e-3, 1e-3)]}]}
     assert gate_outcome(report).detail["seconds"] == 12.0
+
+
+def test_bench_outcome_reads_the_incumbent_timed_beside_the_candidate():
+    from aka.evaluator import bench_outcome
+
+    rows = [{"shape": "G1", "results": {"incumbent": {"eager": {"median_us": 110.0}},
+                                        "candidate": {"eager": {"median_us": 100.0}, "roofline_frac": 0.2}}},
+            {"shape": "G2", "results": {"candidate": {"eager": {"median_us": 50.0}}}}]
+    b = bench_outcome({"kind": "gpu", "rows": rows})
+    assert b.times_us == {"G1": 100.0, "G2": 50.0} and b.incumbent_us == {"G1": 110.0}
+    assert b.timing == "gpu" and b.roofline == {"G1": 0.2} and not b.error

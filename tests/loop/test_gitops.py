@@ -57,3 +57,12 @@ def test_rollback_past_the_first_promotion_returns_to_the_baseline(project):
     gitops.rollback(project, "gdn_prefill")
     assert not (project / "kernels/gdn_prefill/promoted.py").exists()
     assert "roll back promoted kernel to baseline" in git(project, "log", "-1", "--format=%s")
+
+
+def test_no_commit_run_may_replace_its_own_earlier_promotion_but_not_an_edit(project):
+    gitops.promote(project, "gdn_prefill", "# v1\n", {"code_hash": "a1"}, "v1", commit=False)
+    gitops.promote(project, "gdn_prefill", "# v2\n", {"code_hash": "a2"}, "v2", commit=False, earlier=("# v1\n",))
+    assert (project / "kernels/gdn_prefill/promoted.py").read_text() == "# v2\n"
+    (project / "kernels/gdn_prefill/promoted.py").write_text("# hand edit\n")
+    with pytest.raises(gitops.GitError, match="uncommitted edits"):
+        gitops.promote(project, "gdn_prefill", "# v3\n", {}, "v3", commit=False, earlier=("# v1\n", "# v2\n"))

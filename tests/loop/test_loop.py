@@ -109,3 +109,33 @@ def fakes_repo():
     from fakes import REPO
 
     return REPO
+
+
+def _drift_loop(project, op, paired):
+    steps = [{"source": source(1.04, tag="a")}]  # truly 4% faster than the baseline
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), commit=False)
+    ev = FakeEvaluator(op, drift=1.15, paired=paired)  # the screen's GPU reads 15% slow
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, ScriptedBackend(steps), ev)
+    return store.attempts()[0], ev
+
+
+def test_screen_drift_hides_a_gain_unless_the_incumbent_is_timed_beside_it(project, op):
+    unpaired, ev = _drift_loop(project, op, paired=False)
+    assert unpaired["bench"]["vs_incumbent"] < 0.95 and "compare" not in ev.calls
+    assert "too small to re-measure" in unpaired["decision"]["reason"]
+    paired, ev = _drift_loop(project, op, paired=True)
+    assert paired["bench"]["paired"] and abs(paired["bench"]["vs_incumbent"] - 1.04) < 1e-9
+    assert abs(paired["score"] - 1.04) < 1e-9 and "compare" in ev.calls
+    assert paired["decision"]["promote"]
+
+
+def test_paired_scores_chain_through_promotions(project, op):
+    steps = [{"source": source(1.2, tag="a")}, {"source": source(1.32, tag="d")}]
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=2), commit=False)
+    ev = FakeEvaluator(op, drift=0.9, paired=True)
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, ScriptedBackend(steps), ev)
+    a, d = store.attempts()
+    assert a["decision"]["promote"] and d["decision"]["promote"]
+    assert abs(d["bench"]["vs_incumbent"] - 1.1) < 1e-9 and abs(d["score"] - 1.32) < 1e-9
