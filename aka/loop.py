@@ -56,6 +56,7 @@ class State:
     incumbent_label: str
     incumbent_times: dict[str, float]
     incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline
+    incumbent_shapes: dict[str, float] = field(default_factory=dict)  # ... and per shape
     seen: dict[str, int] = field(default_factory=dict)  # code hash -> attempt that measured it
 
 
@@ -69,7 +70,9 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:
     st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
                run["incumbent"]["label"], dict(run["baseline"]["incumbent_us"]),
-               speedup(run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]) or 1.0)
+               speedup(run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]) or 1.0,
+               {s: b / run["baseline"]["incumbent_us"][s] for s, b in run["baseline"]["baseline_us"].items()
+                if run["baseline"]["incumbent_us"].get(s)})
     st.seen[run["incumbent"]["hash"]] = -1
     for rec in store.attempts():
         st.used.candidates += 1
@@ -84,7 +87,9 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
             st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
             st.incumbent_label = f"candidate {rec['n']}"
             st.incumbent_times = dict(rec["bench"]["times_us"])
-            st.incumbent_score = rec.get("score") or st.incumbent_score
+            standing = rec.get("standing") or {}  # ABBA-chained; older logs: the screen's score
+            st.incumbent_score = standing.get("geomean") or rec.get("score") or st.incumbent_score
+            st.incumbent_shapes = standing.get("shapes") or st.incumbent_shapes
     return st
 
 
@@ -344,6 +349,9 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     rec["improved"] = score is not None and (st.best is None or score > st.best)
     rec["measurements"] = m.model_dump()
     rec["decision"] = decide(m, settings.rules).model_dump()
+    if rec["decision"]["promote"] and m.geomean:  # the incumbent's standing times the ABBA re-measure
+        rec["standing"] = {"geomean": st.incumbent_score * m.geomean,
+                           "shapes": {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m.ratios.items()}}
     return rec
 
 

@@ -139,3 +139,17 @@ def test_paired_scores_chain_through_promotions(project, op):
     a, d = store.attempts()
     assert a["decision"]["promote"] and d["decision"]["promote"]
     assert abs(d["bench"]["vs_incumbent"] - 1.1) < 1e-9 and abs(d["score"] - 1.32) < 1e-9
+
+
+def test_promoted_json_reads_the_abba_chain_not_the_drifting_screen(project, op):
+    steps = [{"source": source(1.2, tag="a")}, {"source": source(1.32, tag="d", slow="G2:0.98")}]
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=2))
+    ev = FakeEvaluator(op, drift=0.9)  # unpaired screen reading 10% fast
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, ScriptedBackend(steps), ev)
+    a, d = store.attempts()
+    assert abs(a["score"] - 1.2 / 0.9) < 1e-9 and abs(a["standing"]["geomean"] - 1.2) < 1e-9
+    meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
+    assert meta["attempt"] == 1 and abs(meta["speedup_vs_previous"]["G2"] - 1.1 * 0.98) < 1e-9
+    assert abs(meta["speedup_vs_baseline"]["G2"] - 1.32 * 0.98) < 1e-9
+    assert abs(meta["geomean_vs_baseline"] - 1.2 * d["measurements"]["geomean"]) < 1e-9
