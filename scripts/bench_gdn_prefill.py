@@ -296,7 +296,8 @@ def emulate_prep(chunks=24):
                              ("blk16 tf32", lambda a: _emu_blk16(a, "tf32")),
                              ("blk16 ieee", lambda a: _emu_blk16(a, "ieee")),
                              ("sub16 ieee", lambda a: _emu_sub16(a, "ieee")),
-                             ("sub16 tf32x3", lambda a: _emu_sub16(a, "tf32x3"))):
+                             ("sub16 tf32x3", lambda a: _emu_sub16(a, "tf32x3")),
+                             ("sub16 tf32", lambda a: _emu_sub16(a, "tf32"))):
                 tb = fn(a32) * beta.float()[None, :]
                 r = rows.setdefault(name, [0.0, 0.0, 0.0, 0.0, 0.0])
                 r[0] += (tb.double() - ref).norm().item() ** 2
