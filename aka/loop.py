@@ -68,11 +68,10 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
 
 
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:
+    base, inc = run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]
     st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
-               run["incumbent"]["label"], dict(run["baseline"]["incumbent_us"]),
-               speedup(run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]) or 1.0,
-               {s: b / run["baseline"]["incumbent_us"][s] for s, b in run["baseline"]["baseline_us"].items()
-                if run["baseline"]["incumbent_us"].get(s)})
+               run["incumbent"]["label"], dict(inc), speedup(base, inc) or 1.0,
+               {s: b / inc[s] for s, b in base.items() if inc.get(s)})
     st.seen[run["incumbent"]["hash"]] = -1
     for rec in store.attempts():
         st.used.candidates += 1
@@ -87,9 +86,11 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
             st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
             st.incumbent_label = f"candidate {rec['n']}"
             st.incumbent_times = dict(rec["bench"]["times_us"])
-            standing = rec.get("standing") or {}  # ABBA-chained; older logs: the screen's score
-            st.incumbent_score = standing.get("geomean") or rec.get("score") or st.incumbent_score
-            st.incumbent_shapes = standing.get("shapes") or st.incumbent_shapes
+            # the standing over the baseline: the setup's figures chained through each promotion's
+            # ABBA re-measure (the screen's times drift by several % between workers)
+            m = rec["measurements"]
+            st.incumbent_score *= m["geomean"]
+            st.incumbent_shapes = {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m["ratios"].items()}
     return st
 
 
@@ -262,7 +263,7 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
                   hardware=run["device"], history=store.attempts(), seed=settings.seed,
                   pending=[p.rec for p in pending], run_dir=str(store.path), root=str(op.root),
                   evidence=incumbent_evidence(run, store.attempts()),
-                  incumbent_score=speedup(run["baseline"]["baseline_us"], st.incumbent_times) or 1.0,
+                  incumbent_score=st.incumbent_score,
                   verify=lambda src: _verify(src, store.path / "candidates" / f"{n}.draft.py", ev),
                   notify=view.update)
     rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": "",
@@ -349,9 +350,6 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     rec["improved"] = score is not None and (st.best is None or score > st.best)
     rec["measurements"] = m.model_dump()
     rec["decision"] = decide(m, settings.rules).model_dump()
-    if rec["decision"]["promote"] and m.geomean:  # the incumbent's standing times the ABBA re-measure
-        rec["standing"] = {"geomean": st.incumbent_score * m.geomean,
-                           "shapes": {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m.ratios.items()}}
     return rec
 
 
@@ -369,7 +367,7 @@ def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st
     if b.error or not b.times_us:
         rec["failed_stage"], m.bench_error = "bench", b.error or "no timings"
         return None
-    paired = speedup(b.incumbent_us, b.times_us) if getattr(b, "incumbent_us", None) else None
+    paired = speedup(b.incumbent_us, b.times_us) if b.incumbent_us else None
     if paired is not None:  # the incumbent timed beside it: chain that ratio to the incumbent's standing
         score, vs_inc = st.incumbent_score * paired, paired
         rec["bench"]["incumbent_us"] = b.incumbent_us
@@ -404,9 +402,11 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
         return
     rec = promoted[-1]
     source = (store.path / "candidates" / f"{rec['n']}.py").read_text()
-    meta = promotion_meta(run, rec, promoted[-2] if len(promoted) > 1 else None)
+    st = rebuild(store, run)  # its standing includes this promotion
+    meta = promotion_meta(run, rec, (st.incumbent_score, st.incumbent_shapes))
     # with --no-commit this run's earlier promotions are still uncommitted edits: its own, replaceable
-    earlier = tuple((store.path / "candidates" / f"{r['n']}.py").read_text() for r in promoted[:-1])
+    earlier = () if settings.commit else tuple((store.path / "candidates" / f"{r['n']}.py").read_text()
+                                               for r in promoted[:-1])
     commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit,
-                            earlier=earlier if not settings.commit else ())
+                            earlier=earlier)
     store.update_run(promotions=[*run.get("promotions", []), {"n": rec["n"], "commit": commit}])

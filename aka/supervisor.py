@@ -111,24 +111,23 @@ def stop_reason(budget: Budget, used: BudgetUsed) -> str | None:
     return None
 
 
-def promotion_meta(run: dict[str, Any], rec: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """promoted.json: what was promoted, measured where, and how much faster than what."""
+def promotion_meta(run: dict[str, Any], rec: dict[str, Any],
+                   standing: tuple[float, dict[str, float]]) -> dict[str, Any]:
+    """promoted.json: what was promoted, measured where, and how much faster than what.
+
+    `standing`: the promoted kernel's geomean and per-shape speedup over the baseline, the ABBA
+    re-measures chained through this run's promotions (aka.loop.rebuild)."""
     times = rec["bench"]["times_us"]
-    base = run["baseline"]["baseline_us"]
-    prev = previous["bench"]["times_us"] if previous else run["baseline"]["incumbent_us"]
     dev = run["device"]
-    # speedups from the interleaved ABBA re-measure (chained through earlier promotions to the
-    # baseline) where the record has it; the screen's times against other timings drift by several %
-    standing = rec.get("standing") or {}
-    ratios = rec["measurements"].get("ratios") or {s: prev[s] / t for s, t in times.items() if s in prev}
+    # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's
+    # times, which drift by several % against timings from other workers
     return {
         "op": run["op"], "run_id": run["run_id"], "attempt": rec["n"], "code_hash": rec["code_hash"],
         "plan": rec["plan"].get("hypothesis", ""), "pattern": rec["plan"].get("pattern"), "config": rec.get("config"),
         "times_us": times, "times_note": "eager medians of the screen, µs; speedups: the ABBA re-measure",
-        "speedup_vs_baseline": standing.get("shapes") or {s: base[s] / t for s, t in times.items() if s in base},
-        "speedup_vs_previous": ratios,
+        "speedup_vs_baseline": standing[1], "speedup_vs_previous": rec["measurements"]["ratios"],
         "geomean_vs_previous": rec["measurements"]["geomean"], "noise": rec["measurements"]["noise"],
-        "geomean_vs_baseline": standing.get("geomean") or rec.get("score"),
+        "geomean_vs_baseline": standing[0],
         "gate": rec.get("gate", {}),
         "device": dev.get("name"), "driver": dev.get("driver"), "cuda": dev.get("cuda"),
         "torch": dev.get("torch"), "triton": dev.get("triton"), "python": dev.get("python"),

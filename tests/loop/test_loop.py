@@ -148,7 +148,7 @@ def test_promoted_json_reads_the_abba_chain_not_the_drifting_screen(project, op)
     store = prepare_run(project / "runs", settings, op, ev)
     run_loop(store, settings, op, ScriptedBackend(steps), ev)
     a, d = store.attempts()
-    assert abs(a["score"] - 1.2 / 0.9) < 1e-9 and abs(a["standing"]["geomean"] - 1.2) < 1e-9
+    assert abs(a["score"] - 1.2 / 0.9) < 1e-9 and abs(a["measurements"]["geomean"] - 1.2) < 1e-9
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
     assert meta["attempt"] == 1 and abs(meta["speedup_vs_previous"]["G2"] - 1.1 * 0.98) < 1e-9
     assert abs(meta["speedup_vs_baseline"]["G2"] - 1.32 * 0.98) < 1e-9
