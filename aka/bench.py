@@ -128,18 +128,22 @@ class HostTimer:
         return (time.perf_counter() - t0) * 1e6
 
 
+Hooks = tuple[Callable[[int, int], None], Callable[[int, int], None]]  # (call index, input copy)
+
+
 def time_fn(
     calls: Sequence[Callable[[], Any]],
     cfg: BenchConfig,
     timer: Timer,
     clock: Callable[[], float] = time.monotonic,
+    hooks: Hooks | None = None,
 ) -> Timing:
     """Warm up every call, then time them in rotation until the median is stable or a cap is hit.
 
     ``calls`` holds one zero-argument callable per input copy (preparation already done), so that
     consecutive timed calls read different buffers.
     """
-    return time_interleaved({"_": calls}, cfg, {"_": timer}, clock)["_"]
+    return time_interleaved({"_": calls}, cfg, {"_": timer}, clock, {"_": hooks} if hooks else None)["_"]
 
 
 def time_interleaved(
@@ -147,6 +151,7 @@ def time_interleaved(
     cfg: BenchConfig,
     timers: dict[str, Timer],
     clock: Callable[[], float] = time.monotonic,
+    hooks: dict[str, Hooks] | None = None,
 ) -> dict[str, Timing]:
     """Time several implementations in alternating blocks of ``check_every`` calls (A B C A B C ...).
 
@@ -154,6 +159,10 @@ def time_interleaved(
     kernel timed twice in a row on the H200 gave 1045.0 vs 1021.5 µs at G5 (2026-11-29). In
     alternating blocks every implementation samples the same conditions. Each keeps its own stop
     rule (converged, max_iters, or time_cap_s of its own measuring time).
+
+    ``hooks[name] = (before, after)`` run around each timed call of ``name`` with the call's index and
+    its input copy,
+    outside the timed interval and outside the time cap (aka.rotation refreshes the inputs there).
     """
     if not calls or any(not c for c in calls.values()):
         raise ValueError("time_interleaved needs at least one call per implementation")
@@ -168,14 +177,21 @@ def time_interleaved(
         for name, cs in calls.items():
             if name in stops:
                 continue
-            t0, xs = clock(), samples[name]
+            xs = samples[name]
+            before, after = (hooks or {}).get(name) or (None, None)
             for _ in range(cfg.check_every):
-                xs.append(timers[name].measure(cs[len(xs) % len(cs)]))
-                stop = _stop_rule(xs, cfg, spent[name] + clock() - t0)
+                i = len(xs)
+                if before:
+                    before(i, i % len(cs))
+                t0 = clock()
+                xs.append(timers[name].measure(cs[i % len(cs)]))
+                spent[name] += clock() - t0
+                if after:
+                    after(i, i % len(cs))
+                stop = _stop_rule(xs, cfg, spent[name])
                 if stop:
                     stops[name] = stop
                     break
-            spent[name] += clock() - t0
     return {name: make_timing(timers[name].kind, samples[name], stops[name]) for name in calls}
 
 

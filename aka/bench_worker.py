@@ -1,11 +1,15 @@
-"""Worker entries (run in a spawned process by aka.runner, or in-process in tests):
-``bench_worker`` times implementations per shape; ``compare_worker`` runs A against B (ABBA).
+"""Timing entries: ``bench_worker`` times implementations per shape; ``compare_worker`` runs A
+against B (ABBA). Both are run by aka.runner in a worker process, the checker, which never runs a
+kernel: it starts the candidate's process (aka.sandbox.Host), has it run ``bench_host`` /
+``compare_host`` there, and checks what comes back (aka.verify): the sampled timed outputs against
+the float64 reference, and every kernel's time against the op's speed of light.
 
 Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
 CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
 outputs, achieved TFLOP/s and TB/s from the op's cost model, and the fraction of the roofline at
-the device's calibrated ceilings. On CPU every timing is labelled interpreter/cpu and there is no
-roofline.
+the device's calibrated ceilings. Before every timed call the input buffer gets fresh values
+(aka.rotation), so no kernel can answer from memory. On CPU every timing is labelled
+interpreter/cpu and there is no roofline.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from aka.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn, time_interleaved
 from aka.impls import ImplRef, note_of, prepare
+from aka.rotation import Rotation
 
 
 def _setup(payload: dict[str, Any]):
@@ -75,12 +80,18 @@ def _timer(device: str, ref: ImplRef, cfg: BenchConfig, cache: dict) -> Timer:
     return cache["eager"]
 
 
-def _graph(calls, cfg: BenchConfig, cache: dict) -> tuple[dict | None, str]:
+def _graph(calls, cfg: BenchConfig, cache: dict, rot: Rotation | None = None, name: str = ""
+           ) -> tuple[dict | None, str]:
     if "graph" not in cache:
         cache["graph"] = GraphTimer(int(cfg.flush_factor * l2_bytes()))
     timer = cache["graph"]
     try:
-        replays = timer.capture(calls)
+        replays, outs = [], []
+        for c in calls:  # one graph per input copy; its output buffers are what the replays write
+            replays.append(timer.capture([c])[0])
+            outs.append(rot.current(name) if rot is not None else None)
+        if rot is not None:
+            replays = rot.replays(name, replays, outs)
     except Exception as exc:  # capture refuses unjoined side streams, host syncs, ...
         import torch
 
@@ -90,7 +101,8 @@ def _graph(calls, cfg: BenchConfig, cache: dict) -> tuple[dict | None, str]:
             pass
         first = str(exc).splitlines()[0][:160] if str(exc) else ""
         return None, f"no graph: {type(exc).__name__}: {first}"
-    return time_fn(replays, cfg, timer).model_dump(), ""
+    hooks = rot.hooks(name, "graph") if rot is not None else None
+    return time_fn(replays, cfg, timer, hooks=hooks).model_dump(), ""
 
 
 def _metrics(flops: float, nbytes: float, us: float, floor_us: float | None) -> dict[str, Any]:
@@ -113,27 +125,30 @@ def _prepare_all(refs: list[ImplRef], copies: list[dict]) -> tuple[dict[str, lis
 
 
 def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: BenchConfig, cache: dict,
-                costs: tuple[float, float, float | None]) -> dict[str, dict[str, Any]]:
+                costs: tuple[float, float, float | None], rot: Rotation) -> dict[str, dict[str, Any]]:
     """Every implementation of one shape: eager timings interleaved (drift hits all alike), then
-    peak memory and CUDA-graph replay per implementation."""
-    ready, cells = _prepare_all(refs, copies)
+    peak memory and CUDA-graph replay per implementation; fresh input values before every timed call."""
+    prepared, cells = _prepare_all(refs, copies)
+    ready = {n: rot.wrap(n, calls) for n, calls in prepared.items()}
     by_name = {r.name: r for r in refs}
     try:
-        timings = time_interleaved(ready, cfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready})
+        timings = time_interleaved(ready, cfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready},
+                                   hooks={n: rot.hooks(n, "eager") for n in ready})
     except Exception:  # one failing implementation: time each alone so the others keep their numbers
         timings = {}
         for name, calls in ready.items():
             try:
-                timings[name] = time_fn(calls, cfg, _timer(device, by_name[name], cfg, cache))
+                timings[name] = time_fn(calls, cfg, _timer(device, by_name[name], cfg, cache),
+                                        hooks=rot.hooks(name, "eager"))
             except Exception as exc:
                 cells[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     for name, eager in timings.items():
         calls = ready[name]
-        res: dict[str, Any] = {"note": note_of(calls[0]), "eager": eager.model_dump()}
+        res: dict[str, Any] = {"note": note_of(prepared[name][0]), "eager": eager.model_dump()}
         res.update(_metrics(costs[0], costs[1], eager.median_us, costs[2]))
         if device == "cuda":
             res["peak_extra_bytes"] = _peak_extra(calls[0])
-            res["graph"], res["graph_note"] = _graph(calls, cfg, cache) if cfg.graph else (None, "graph off")
+            res["graph"], res["graph_note"] = _graph(calls, cfg, cache, rot, name) if cfg.graph else (None, "graph off")
         cells[name] = res
     return {r.name: cells[r.name] for r in refs}
 
@@ -152,14 +167,43 @@ def _ceilings(device: str, notes: list[str]) -> dict | None:
 
 
 def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Time every implementation on every shape. payload: op, impls (ImplRef dicts), shapes, config?, seed?."""
+    """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.verify)."""
+    from aka.sandbox import Host
+    from aka.verify import bench_checked
+
+    with Host() as host:
+        return bench_checked(host, payload)
+
+
+def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
+    from aka.sandbox import Host
+    from aka.verify import compare_checked
+
+    with Host() as host:
+        return compare_checked(host, payload)
+
+
+def _sampled(payload: dict[str, Any], refs: list[ImplRef], shape: str) -> set[str]:
+    """Implementations whose timed outputs go back to the checker on this shape."""
+    v = payload.get("verify") or {}
+    shapes = v.get("shapes")
+    if shapes is not None and shape not in shapes:
+        return set()
+    names = v.get("impls")
+    return {r.name for r in refs if (names is None and r.kind == "kernel") or (names is not None and r.name in names)}
+
+
+def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
+    """Time every implementation on every shape (in the candidate's process). payload: op, impls (ImplRef
+    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by aka.host)."""
     import torch
 
     op, device, cfg = _setup(payload)
     refs = [ImplRef(**r) for r in payload["impls"]]
     notes: list[str] = []
     ceil = _ceilings(device, notes)
-    rows, cache = [], {}
+    rows, cache, samples = [], {}, []
     cases = op.cases(payload.get("shapes", "full"))
     t_start = time.monotonic()
     for i, case in enumerate(cases):
@@ -167,8 +211,11 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
         floor = None
         if ceil:
             floor = max(flops / (ceil["gemm_tflops"] * 1e12), nbytes / (ceil["copy_tbps"] * 1e12)) * 1e6
-        copies = [op.inputs.make_inputs(case, payload.get("seed", 0) + i, device) for i in range(cfg.input_copies)]
-        results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor))
+        seeds = [payload.get("seed", 0) + i for i in range(cfg.input_copies)]
+        copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
+        rot = _rotation(op, case, copies, seeds, payload, i, device, cfg.min_iters, _sampled(payload, refs, case.id))
+        results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor), rot)
+        samples += rot.finish(Path(payload["exchange_dir"]), f"s{i}") if "exchange_dir" in payload else []
         rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
                      "floor_us": floor, "results": results})
         _progress(payload.get("progress_path"), case.id, i + 1, len(cases), results, device,
@@ -179,7 +226,13 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
             torch.cuda.empty_cache()
     return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
             "impls": [r.name for r in refs], "ceilings": ceil, "config": cfg.model_dump(), "notes": notes,
-            "rows": rows}
+            "rows": rows, "samples": samples}
+
+
+def _rotation(op, case, copies, seeds, payload, index: int, device: str, min_calls: int, sample: set[str]) -> Rotation:
+    v = payload.get("verify") or {}
+    return Rotation(op, case, copies, seeds, int(v.get("seed", 0)) * 1000 + index + 1, device, min_calls, sample,
+                    last=bool(v.get("last", False)))
 
 
 def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, dict[str, Any]],
@@ -202,17 +255,26 @@ def _device_name(device: str) -> str:
     return torch.cuda.get_device_name(torch.cuda.current_device())
 
 
-def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """A against B, ABBA-interleaved per shape on shared inputs. payload: op, a, b (ImplRef dicts), shapes."""
+def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
+    """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
+    process). payload: op, a, b (ImplRef dicts), shapes, verify? ({impls, shapes, last, seed})."""
     from aka.compare import interleave, summarise
 
     op, device, cfg = _setup(payload)
     a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])
     cache: dict = {}
     timer = _timer(device, a, cfg, cache)
-    samples = {}
-    for case in op.cases(payload.get("shapes", "full")):
-        copies = [op.inputs.make_inputs(case, payload.get("seed", 0) + i, device) for i in range(cfg.input_copies)]
-        samples[case.id] = interleave([prepare(a, x) for x in copies], [prepare(b, x) for x in copies], cfg, timer)
+    samples, found = {}, []
+    min_calls = 2 * max(2, cfg.min_iters // 4)  # interleave's first rounds: two calls of each per round
+    for i, case in enumerate(op.cases(payload.get("shapes", "full"))):
+        seeds = [payload.get("seed", 0) + j for j in range(cfg.input_copies)]
+        copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
+        rot = _rotation(op, case, copies, seeds, payload, i, device, min_calls, _sampled(payload, [a, b], case.id))
+        calls_a = rot.wrap(a.name, [prepare(a, x) for x in copies])
+        calls_b = rot.wrap(b.name, [prepare(b, x) for x in copies])
+        samples[case.id] = interleave(calls_a, calls_b, cfg, timer,
+                                      hooks={"A": rot.hooks(a.name, "eager"), "B": rot.hooks(b.name, "eager")})
+        if "exchange_dir" in payload:
+            found += rot.finish(Path(payload["exchange_dir"]), f"c{i}")
         del copies
-    return summarise(samples, timer.kind).model_dump()
+    return {**summarise(samples, timer.kind).model_dump(), "samples": found}

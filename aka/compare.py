@@ -112,23 +112,32 @@ def interleave(
     cfg: BenchConfig,
     timer: Timer,
     clock: Callable[[], float] = time.monotonic,
+    hooks: dict[str, tuple[Callable[[int, int], None], Callable[[int, int], None]]] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Time A and B in ABBA rounds on the same input copies; returns (A samples, B samples).
 
     Both see input copy i in round i (mod copies), so neither gets a warmer cache. Rounds stop when
-    the ratio's median is stable (same rule as time_fn) or at the caps.
+    the ratio's median is stable (same rule as time_fn) or at the caps. ``hooks["A"|"B"]`` run
+    around each timed call as in aka.bench.time_interleaved (fresh inputs before every call: A and B
+    then see the same values only in expectation, which is what ABBA needs).
     """
     for call in (*calls_a, *calls_b):
         for _ in range(cfg.warmup):
             call()
     a: list[float] = []
     b: list[float] = []
-    start = clock()
+    start = clock()  # the cap counts the hooks' time too: ABBA rounds must stay short in wall time
     min_rounds = max(2, cfg.min_iters // 4)
     for r in range(max(cfg.max_iters // 4, min_rounds)):
         i = r % len(calls_a)
         for who in ABBA:
-            (a if who == "A" else b).append(timer.measure((calls_a if who == "A" else calls_b)[i]))
+            xs = a if who == "A" else b
+            before, after = (hooks or {}).get(who) or (None, None)
+            if before:
+                before(len(xs), i)
+            xs.append(timer.measure((calls_a if who == "A" else calls_b)[i]))
+            if after:
+                after(len(xs) - 1, i)
         if r + 1 >= min_rounds and median_rse(round_ratios(a, b)) <= cfg.median_rse_target:
             break
         if clock() - start >= 2 * cfg.time_cap_s:  # two implementations share the round

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import platform
+import random
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -65,6 +66,14 @@ class Evaluator(Protocol):
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
                shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]: ...
+    def _screen_checked(self, shapes: str, seed: int) -> list[str] | None:
+        """Shapes on which the screen checks the candidate's timed outputs: all in the interpreter, a few
+        drawn per candidate on a GPU (each is a float64 reference; the ABBA re-measure checks them all)."""
+        ids = [c.id for c in self.op.cases(shapes)]
+        if self.interpreter or len(ids) <= self.screen_verify:
+            return None
+        return sorted(random.Random(seed).sample(ids, self.screen_verify))
+
     def bench(self, path: Path, shapes: str) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
@@ -200,6 +209,7 @@ class RealEvaluator:
         # one lock per machine: compile calls (shared) stay out of ABBA comparisons (exclusive)
         self.gpu_lock = Path(tempfile.gettempdir()) / "aka-gpu.lock"
         self.split = max(1, settings.compile_split)
+        self.screen_verify = settings.screen_verify_shapes
 
     def _cuda_without_gpu(self, path: Path) -> bool:
         from aka.cudacheck import is_cuda_candidate
@@ -249,8 +259,11 @@ class RealEvaluator:
         return StageOutcome(not errors, errors[0] if errors else "", detail)
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
-        payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed)
-        ok, value, err = _run_task("aka.gate:gate_worker", payload, self.timeout * max(1, rounds), self.interpreter)
+        from aka.gate import GRACE_S
+
+        limit = self.timeout * max(1, rounds)
+        payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
+        ok, value, err = _run_task("aka.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
         return gate_outcome(value) if ok else GateOutcome({}, err or "gate worker failed")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
@@ -261,13 +274,22 @@ class RealEvaluator:
         if incumbent is not None and not self.interpreter:  # paired timing; the interpreter decides nothing
             impls.insert(0, self._kernel("incumbent", incumbent))
         payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
-                                impls=impls, shapes=shapes, config=self.screen_cfg,
-                                gpu_lock=None if self.interpreter else str(self.gpu_lock))
-        ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2, self.interpreter)
+                                impls=impls, shapes=shapes, config=self.screen_cfg, timeout_s=self.timeout,
+                                gpu_lock=None if self.interpreter else str(self.gpu_lock),
+                                verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed), "last": True})
+        ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2 + 60, self.interpreter)
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
         g = gate_outcome(value["gate"])
         return g, (bench_outcome(value["bench"]) if value.get("bench") else None)
+
+    def _screen_checked(self, shapes: str, seed: int) -> list[str] | None:
+        """Shapes on which the screen checks the candidate's timed outputs: all in the interpreter, a few
+        drawn per candidate on a GPU (each is a float64 reference; the ABBA re-measure checks them all)."""
+        ids = [c.id for c in self.op.cases(shapes)]
+        if self.interpreter or len(ids) <= self.screen_verify:
+            return None
+        return sorted(random.Random(seed).sample(ids, self.screen_verify))
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
@@ -298,7 +320,7 @@ class RealEvaluator:
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
-                                shapes=shapes, config=self.compare_cfg)
+                                shapes=shapes, config=self.compare_cfg, verify={"last": True})
         with _shared_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
@@ -311,17 +333,22 @@ def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int) -> dic
 
 
 def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Gate on the small sets, then (only if it passed) time every bench shape: one process start."""
-    from aka.bench_worker import bench_worker
-    from aka.gate import gate_worker
+    """Gate on the small sets, then (only if it passed) time every bench shape, in one candidate
+    process; the checker (this process) judges both."""
+    from aka.gate import gate_on
+    from aka.sandbox import Host
+    from aka.verify import bench_judged, bench_timed
 
-    report = gate_worker({**payload, "shapes": payload["gate_shapes"]})
-    if not report["passed"]:
-        return {"gate": report, "bench": None}
-    # exclusive: the next candidates' compile workers call kernels on the GPU too (shared lock per
-    # call); on the H200 (2026-11-29) timing beside them read 5-20% slow against the ABBA re-measure
-    with _shared_lock(payload.get("gpu_lock"), exclusive=True):
-        return {"gate": report, "bench": bench_worker(payload)}
+    with Host() as host:
+        report = gate_on(host, {**payload, "shapes": payload["gate_shapes"]})
+        report.stderr_tail = host.log_tail()
+        if not report.passed:
+            return {"gate": report.model_dump(), "bench": None}
+        # exclusive: the next candidates' compile workers call kernels on the GPU too (shared lock per
+        # call); on the H200 (2026-11-29) timing beside them read 5-20% slow against the ABBA re-measure
+        with _shared_lock(payload.get("gpu_lock"), exclusive=True):
+            sent, value = bench_timed(host, payload)
+        return {"gate": report.model_dump(), "bench": bench_judged(host, sent, value)}
 
 
 def bench_outcome(value: dict[str, Any]) -> BenchOutcome:

@@ -1,30 +1,36 @@
 """Correctness gate: every shape case, several rounds of fresh inputs, checked against float64.
 
 ``check_kernel`` (parent side) runs the static policy, then ``gate_worker`` in a fresh worker
-process (aka.runner). Per shape and round the worker: builds inputs from a new seed; computes the
-float64 reference and the plain same-precision outputs first, each on its own clone of the
-inputs; poisons the allocator with NaN blocks of the outputs' sizes (so a half-written output
-cannot inherit correct bytes); calls the candidate on another clone; snapshots the outputs on the
-current stream, synchronises the whole device, and checks every output (aka.gate_checks). Calls
-on one shape follow each other with different inputs, so a cached result shows as an identical
-output. A candidate that raises fails its shape; an OOM or device fault ends the worker (the
-CUDA context is lost) and the runner records the stage.
+process (aka.runner): the checker. The checker never runs candidate code: it starts the candidate's
+own process (aka.sandbox.Host, aka.host) and, per shape and round, builds inputs from a new seed
+(scalars such as the softmax scale drawn from their contract range from round 1 on, the input
+regime cycling through the contract's variants), computes the float64 reference and the plain
+same-precision outputs, hands the inputs over as bytes, and checks the bytes that come back
+(aka.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
+launched (aka.launches) and reports what only it can see (subclasses, aliasing, side streams,
+modified inputs). Calls on one shape follow each other with different inputs, so a cached result
+shows as an identical output. Whatever the candidate patches in its own process, the references
+and verdicts here are out of its reach. A candidate that raises fails its shape; a hang, a crash,
+an OOM or a device fault ends the candidate's process and the gate records the stage.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import math
+import random
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.gate_checks import OutputCheck, check_output, nan_equal
+from aka.gate_checks import OutputCheck, check_output
+from aka.launches import Launches
 
 DEFAULT_ROUNDS = 3
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
+GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadline (startup, report)
 
 
 class RoundResult(BaseModel):
@@ -32,7 +38,10 @@ class RoundResult(BaseModel):
     seed: int
     ok: bool
     reason: str = ""
+    variant: str = Field("", description="input regime of this round (the contract's input_variants)")
+    scalars: dict[str, Any] = Field(default_factory=dict, description="scalars passed (drawn), default when absent")
     outputs: list[OutputCheck] = Field(default_factory=list)
+    launches: Launches | None = Field(None, description="what the call ran (Triton, torch glue, device kernels)")
     seconds: float = 0.0
 
 
@@ -80,6 +89,7 @@ class GatePayload(BaseModel):
     rounds: int = Field(DEFAULT_ROUNDS, ge=1, description="rounds per shape (raised to 2 for the cache check)")
     seed: int = Field(0, description="base seed; every shape and round derives its own")
     fail_fast: bool = Field(False, description="stop at the first failing shape (the verdict is the same)")
+    timeout_s: float = Field(600.0, gt=0, description="the gate's deadline: a call still running then is killed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,62 +97,104 @@ class GatePayload(BaseModel):
 
 
 def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAULT_ROUNDS, seed: int = 0,
-                 timeout: float = 600.0, interpreter: bool | None = None, fail_fast: bool = False) -> GateReport:
-    """Policy check, then the gate in a fresh worker. Never raises for anything the candidate does."""
+                 timeout: float = 600.0, interpreter: bool | None = None, fail_fast: bool = False,
+                 policy: bool = True) -> GateReport:
+    """Policy check, then the gate in a fresh worker. Never raises for anything the candidate does.
+
+    ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
+    isolated gate alone rejects what the policy would have refused."""
     from aka.policy import check_source
     from aka.runner import run_task
 
     source = Path(kernel).read_text()
     head = dict(op=op.name, kernel=str(kernel), kernel_sha256=hashlib.sha256(source.encode()).hexdigest(),
                 shapes=shapes)
-    policy = check_source(source, op.spec)
-    if not policy.ok:
-        return GateReport(**head, passed=False, stage="policy", reason=str(policy.violations[0]),
-                          violations=[str(v) for v in policy.violations], summary=f"policy: {policy.violations[0]}")
+    report = check_source(source, op.spec)
+    if policy and not report.ok:
+        return GateReport(**head, passed=False, stage="policy", reason=str(report.violations[0]),
+                          violations=[str(v) for v in report.violations], summary=f"policy: {report.violations[0]}")
     payload = GatePayload(op=op.name, root=str(op.root), kernel=str(Path(kernel).resolve()), shapes=shapes,
-                          rounds=rounds, seed=seed, fail_fast=fail_fast)
-    res = run_task("aka.gate:gate_worker", payload.model_dump(), timeout=timeout, interpreter=interpreter)
+                          rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout)
+    res = run_task("aka.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S, interpreter=interpreter)
     if not res.ok:
         return GateReport(**head, passed=False, stage=res.stage, reason=res.error, stderr_tail=res.stderr_tail,
                           duration_s=res.duration_s, summary=f"{res.stage}: {res.error}")
     report = GateReport.model_validate(res.value)
-    return report.model_copy(update=dict(kernel_sha256=head["kernel_sha256"], stderr_tail=res.stderr_tail,
-                                         duration_s=res.duration_s))
+    return report.model_copy(update=dict(kernel_sha256=head["kernel_sha256"], duration_s=res.duration_s,
+                                         stderr_tail=report.stderr_tail or res.stderr_tail))
 
 
 # ---------------------------------------------------------------------------------------------
-# worker side
+# worker side: the checker
 
 
 def gate_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Entry run by aka.worker: returns a GateReport as a dict."""
+    from aka.sandbox import Host
+
+    with Host() as host:  # started first: its imports overlap the checker's
+        report = gate_on(host, payload)
+        report.stderr_tail = host.log_tail()
+    return report.model_dump()
+
+
+def device_of() -> tuple[str, bool]:
+    """('cuda' or 'cpu', interpreter?) for this process, as aka.worker selected it."""
     import torch
 
     from aka.interp import interpreter_requested
+
+    interp = interpreter_requested()
+    return ("cuda" if torch.cuda.is_available() and not interp else "cpu"), interp
+
+
+def gate_on(host, payload: dict[str, Any]) -> GateReport:
+    """The gate against an already started candidate process (the screen reuses it for timing)."""
     from aka.ops import get_op
+    from aka.sandbox import HostError
 
     cfg = GatePayload.model_validate(payload)
+    deadline = time.monotonic() + cfg.timeout_s
     op = get_op(cfg.op, Path(cfg.root))
-    interp = interpreter_requested()
-    device = "cuda" if torch.cuda.is_available() and not interp else "cpu"
+    device, interp = device_of()
     cases = resolve_cases(op, cfg.shapes, device)
-    fn = load_candidate(Path(cfg.kernel), op.spec.entry)
     n_rounds = max(cfg.rounds, MIN_CALLS)
+    base = dict(op=op.name, kernel=cfg.kernel, device=_device_name(device, interp), interpreter=interp,
+                shapes=cfg.shapes, n_rounds=n_rounds)
     results: list[ShapeResult] = []
-    for i, case in enumerate(cases):
-        results.append(check_case(op, fn, case, i, cfg.seed, n_rounds, device))
-        if cfg.fail_fast and not results[-1].passed:
-            break
+    try:
+        _load(host, cfg.kernel, op.spec.entry, deadline)
+        for i, case in enumerate(cases):
+            results.append(check_case(host, op, case, i, cfg.seed, n_rounds, device, deadline))
+            if cfg.fail_fast and not results[-1].passed:
+                break
+    except HostError as exc:  # the candidate's process is gone (or never loaded): the whole gate fails
+        why = str(exc)
+        if exc.stage == "timeout":
+            why = f"no result within {cfg.timeout_s:g} s (the gate's time limit): killed"
+        where = f"{cases[len(results)].id}: " if exc.stage != "import" and len(results) < len(cases) else ""
+        return GateReport(**base, passed=False, stage=exc.stage, reason=where + why, results=results,
+                          summary=f"{exc.stage}: {where}{why}")
     failed = [r for r in results if not r.passed]
     first = failed[0] if failed else None
     summary = f"{len(results) - len(failed)}/{len(cases)} shapes passed"
-    report = GateReport(
-        op=op.name, kernel=cfg.kernel, passed=not failed, stage=first.stage if first else None,
-        reason=f"{first.id}: {first.reason}" if first else "", device=_device_name(device, interp),
-        interpreter=interp, shapes=cfg.shapes, n_rounds=n_rounds, results=results,
+    return GateReport(
+        **base, passed=not failed, stage=first.stage if first else None,
+        reason=f"{first.id}: {first.reason}" if first else "", results=results,
         summary=summary + (f"; first failure {first.id}: {first.reason}" if first else ""),
     )
-    return report.model_dump()
+
+
+def _load(host, kernel: str, entry: str, deadline: float) -> None:
+    from aka.sandbox import HostError
+
+    ans = host.request({"cmd": "load", "kernel": kernel, "entry": entry}, timeout=_left(deadline))
+    if not ans["ok"]:
+        raise HostError(ans.get("stage") or "import", ans.get("error", ""))
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.001)
 
 
 def resolve_cases(op, shapes: str, device: str) -> list:
@@ -160,81 +212,91 @@ def resolve_cases(op, shapes: str, device: str) -> list:
     return cases
 
 
-def load_candidate(path: Path, entry: str):
-    """Import the candidate file under a private name; its entry function or TaskFailure('import')."""
-    from aka.worker import TaskFailure, one_line
-
-    spec = importlib.util.spec_from_file_location("aka_candidate", path)
-    if spec is None or spec.loader is None:
-        raise TaskFailure("import", f"{path}: cannot be imported as a module")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise TaskFailure("import", f"importing the candidate raised {one_line(exc)}") from exc
-    fn = getattr(module, entry, None)
-    if not callable(fn):
-        raise TaskFailure("import", f"the candidate defines no function '{entry}'")
-    return fn
-
-
-def check_case(op, fn, case, index: int, seed: int, n_rounds: int, device: str) -> ShapeResult:
+def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str, deadline: float) -> ShapeResult:
     """All rounds of one shape; stops at its first failing round."""
-    from aka.worker import classify, one_line
-
     rounds: list[RoundResult] = []
     prev = None
     for r in range(n_rounds):
         s = seed + 1_000_003 * r + 101 * index
         t0 = time.perf_counter()
-        try:
-            rr, prev = run_round(op, fn, case, r, s, device, prev)
-        except Exception as exc:
-            stage = classify(exc)
-            if stage in ("oom", "device-fault"):
-                raise  # the context (or the allocator) is gone: the runner records it
-            why = f"raised {one_line(exc)}" if stage == "run" else f"{stage} error: {one_line(exc)}"
-            rounds.append(RoundResult(round=r, seed=s, ok=False, reason=why))
-            return ShapeResult(id=case.id, params=case.describe(), passed=False, stage=stage,
-                               reason=f"round {r}: {why}", rounds=rounds)
+        rr, prev, stage = run_round(host, op, case, r, s, device, prev, deadline)
         rr.seconds = round(time.perf_counter() - t0, 3)
         rounds.append(rr)
         if not rr.ok:
-            return ShapeResult(id=case.id, params=case.describe(), passed=False, stage="check",
+            return ShapeResult(id=case.id, params=case.describe(), passed=False, stage=stage,
                                reason=f"round {r}: {rr.reason}", rounds=rounds)
     return ShapeResult(id=case.id, params=case.describe(), passed=True, rounds=rounds)
 
 
-def run_round(op, fn, case, r: int, seed: int, device: str, prev):
-    """One call of the candidate on fresh inputs. Returns (RoundResult, outputs kept for the next round)."""
+def draw_scalars(spec, r: int, seed: int) -> dict[str, float]:
+    """Round 0 passes no scalar (the default path); later rounds draw each drawable scalar log-uniformly
+    in its contract range, from the round's seed. Pure."""
+    if r == 0:
+        return {}
+    rng = random.Random(seed * 7919 + 17)
+    return {s.name: round(math.exp(rng.uniform(math.log(s.draw[0]), math.log(s.draw[1]))), 6)
+            for s in spec.interface.scalars if s.draw}
+
+
+def round_inputs(op, case, r: int, seed: int, device: str) -> tuple[dict[str, Any], dict[str, float], str]:
+    """(inputs, drawn scalars, input variant) of round r."""
+    variants = op.spec.input_variants
+    kw = {"variant": variants[r % len(variants)]} if variants else {}
+    return op.inputs.make_inputs(case, seed, device, **kw), draw_scalars(op.spec, r, seed), kw.get("variant", "")
+
+
+def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: float):
+    """One call of the candidate on fresh inputs: (RoundResult, outputs kept for the next round, stage)."""
     import torch
 
+    from aka import exchange
+    from aka.sandbox import HostError, write_inputs
+
     spec = op.spec
-    inputs = op.inputs.make_inputs(case, seed, device)
+    inputs, scalars, variant = round_inputs(op, case, r, seed, device)
     with torch.no_grad():
-        ref = _as_tuple(op.reference.reference(**_clone(inputs)))
-        plain = _as_tuple(op.reference.plain(**_clone(inputs)))
+        ref = _as_tuple(op.reference.reference(**_clone(inputs), **scalars))
+        plain = _as_tuple(op.reference.plain(**_clone(inputs), **scalars))
     dtypes = [getattr(torch, t.dtype) for t in spec.interface.outputs]
-    cand_in = _clone(inputs)
-    _poison([(tuple(x.shape), dt) for x, dt in zip(ref, dtypes)], device)
-    _sync(device)
-    raw = fn(**cand_in)
-    snap = _snapshot(raw) if device == "cuda" else None  # queued on the current stream, before the sync
-    _sync(device)
     names = spec.output_names()
-    outs, problem = _normalise(raw, len(names))
-    problem = problem or _stream_problem(raw, snap, names) or _input_problem(cand_in, inputs)
-    if problem:
-        return RoundResult(round=r, seed=seed, ok=False, reason=problem), None
-    tensors = {k: v for k, v in cand_in.items() if isinstance(v, torch.Tensor)}
+    expected = [{"name": n, "shape": list(x.shape), "dtype": t.dtype}
+                for n, x, t in zip(names, ref, spec.interface.outputs)]
+    refs, extra = write_inputs(host.folder, inputs)
+    req = {"cmd": "call", "device": device, "inputs": refs, "scalars": {**extra, **scalars}, "expected": expected,
+           "config": case.config, "profile": r == 0 and device == "cuda"}
+    ans = host.request(req, timeout=_left(deadline))
+    head = dict(round=r, seed=seed, variant=variant, scalars=scalars)
+    if not ans["ok"]:
+        stage = ans.get("stage") or "run"
+        if stage in ("oom", "device-fault"):
+            raise HostError(stage, ans.get("error", ""))
+        why = f"raised {ans.get('error', '')}" if stage == "run" else f"{stage} error: {ans.get('error', '')}"
+        return RoundResult(**head, ok=False, reason=why), None, stage
+    launches = Launches.model_validate(ans["launches"]) if ans.get("launches") else None
+    if ans.get("problem"):
+        return RoundResult(**head, ok=False, reason=ans["problem"], launches=launches), None, "check"
+    try:
+        outs = [_read_output(host.folder, ans["outputs"][i], expected[i], device) for i in range(len(names))]
+    except (exchange.ExchangeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        return RoundResult(**head, ok=False, reason=f"outputs came back malformed: {exc}"), None, "check"
     checks = [
-        check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], device, tensors,
+        check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], device, {},
                      prev[i] if prev else None)
         for i, (name, out) in enumerate(zip(names, outs))
     ]
     bad = [c for c in checks if not c.ok]
-    kept = [o.detach().clone() for o in outs]
-    return RoundResult(round=r, seed=seed, ok=not bad, reason=bad[0].reason if bad else "", outputs=checks), kept
+    return (RoundResult(**head, ok=not bad, reason=bad[0].reason if bad else "", outputs=checks, launches=launches),
+            outs, "check")
+
+
+def _read_output(folder: Path, raw: dict[str, Any], exp: dict[str, Any], device: str):
+    from aka import exchange
+
+    ref = exchange.TensorRef.model_validate(raw)
+    if list(ref.shape) != list(exp["shape"]) or ref.dtype != exp["dtype"]:
+        raise exchange.ExchangeError(f"{exp['name']}: described as {ref.dtype}{list(ref.shape)}, "
+                                     f"expected {exp['dtype']}{exp['shape']}")
+    return exchange.get(ref, folder, device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,59 +309,6 @@ def _as_tuple(x) -> tuple:
 
 def _clone(inputs: dict) -> dict:
     return {k: (v.clone() if hasattr(v, "clone") else v) for k, v in inputs.items()}
-
-
-def _normalise(raw, n: int) -> tuple[list, str]:
-    """Single-output ops may return one tensor; others a tuple/list of n outputs."""
-    import torch
-
-    outs = [raw] if isinstance(raw, torch.Tensor) and n == 1 else raw
-    if not isinstance(outs, (tuple, list)):
-        return [], f"returned {type(raw).__name__}, expected {n} output tensor(s)"
-    if len(outs) != n:
-        return [], f"returned {len(outs)} outputs, expected {n}"
-    return list(outs), ""
-
-
-def _poison(shapes: list[tuple[tuple, Any]], device: str) -> None:
-    """Allocate NaN-filled blocks of the outputs' sizes and free them: the allocator hands them out next."""
-    import torch
-
-    blocks = [torch.full(s, float("nan"), dtype=dt, device=device) for s, dt in shapes if dt.is_floating_point]
-    del blocks
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()  # every stream of the device, not only the current one
-
-
-def _snapshot(raw):
-    import torch
-
-    return [t.clone() if isinstance(t, torch.Tensor) else None for t in _as_tuple(raw)]
-
-
-def _stream_problem(raw, snap, names) -> str:
-    """Outputs that changed between the current-stream snapshot and the device sync were written
-    by work the caller's stream does not wait for (a side stream)."""
-    if snap is None:
-        return ""
-    for name, now, then in zip(names, _as_tuple(raw), snap):
-        if then is not None and now.shape == then.shape and not nan_equal(now, then):
-            return f"{name}: changed after the device was synchronised (work left on another stream)"
-    return ""
-
-
-def _input_problem(cand_in: dict, pristine: dict) -> str:
-    import torch
-
-    for k, v in cand_in.items():
-        if isinstance(v, torch.Tensor) and not nan_equal(v, pristine[k]):
-            return f"modified its input '{k}'"
-    return ""
 
 
 def _device_name(device: str, interp: bool) -> str:

@@ -110,3 +110,21 @@ def check_output(name: str, out, ref, plain, tol, dtype, device: str, inputs: di
 
 def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.01 else f"{x:.2%}"
+
+
+def within_tolerance(name: str, out, ref, tol) -> str:
+    """'' when ``out`` is finite and inside the contract's tolerance of the float64 ``ref``; else why.
+    What the timing's output check asks of a timed call (aka.verify); the gate asks more."""
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"{name}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
+    bad = nonfinite_fraction(out)
+    if bad:
+        return f"{name}: NaN/Inf in {_pct(bad)} of elements"
+    if out.numel() and not bool(out.any()) and bool(ref.any()):
+        return f"{name}: all zeros"
+    rel, mx = error_metrics(out, ref)
+    if rel > tol.rel_l2:
+        return f"{name}: rel L2 {rel:.2e} > {tol.rel_l2:.1e}"
+    if mx > tol.max_abs_rel:
+        return f"{name}: max element error {mx:.2e} > {tol.max_abs_rel:.1e} (of max |ref|)"
+    return ""

@@ -115,7 +115,13 @@ def checked_kernel(path: Path, op: Op) -> Path:
 _MODULES: dict[str, Any] = {}
 
 
+def adopt(path: str, module) -> None:
+    """Use an already imported module for ``path`` (the gate's, in the candidate's process)."""
+    _MODULES[str(Path(path).resolve())] = module
+
+
 def _module(path: str):
+    path = str(Path(path).resolve())
     if path not in _MODULES:  # load each file once per worker process
         _MODULES[path] = load_module(Path(path))
     return _MODULES[path]

@@ -1,16 +1,20 @@
 """Static policy for candidate kernels: an AST check that runs before any candidate code does.
 
 A candidate may import only torch, triton (jit, autotune, heuristics, Config, the language and
-its extras, tensor descriptors) and a few pure standard modules. It may call only the torch
-functions and tensor methods its contract lists as glue (allocation, views, index bookkeeping);
-everything that computes lives in its Triton kernels. Refused besides: files, network,
-subprocesses, the environment, the reference, the gate, aka, dynamic code (exec, eval,
-__import__, computed getattr), dunder access, monkeypatching a module, streams, the @ operator.
+its extras, tensor descriptors) and a few pure standard modules, and from those only a listed set
+of names (``typing.get_type_hints`` evaluates strings, ``dataclasses.sys`` is a module). It may call
+only the torch functions and tensor methods its contract lists as glue (allocation, views, index
+bookkeeping); everything that computes lives in its Triton kernels. Refused besides: files,
+network, subprocesses, the environment and argv, the reference, the gate, aka, dynamic code
+(exec, eval, compile, __import__, getattr/setattr/vars/globals), dunder access and dunder
+methods beyond a few, frame/code/traceback attributes (``gen.gi_frame.f_back``), a module reached
+or used as a value (``T = torch``, ``typing.sys.modules``), attribute assignment outside ``self``,
+streams, the @ operator.
 
-The check resolves aliases (``import torch as t``, ``from torch import matmul``), treats
-``getattr(x, "name")`` as ``x.name``, and refuses a module used as a value (``T = torch``,
-``f(torch.cuda)``), so a call cannot be laundered through another name. What it cannot see:
-arithmetic with plain operators on tensors (``(q * k).sum(-1)``); the gate and the bench judge that.
+The check resolves aliases (``import torch as t``, ``from torch import matmul``) so a call cannot
+be laundered through another name. What it cannot see: arithmetic with plain operators on tensors
+(``(q * k).sum(-1)``); aka.launches sees that at run time, and the gate runs the candidate in a
+process of its own (aka.host), so nothing it does there reaches a verdict.
 """
 
 from __future__ import annotations
@@ -28,6 +32,25 @@ _ALLOWED_MODULES = {
 }
 _ALLOWED_PREFIXES = ("triton.language.",)  # triton.language.extra.cuda.libdevice etc.
 _FREE_MODULES = {"math", "functools", "typing", "dataclasses", "itertools", "__future__"}
+# Names a candidate may take from the standard modules it may import ("*": any public non-module name).
+_STDLIB_NAMES = {
+    "math": "*",
+    "itertools": "*",
+    "__future__": {"annotations"},
+    "functools": {"lru_cache", "cache", "partial", "reduce", "wraps", "cached_property", "total_ordering",
+                  "cmp_to_key"},
+    "typing": {"Any", "Optional", "Union", "Tuple", "List", "Dict", "Callable", "Sequence", "Iterable",
+               "Mapping", "TYPE_CHECKING", "NamedTuple", "Literal", "Final", "ClassVar", "cast"},
+    "dataclasses": {"dataclass", "field", "fields", "replace", "asdict", "astuple"},
+}
+# Attributes that reach frames, code, globals, the interpreter or the environment, on any object.
+_ATTRS_REFUSED = {"gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
+                  "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next",
+                  "co_code", "co_consts", "co_names", "func_globals", "func_code", "mro", "_getframe", "modules",
+                  "builtins", "argv", "environ", "getenv", "putenv", "system", "popen", "spawn"}
+# Dunder methods a candidate's own classes may define (others change how Python or torch treat values).
+_DUNDER_DEFS_OK = {"__init__", "__post_init__", "__call__", "__repr__", "__str__", "__len__", "__iter__",
+                   "__getitem__", "__eq__", "__hash__", "__lt__", "__le__", "__enter__", "__exit__"}
 _TRITON_TOP = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language",
                "constexpr", "tools", "set_allocator", "TensorDescriptor"}
 _TRITON_TOOLS = {"tensor_descriptor"}
@@ -36,8 +59,9 @@ _TORCH_CUDA = {"is_available", "current_device", "device_count", "get_device_pro
                "get_device_capability", "get_device_name", "synchronize", "current_stream", "device"}
 _OPERATOR_REFUSED = {"matmul", "imatmul", "attrgetter", "methodcaller"}
 _CPP_EXT = ("utils", "cpp_extension", "load_inline")  # torch.utils.cpp_extension.load_inline, behind a flag
-_BUILTINS_REFUSED = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars",
-                     "setattr", "delattr", "input", "breakpoint", "exit", "quit", "help", "memoryview"}
+_BUILTINS_REFUSED = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr",
+                     "setattr", "delattr", "input", "breakpoint", "exit", "quit", "help", "memoryview", "dir",
+                     "importlib", "sys", "os"}
 _DUNDER_NAMES_OK = {"__name__"}
 
 
@@ -63,6 +87,32 @@ class PolicyReport:
     def message(self) -> str:
         """All violations on one line ('' when clean)."""
         return "; ".join(map(str, self.violations))
+
+
+def rules_text(spec, allow_cuda_extension: bool = False) -> str:
+    """What this policy allows, as the codegen prompt states it (built from the same constants)."""
+    mods = ["torch", "triton", "triton.language (and triton.language.extra.*)", "triton.tools.tensor_descriptor",
+            "operator (not matmul, attrgetter, methodcaller)"]
+    for m in ("math", "itertools", "functools", "typing", "dataclasses"):
+        names = _STDLIB_NAMES[m]
+        mods.append(m if names == "*" else f"{m} ({', '.join(sorted(names))})")
+    if allow_cuda_extension:
+        mods.append("torch.utils.cpp_extension (load_inline only)")
+    return "\n".join([
+        f"- imports allowed: {'; '.join(mods)}. Nothing else: no os, sys, subprocess, numpy, time, threading, "
+        "inspect, importlib, the reference, kernels.* or aka.",
+        "- from triton: " + ", ".join(sorted(_TRITON_TOP - {"tools", "language"})) + " and the language.",
+        f"- torch calls allowed outside kernels: torch.{', torch.'.join(spec.allowed_torch)}; from torch.cuda only "
+        f"{', '.join(sorted(_TORCH_CUDA))}.",
+        f"- tensor methods allowed outside kernels: {', '.join(spec.allowed_methods)}.",
+        "- refused: the @ operator; " + ", ".join(sorted(_BUILTINS_REFUSED - {"sys", "os", "importlib"})) +
+        "; dunder names and attributes; defining dunder methods other than " + ", ".join(sorted(_DUNDER_DEFS_OK)) +
+        "; attributes " + ", ".join(sorted(_ATTRS_REFUSED)) + "; a module used as a value; assigning to an "
+        "attribute other than self.<name>; streams, graphs and events.",
+        "- at run time torch may only allocate, view, copy, cast, fill and do integer index bookkeeping around "
+        "your Triton kernels; any other torch operator on floating-point data, or a cuBLAS/cuDNN/attention "
+        "library kernel, fails the gate.",
+    ])
 
 
 @functools.lru_cache(maxsize=1)
@@ -166,7 +216,7 @@ class _Checker(ast.NodeVisitor):
 
     # names, attributes, calls -----------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in _BUILTINS_REFUSED or node.id == "getattr":  # getattr as a call is handled in visit_Call
+        if node.id in _BUILTINS_REFUSED:
             self.refuse(node, "builtin", f"'{node.id}' is not allowed (no dynamic code, files or introspection)")
         elif node.id.startswith("__") and node.id not in _DUNDER_NAMES_OK:
             self.refuse(node, "dunder", f"'{node.id}' is not allowed")
@@ -182,24 +232,11 @@ class _Checker(ast.NodeVisitor):
                 self.refuse(node, "monkeypatch", f"assigning to '{'.'.join(parts)}' is not allowed")
             return
         self._attr_name(node, node.attr)
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and not (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            self.refuse(node, "monkeypatch", f"assigning to attribute '.{node.attr}' is not allowed "
+                                             "(only self.<name> in a class of the module)")
         self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            self._getattr(node)
-            return
-        self.generic_visit(node)
-
-    def _getattr(self, node: ast.Call) -> None:
-        if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant) or not isinstance(node.args[1].value, str):
-            self.refuse(node, "getattr", "getattr with a computed name is not allowed")
-            for a in node.args:
-                self.visit(a)
-            return
-        # getattr(x, "name") is x.name
-        self.visit(ast.copy_location(ast.Attribute(node.args[0], node.args[1].value, ast.Load()), node))
-        for a in node.args[2:]:
-            self.visit(a)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, ast.MatMult):
@@ -212,6 +249,9 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name.startswith("__") and node.name.endswith("__") and node.name not in _DUNDER_DEFS_OK:
+            self.refuse(node, "dunder", f"defining '{node.name}' is not allowed (it changes how Python or torch "
+                                        "treat a value)")
         jit = any(self._is_jit(d) for d in node.decorator_list)
         self.in_jit += jit
         self.generic_visit(node)
@@ -241,6 +281,10 @@ class _Checker(ast.NodeVisitor):
         """An attribute of something that is not a module: a method or field of a value."""
         if name.startswith("__"):
             self.refuse(node, "dunder", f"attribute '{name}' is not allowed")
+            return
+        if name in _ATTRS_REFUSED:
+            self.refuse(node, "introspection", f"attribute '.{name}' is not allowed (frames, code, globals, "
+                                               "modules and the environment are out of reach)")
             return
         if getattr(node, "_aka_safe", False):
             return  # compared or dereferenced further: never a call of the method
@@ -272,8 +316,15 @@ class _Checker(ast.NodeVisitor):
 
     def _chain_problem(self, parts: tuple[str, ...]) -> str:
         root, rest = parts[0], parts[1:]
-        if root in _FREE_MODULES or not rest:
+        if not rest:
             return ""
+        if root in _FREE_MODULES:
+            names = _STDLIB_NAMES[root]
+            if names == "*":
+                ok = not rest[0].startswith("_") and not isinstance(_resolve(parts[:2]), types.ModuleType)
+            else:
+                ok = rest[0] in names
+            return "" if ok else f"not among the names allowed from {root}"
         if root == "operator":
             return "computes a product or looks a name up" if rest[0] in _OPERATOR_REFUSED else ""
         if root == "torch":

@@ -117,14 +117,18 @@ def _read_result(path: Path) -> dict | None:
     return {k: raw[k] for k in keys if k in raw}
 
 
-def _death(code: int | None, tail: str, base: dict) -> WorkerResult:
-    """The worker exited without writing a result: a signal, os._exit, or the OOM killer."""
+def death(code: int | None, tail: str, who: str = "worker") -> tuple[str, str, str | None]:
+    """(stage, one-line error, signal name) of a process that exited without a result: a signal,
+    os._exit, or the OOM killer. Pure; the candidate's process (aka.sandbox) is judged the same way."""
     if code is not None and code < 0:
         name = signal.Signals(-code).name
-        if name == "SIGKILL":  # not ours (timeouts are handled above): the kernel's OOM killer
-            return WorkerResult(ok=False, stage="oom", signal=name,
-                                error="worker killed by SIGKILL (likely out of host memory)", **base)
-        return WorkerResult(ok=False, stage="crash", signal=name, error=f"worker died of {name}", **base)
+        if name == "SIGKILL":  # not ours (timeouts are handled by the caller): the kernel's OOM killer
+            return "oom", f"{who} killed by SIGKILL (likely out of host memory)", name
+        return "crash", f"{who} died of {name}", name
     last = tail.strip().splitlines()[-1:] or [""]
-    return WorkerResult(ok=False, stage="crash", error=f"worker exited with code {code} and no result: {last[0][:200]}",
-                        **base)
+    return "crash", f"{who} exited with code {code} and no result: {last[0][:200]}", None
+
+
+def _death(code: int | None, tail: str, base: dict) -> WorkerResult:
+    stage, error, sig = death(code, tail)
+    return WorkerResult(ok=False, stage=stage, signal=sig, error=error, **base)

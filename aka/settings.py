@@ -54,6 +54,9 @@ class OptimizeSettings(BaseModel):
         0.25, gt=0, description="GPU screen: sampling seconds per shape and implementation (the incumbent is "
         "timed beside each candidate; 40 candidates must fit in minutes)"
     )
+    screen_verify_shapes: int = Field(
+        2, ge=1, description="GPU screen: shapes (drawn per candidate) whose timed outputs are checked against "
+        "float64; the ABBA re-measure checks every shape")
     compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")
     profile: bool = Field(True, description="GPU: profile the incumbent (ncu) once at the start, for the plans")
     profile_timeout_s: float = Field(150.0, gt=0, description="cap on that profile (G1 under ncu: ~60 s on the H200)")

@@ -37,7 +37,17 @@ class ScalarSpec(_Strict):
     name: str = Field(description="keyword argument name")
     type: Literal["float", "int", "bool"]
     default: float | int | bool | None = Field(None, description="value used when the caller omits it")
+    draw: tuple[float, float] | None = Field(
+        None, description="[low, high]: from its second round on, the gate passes a value drawn log-uniformly "
+        "in this range (round 0 passes none, so the default is exercised too)")
     doc: str = ""
+
+    @field_validator("draw")
+    @classmethod
+    def _range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0 < v[0] <= v[1]:
+            raise ValueError("expected 0 < low <= high")
+        return v
 
 
 class Interface(_Strict):
@@ -100,15 +110,19 @@ class ShapeCaseBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     note: str = ""
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="CONFIG values the gate sets in the candidate for this case, to force a "
+        "code path on a small shape (e.g. context parallelism); a candidate without such a key fails the case")
 
     def params(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump().items() if k not in ("id", "note")}
+        return {k: v for k, v in self.model_dump().items() if k not in ("id", "note", "config")}
 
     def describe(self) -> str:
         """Compact text of the parameters that differ from their declared defaults."""
         fields = type(self).model_fields
         shown = {k: v for k, v in self.params().items() if fields[k].is_required() or v != fields[k].default}
-        return " ".join(f"{k}={_short(v)}" for k, v in shown.items())
+        text = " ".join(f"{k}={_short(v)}" for k, v in shown.items())
+        return text + "".join(f" CONFIG.{k}={v}" for k, v in self.config.items())
 
 
 def _short(v: Any) -> str:
@@ -128,6 +142,9 @@ class OpSpec(_Strict):
     allowed_methods: list[str] = Field(description="tensor methods a candidate may call (views, copies)")
     modules: Modules
     case_params: dict[str, ParamSpec] = Field(min_length=1)
+    input_variants: list[str] = Field(
+        default_factory=list, description="input regimes make_inputs(case, seed, device, variant=...) knows; the "
+        "gate cycles through them by round (round r uses variants[r % n]); empty: one regime")
     competitors: dict[str, str] = Field(
         default_factory=dict,
         description="external implementations to time: name -> 'path/to/module.py:function'",

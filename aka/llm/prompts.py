@@ -46,16 +46,10 @@ def interface_text(spec) -> str:
 
 
 def policy_text(spec, lang: str) -> str:
-    imports = "torch, triton, triton.language, math, functools, typing, dataclasses, itertools, operator"
-    if lang == "cuda":
-        imports += ", torch.utils.cpp_extension (load_inline only)"
-    return "\n".join([
-        f"- imports allowed: {imports}; nothing else (no os, sys, subprocess, numpy, the reference or aka).",
-        f"- torch calls allowed outside kernels: torch.{', torch.'.join(spec.allowed_torch)}.",
-        f"- tensor methods allowed: {', '.join(spec.allowed_methods)}.",
-        "- refused: the @ operator, exec/eval/open/__import__, computed getattr, dunder access, streams, "
-        "graphs, events, monkeypatching, files, network, environment.",
-    ])
+    """The static policy's rules, from aka.policy itself (so the prompt says exactly what it allows)."""
+    from aka.policy import rules_text
+
+    return rules_text(spec, allow_cuda_extension=lang == "cuda")
 
 
 def _bucket(tokens: int) -> str:

@@ -61,19 +61,23 @@ def default_scale(dim: int) -> float:
 def paged_cache(kv_lens, hkv, dim, page, gen, device, spare=0.125):
     """K/V caches and a page table with shuffled, non-contiguous pages and unused pages in the pool.
 
-    Unused pages, the tail rows of each last page and the table's padding slots hold large finite
-    garbage (stale data in a real pool): a kernel that lets them into the softmax fails the gate,
-    one that masks them passes.
+    Everything a kernel must not read is NaN: unused pages, the tail rows of each last page and page
+    0, which no sequence owns (a masked page-table load that falls back to id 0 lands on NaN too);
+    the table's padding slots point at NaN pages. NaN, not large finite garbage: garbage times a zero
+    softmax weight vanishes, NaN times zero does not, so a kernel that reads past a length fails
+    however it masks the weights.
     """
     need = [(L + page - 1) // page for L in kv_lens]
     used = sum(need)
-    pool = used + max(2, int(used * spare))
+    pool = 1 + used + max(2, int(used * spare))
     max_pages = max(max(need), 1)
-    perm = torch.randperm(pool, generator=gen, device=device).to(torch.int32)
-    k_cache = 50.0 * torch.randn(pool, page, hkv, dim, generator=gen, device=device)
-    v_cache = 50.0 * torch.randn(pool, page, hkv, dim, generator=gen, device=device)
-    table = perm[used:][torch.randint(0, pool - used, (len(kv_lens), max_pages), generator=gen,
-                                      device=device)].clone()
+    perm = (1 + torch.randperm(pool - 1, generator=gen, device=device)).to(torch.int32)  # page 0 stays unused
+    nan = float("nan")
+    k_cache = torch.full((pool, page, hkv, dim), nan, device=device)
+    v_cache = torch.full((pool, page, hkv, dim), nan, device=device)
+    spare_ids = torch.cat([torch.zeros(1, dtype=torch.int32, device=device), perm[used:]])
+    table = spare_ids[torch.randint(0, len(spare_ids), (len(kv_lens), max_pages), generator=gen,
+                                    device=device)].clone()
     at = 0
     for n, (L, cnt) in enumerate(zip(kv_lens, need)):
         ids = perm[at: at + cnt]
@@ -81,9 +85,33 @@ def paged_cache(kv_lens, hkv, dim, page, gen, device, spare=0.125):
         table[n, :cnt] = ids
         if cnt:
             real = torch.randn(cnt * page, hkv, dim, generator=gen, device=device)
-            real[L:] = 50.0 * real[L:]  # tail rows of the last page: garbage
+            real[L:] = nan  # tail rows of the last page
             k_cache[ids.long()] = real.view(cnt, page, hkv, dim)
             real = torch.randn(cnt * page, hkv, dim, generator=gen, device=device)
-            real[L:] = 50.0 * real[L:]
+            real[L:] = nan
             v_cache[ids.long()] = real.view(cnt, page, hkv, dim)
     return k_cache.to(torch.bfloat16), v_cache.to(torch.bfloat16), table
+
+
+def refresh(base: dict, kv_lens: list[int], page: int, seed: int, mag: float = 1.0) -> dict:
+    """New values for a timed call, from ``base`` and ``seed`` alone (aka.rotation): a fresh q, each
+    K and V row's sign flipped at random (NaN stays NaN), and the full pages permuted among the
+    sequences (the partial last pages, with their NaN tails, stay where they are). One pass over the
+    cache instead of generating gigabytes anew; every value a kernel reads changes."""
+    q, table = base["q"], base["page_table"]
+    device = q.device
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    out = dict(base)
+    out["q"] = (mag * torch.randn(q.shape, generator=gen, device=device)).to(q.dtype)
+    pool, rows, hkv = base["k_cache"].shape[:3]
+    for name in ("k_cache", "v_cache"):
+        sign = torch.randint(0, 2, (pool, rows, hkv, 1), generator=gen, device=device).to(torch.bfloat16) * 2 - 1
+        out[name] = base[name] * sign
+    full = torch.tensor([L // page for L in kv_lens], device=device)
+    mask = torch.arange(table.shape[1], device=device)[None, :] < full[:, None]
+    ids = table[mask]
+    new = table.clone()
+    new[mask] = ids[torch.randperm(ids.numel(), generator=gen, device=device)]
+    out["page_table"] = new
+    return out

@@ -1,5 +1,6 @@
 """Deterministic inputs for an fa4_decode case: q_len new rows per sequence, K/V in a paged pool
-with shuffled, non-contiguous pages and unused pages holding stale garbage."""
+with shuffled, non-contiguous pages; everything no sequence owns is NaN
+(kernels/_shared/paged.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
     if min(kv_lens) < case.q_len:
         raise ValueError(f"{case.id}: every kv length must hold the q_len={case.q_len} new tokens")
     k_cache, v_cache, table = _lib.paged_cache(kv_lens, case.hkv, case.dim, case.page, gen, device)
-    q = torch.randn(len(kv_lens) * case.q_len, case.hq, case.dim, generator=gen, device=device)
+    q = case.mag * torch.randn(len(kv_lens) * case.q_len, case.hq, case.dim, generator=gen, device=device)
     return {
         "q": q.to(torch.bfloat16),
         "k_cache": k_cache,
@@ -29,3 +30,8 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
         "page_table": table,
         "kv_lens": torch.tensor(kv_lens, dtype=torch.int32, device=device),
     }
+
+
+def refresh(case, base: dict, seed: int) -> dict:
+    """The inputs of a timed call: new q, K/V signs and page order from ``seed`` (aka.rotation)."""
+    return _lib.refresh(base, list(case.kv_lens), case.page, seed, case.mag)

@@ -3,6 +3,12 @@
 Distributions follow Qwen3-Next / Qwen3.5: q and k L2-normalised (the model normalises them before
 the kernel), g = -exp(A_log) * softplus(a + dt_bias) with A = exp(A_log) ~ U(1, 16) per head and
 dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 1e-1] (the models' initialisation), beta = sigmoid.
+
+Variants (the contract's ``input_variants``; the gate cycles through them by round): "qwen" as above
+(fast decay: most heads forget within tens of tokens, so an initial state barely matters), "mixed"
+(every other value head decays weakly: g ~ -1e-3, a state survives thousands of tokens) and "weak"
+(every head so). A kernel that drops h0 or a segment's carried state on some path passes "qwen"
+bit for bit and fails the other two.
 """
 
 from __future__ import annotations
@@ -18,8 +24,13 @@ def _gen(seed: int, device) -> torch.Generator:
     return gen
 
 
-def make_inputs(case, seed: int, device="cpu") -> dict:
+VARIANTS = ("qwen", "mixed", "weak")
+
+
+def make_inputs(case, seed: int, device="cpu", variant: str = "qwen") -> dict:
     """Tensors for one call: q, k, v, g, beta, cu_seqlens and (when the case asks) initial_state."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: choose one of {VARIANTS}")
     gen = _gen(seed, device)
     lens = list(case.seqlens)
     T, HK, HV, D = sum(lens), case.hk, case.hv, case.dim
@@ -40,6 +51,11 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
     dt_bias = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
     a = randn(T, HV)
     g = -A * torch.nn.functional.softplus(a + dt_bias)
+    weak = -1e-3 * torch.exp(0.5 * randn(T, HV))  # A = 1 and dt ~ 1e-3: the slowest heads the models have
+    if variant != "qwen":
+        heads = torch.arange(HV, device=device) % 2 == 1 if variant == "mixed" else torch.ones(HV, dtype=torch.bool,
+                                                                                                device=device)
+        g = torch.where(heads[None, :], weak, g)
     beta = torch.sigmoid(randn(T, HV))
     cu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int32, device=device)
     out = {"q": q, "k": k, "v": v, "g": g.contiguous(), "beta": beta.contiguous(), "cu_seqlens": cu}

@@ -15,12 +15,13 @@ REFUSED = {
     "functional_alias": ("import torch\nF = torch.nn.functional\n", 2, "'torch.nn.functional' is not allowed"),
     "import_functional": ("import torch.nn.functional as F\n", 1, "import of 'torch.nn.functional'"),
     "sdpa": ("import torch\no = torch.nn.functional.scaled_dot_product_attention\n", 2, "torch.nn"),
-    "computed_getattr": ("import torch\nx = getattr(torch, 'mat' + 'mul')\n", 2, "getattr with a computed name"),
-    "const_getattr": ("import torch\nx = getattr(torch, 'matmul')\n", 2, "'torch.matmul' is not allowed"),
+    # getattr is refused outright (a constant name included): attribute access is written as such
+    "computed_getattr": ("import torch\nx = getattr(torch, 'mat' + 'mul')\n", 2, "'getattr' is not allowed"),
+    "const_getattr": ("import torch\nx = getattr(torch, 'matmul')\n", 2, "'getattr' is not allowed"),
     "getattr_as_value": ("g = getattr\n", 1, "'getattr' is not allowed"),
     "method_call": ("def f(q, k):\n    return q.matmul(k)\n", 2, "tensor method '.matmul()'"),
     "method_laundered": ("def f(q, k):\n    m = q.bmm\n    return m(k)\n", 2, "tensor method '.bmm()'"),
-    "method_getattr": ("def f(q, k):\n    return getattr(q, 'softmax')(-1)\n", 2, "tensor method '.softmax()'"),
+    "method_getattr": ("def f(q, k):\n    return getattr(q, 'softmax')(-1)\n", 2, "'getattr' is not allowed"),
     "tensor_class_method": ("import torch\nx = torch.Tensor.matmul\n", 2, "'torch.Tensor.matmul'"),
     "at_operator": ("def f(q, k):\n    return q @ k\n", 2, "the @ operator"),
     "at_assign": ("def f(q, k):\n    q @= k\n", 2, "the @= operator"),
@@ -49,6 +50,34 @@ REFUSED = {
     "triton_escape": ("import triton.language as tl\ne = tl.core.builtins.open\n", 2, "reaches module 'builtins'"),
     "cpp_extension_unflagged": ("from torch.utils.cpp_extension import load_inline\n", 1, "torch.utils.cpp_extension"),
     "syntax": ("def (:\n", 1, "syntax error"),
+    # walks around an allowed module (issue 16): module-valued attributes, evaluating strings, frames
+    "dataclasses_sys": ("import dataclasses\nm = dataclasses.sys.modules\n", 2, "'dataclasses.sys.modules' is not allowed"),
+    "typing_sys": ("import typing\nm = typing.sys\n", 2, "'typing.sys' is not allowed"),
+    "from_dataclasses_sys": ("from dataclasses import sys\n", 1, "'dataclasses.sys' is not allowed"),
+    "dataclasses_builtins": ("import dataclasses\nb = dataclasses.builtins\n", 2, "'dataclasses.builtins'"),
+    "functools_module": ("import functools\nx = functools.abc\n", 2, "'functools.abc' is not allowed"),
+    "type_hints_eval": ("from typing import get_type_hints\n", 1, "'typing.get_type_hints' is not allowed"),
+    "forward_ref": ("import typing\nr = typing.ForwardRef('x')\n", 2, "'typing.ForwardRef' is not allowed"),
+    "itertools_private": ("import itertools\nx = itertools._tee\n", 2, "'itertools._tee' is not allowed"),
+    "gen_frame": ("def g():\n    yield 1\nf = g().gi_frame.f_back\n", 3, "attribute '.gi_frame'"),
+    "frame_globals": ("def f(fr):\n    return fr.f_globals\n", 2, "attribute '.f_globals'"),
+    "traceback_frame": ("def f(e):\n    return e.tb_frame\n", 2, "attribute '.tb_frame'"),
+    "vars": ("v = vars()\n", 1, "'vars' is not allowed"),
+    "locals": ("v = locals()\n", 1, "'locals' is not allowed"),
+    "compile": ("c = compile('1', 'x', 'eval')\n", 1, "'compile' is not allowed"),
+    "setattr": ("import torch\nsetattr(torch, 'empty', None)\n", 2, "'setattr' is not allowed"),
+    "dir": ("d = dir()\n", 1, "'dir' is not allowed"),
+    "argv": ("def f(x):\n    return x.argv\n", 2, "attribute '.argv'"),
+    "environ": ("def f(x):\n    return x.environ\n", 2, "attribute '.environ'"),
+    "mro": ("def f(x):\n    return type(x).mro()\n", 2, "attribute '.mro'"),
+    "value_monkeypatch": ("import torch\ndef f(x):\n    type(x).masked_fill = None\n", 3,
+                          "assigning to attribute '.masked_fill'"),
+    "alias_monkeypatch": ("from torch import Tensor\nTensor.masked_fill = None\n", 2,
+                          "assigning to 'torch.Tensor.masked_fill'"),
+    "torch_function": ("import torch\nclass T:\n    def __torch_function__(self, *a):\n        pass\n", 3,
+                       "defining '__torch_function__'"),
+    "finalizer": ("class T:\n    def __del__(self):\n        pass\n", 2, "defining '__del__'"),
+    "getattr_hook": ("class T:\n    def __getattr__(self, n):\n        pass\n", 2, "defining '__getattr__'"),
 }
 
 
@@ -102,6 +131,15 @@ def test_tensor_method_outside_jit_is_refused_even_if_triton_has_it():
     assert [v.message for v in report.violations] == [
         "tensor method '.exp()' is not allowed (glue only: see allowed_methods)"
     ]
+
+
+def test_self_attributes_and_own_dunders_stay_allowed():
+    src = ("from dataclasses import dataclass, field\nimport functools\n\n@dataclass\nclass Plan:\n"
+           "    n: int = 1\n    xs: list = field(default_factory=list)\n\n    def __post_init__(self):\n"
+           "        self.n = max(self.n, 1)\n\n    def __repr__(self):\n        return 'plan'\n\n"
+           "@functools.lru_cache(maxsize=None)\ndef f(n):\n    return Plan(n)\n")
+    report = check_source(src, SPEC)
+    assert report.ok, report.message
 
 
 def test_cpp_extension_behind_a_flag():

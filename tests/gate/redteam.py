@@ -1,0 +1,322 @@
+"""The red team: wrong, cheating and escaping kernels, each with the check that must reject it.
+
+Most are *mutants*: one plausible bug or cheat applied to an op's own baseline (a list of
+search/replace edits, each of which must match the baseline exactly once, and optional code
+after the imports), so they stay realistic and follow the baseline as it changes. The rest are
+files in adversarial/. ``cls`` names the escape class of docs/gate.md; ``shapes`` is what the CPU
+test runs (the cheapest shapes that must catch it; scripts/red_team.py runs smoke+edge, and the
+full set on a GPU); ``where`` is "gate" (``aka check``) or "screen" (the gate passes; the timing's
+own checks reject it); ``policy`` False runs the candidate past the static policy, to prove the
+run-time checks alone reject it (``refused`` is then what the policy says of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).parent / "adversarial"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    id: str
+    op: str
+    cls: str
+    expect: str  # regex searched in the rejection reason
+    stage: str = "check"
+    shapes: str = "smoke,edge"
+    base: str = ""  # "baseline": a mutant of the op's baseline; "": adversarial/<id>.py
+    edits: tuple[tuple[str, str], ...] = ()
+    prologue: str = ""
+    policy: bool = True
+    refused: str = ""  # with policy=False: what the static policy says of it (regex)
+    where: str = "gate"
+    gpu_only: bool = False
+    doc: str = ""
+
+
+def source_of(k: Kernel) -> str:
+    """The kernel's source: the file, or the baseline with the edits applied (each exactly once)."""
+    if not k.base:
+        return (HERE / f"{k.id}.py").read_text()
+    src = (ROOT / "kernels" / k.op / f"{k.base}.py").read_text()
+    for search, replace in k.edits:
+        n = src.count(search)
+        if n != 1:
+            raise AssertionError(f"{k.id}: edit matches the {k.op} {k.base} {n} times, not once: {search[:60]!r}")
+        src = src.replace(search, replace)
+    if k.prologue:
+        anchor = "import triton.language as tl\n"
+        assert src.count(anchor) == 1, f"{k.id}: no single '{anchor.strip()}' line to put the prologue after"
+        src = src.replace(anchor, anchor + "\n" + k.prologue.strip("\n") + "\n")
+    return f"# red team {k.id} ({k.cls}): {k.doc}\n" + src
+
+
+def materialise(k: Kernel, folder: Path) -> Path:
+    path = folder / f"{k.op}__{k.id}.py"
+    path.write_text(source_of(k))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# shared cheats (module-level code a mutant adds)
+
+_COUNT_CALLS = '''
+_CALLS = {}
+
+
+def _nth_call(q):
+    key = tuple(q.shape)
+    _CALLS[key] = _CALLS.get(key, 0) + 1
+    return _CALLS[key]
+'''
+
+_PTR_CACHE = '''
+_MEMO = {}
+'''
+
+_FRAMES = '''
+import dataclasses
+
+
+def _in_gate():
+    def probe():
+        yield dataclasses.sys._getframe(1)  # the frame that resumed the generator: the caller's
+    f = next(probe())
+    while f is not None:
+        if f.f_code.co_name in ("_call", "run_round", "gate_worker"):
+            return True
+        f = f.f_back
+    return False
+'''
+
+_PATCH_CHECKER = '''
+import dataclasses
+
+
+def _patch_checker():
+    mods = dataclasses.sys.modules
+    for name in ("aka.gate_checks", "aka.gate"):
+        m = mods.get(name)
+        if m is not None and hasattr(m, "OutputCheck"):
+            ok = m.OutputCheck
+            m.check_output = lambda name, *a, **k: ok(name=name, ok=True)
+
+
+_patch_checker()
+'''
+
+_PATCH_MASK = '''
+import typing
+
+_T = typing.sys.modules["torch"].Tensor
+_T.masked_fill = lambda self, mask, value: self  # a reference in this process would lose its causal mask
+'''
+
+_PATCH_NAN = '''
+import dataclasses
+
+_torch = dataclasses.sys.modules["torch"]
+_torch.isnan = lambda t: _torch.zeros_like(t, dtype=_torch.bool)
+_torch.isfinite = lambda t: _torch.ones_like(t, dtype=_torch.bool)
+_torch.allclose = lambda *a, **k: True
+_torch.Tensor.isnan = _torch.isnan
+'''
+
+_THREAD = '''
+import dataclasses
+
+_threading = dataclasses.sys.modules.get("threading") or __import__("threading")
+
+
+def _keep_patching():
+    import time
+    end = time.time() + 120
+    while time.time() < end:
+        for name in ("aka.gate_checks", "aka.gate", "aka.verify"):
+            m = dataclasses.sys.modules.get(name)
+            if m is not None and hasattr(m, "error_metrics"):
+                m.error_metrics = lambda out, ref: (0.0, 0.0)
+        time.sleep(0.01)
+
+
+_threading.Thread(target=_keep_patching, daemon=True).start()
+'''
+
+_ARGV = '''
+import dataclasses
+
+
+def _gate_argv():
+    return "aka.gate:gate_worker" in " ".join(dataclasses.sys.argv)
+'''
+
+_SCALE_ENTRY = ("    if softmax_scale is None:\n        softmax_scale = d ** -0.5\n",
+                "    softmax_scale = d ** -0.5  # ignores the caller's scale\n")
+
+# ---------------------------------------------------------------------------------------------
+# fa4_decode
+
+_DEC_RET = "            num_warps=4,\n        )\n    return o\n"
+_DEC_NO_MAX = ("            m_new = tl.maximum(m_i, m_blk)\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])",
+               "            m_new = m_i * 0.0\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])")
+
+DECODE = [
+    Kernel("ignores_scale", "fa4_decode", "scalars never varied", r"^S1: round 1: o: (rel L2|max element)",
+           base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
+    Kernel("reads_page_tail", "fa4_decode", "finite page garbage", r"o: NaN/Inf",
+           base="baseline", shapes="S1",
+           edits=(("        n_ok = offs_n < n_end\n        page = tl.load(pt_row",
+                   "        n_ok = offs_n < ((n_end + PAGE - 1) // PAGE) * PAGE  # whole pages\n"
+                   "        page = tl.load(pt_row"),),
+           doc="loads whole pages: the rows past kv_len enter with a zero weight"),
+    Kernel("unmasked_v_page0", "fa4_decode", "finite page garbage", r"o: NaN/Inf", base="baseline", shapes="S1",
+           edits=(("        v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],\n"
+                   "                    mask=n_ok[:, None], other=0.0)",
+                   "        v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :])"),),
+           doc="V loads unmasked: masked page-table slots fall back to page 0, weighted by p = 0"),
+    Kernel("no_max_subtraction", "fa4_decode", "overflow", r"^E8: round 0: o: NaN/Inf", base="baseline", edits=(_DEC_NO_MAX,),
+           shapes="E8", doc="softmax without its running max: exp overflows on large scores"),
+    Kernel("merge_one_step", "fa4_decode", "more splits than one merge step", r"^E6: round 0: o: (rel L2|max element)",
+           base="baseline", shapes="E6",
+           edits=(("    for s0 in range(0, n_splits, BLOCK_S):", "    for s0 in range(0, tl.minimum(n_splits, BLOCK_S), BLOCK_S):"),),
+           doc="merges only the first REDUCE_BLOCK_S splits"),
+    Kernel("empty_draft_split", "fa4_decode", "empty draft window", r"^E7: round 0: o: (NaN/Inf|rel L2)",
+           base="baseline", shapes="E7",
+           edits=(("    has = l_i > 0.0  # a draft row can see no key of a late split", "    has = l_i > -1.0"),),
+           doc="divides by l = 0 for a draft row that sees no key of a split"),
+    Kernel("drafts_see_all", "fa4_decode", "wrong maths", r"^S2: round 0: o: (rel L2|max element)", base="baseline",
+           shapes="S2",
+           edits=(("        qk = tl.where((offs_n[None, :] <= qpos[:, None]) & n_ok[None, :], qk, float(\"-inf\"))",
+                   "        qk = tl.where(n_ok[None, :], qk, float(\"-inf\"))"),),
+           doc="no causal mask among the q_len drafts"),
+    Kernel("gqa_ignores_kv_head", "fa4_decode", "wrong maths", r"^S2: round 0: o: (rel L2|max element|NaN/Inf)",
+           base="baseline", shapes="S2",
+           edits=(("    head = kvh * G + offs_m % G", "    head = offs_m % G"),), doc="query heads of KV head 0 only"),
+    Kernel("counts_calls", "fa4_decode", "call counting", r"timed output wrong", base="baseline", where="screen",
+           prologue=_COUNT_CALLS,
+           edits=(("    o = torch.empty_like(q)\n    if splits > 1:",
+                   "    o = torch.empty_like(q)\n    if _nth_call(q) > 3:\n        return o.zero_()\n    if splits > 1:"),),
+           doc="right for the gate's calls, zeros from the 4th call of a shape on"),
+    Kernel("caches_by_pointer", "fa4_decode", "input caching", r"timed output wrong|cached result", base="baseline",
+           where="screen", prologue=_PTR_CACHE,
+           edits=(("    cfg = CONFIG\n    rows, hq, d = q.shape",
+                   "    key = (q.data_ptr(), k_cache.data_ptr(), tuple(q.shape))\n    if key in _MEMO:\n"
+                   "        return _MEMO[key]\n    cfg = CONFIG\n    rows, hq, d = q.shape"),
+                  (_DEC_RET, "            num_warps=4,\n        )\n    _MEMO[key] = o\n    return o\n")),
+           doc="memoises by buffer address: free on repeated buffers"),
+    Kernel("detects_gate_by_frames", "fa4_decode", "gate detection", r"timed output wrong", base="baseline",
+           where="screen", policy=False, refused=r"attribute '\.gi_frame'|dataclasses", prologue=_FRAMES,
+           edits=(("    o = torch.empty_like(q)\n    if splits > 1:",
+                   "    o = torch.empty_like(q)\n    if not _in_gate():\n        return o.zero_()\n    if splits > 1:"),),
+           doc="walks the stack for the gate's frames; zeros when timed"),
+    Kernel("patches_checker", "fa4_decode", "in-process patching", r"^S1: round 0: o: all zeros", base="baseline",
+           policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_CHECKER,
+           shapes="S1", edits=(("    o = torch.empty_like(q)\n    if splits > 1:",
+                                "    o = torch.zeros_like(q)\n    _patch_checker()\n    return o\n    if splits > 1:"),),
+           doc="replaces aka.gate_checks.check_output with one that passes; returns zeros"),
+    Kernel("patches_isnan", "fa4_decode", "in-process patching", r"^E8: round 0: o: NaN/Inf", base="baseline",
+           policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_NAN,
+           edits=(_DEC_NO_MAX,), shapes="E8", doc="overflows to NaN and makes torch.isnan/isfinite/allclose lie"),
+    Kernel("thread_after_call", "fa4_decode", "in-process patching", r"^S1: round 1: o: (rel L2|max element)",
+           base="baseline", policy=False, refused=r"'dataclasses\.sys\.modules'|'__import__'", prologue=_THREAD,
+           edits=(_SCALE_ENTRY,), shapes="S1",
+           doc="a thread that keeps replacing the checker's error metric with zeros after the call returns"),
+    Kernel("detects_gate_by_argv", "fa4_decode", "gate detection", r"^S1: round 0: o: all zeros", base="baseline",
+           policy=False, refused=r"'dataclasses\.sys\.argv' is not allowed", prologue=_ARGV, shapes="S1",
+           edits=(("    o = torch.empty_like(q)\n    if splits > 1:",
+                   "    o = torch.empty_like(q)\n    if not _gate_argv():\n        return o.zero_()\n    if splits > 1:"),),
+           doc="correct only when argv names the gate worker (the gate ran in the candidate's process)"),
+    Kernel("torch_attention_ops", "fa4_decode", "torch compute", r"computed with torch outside its kernels",
+           shapes="S1", doc="the whole attention in plain torch operators (the policy cannot see operators)"),
+]
+
+# ---------------------------------------------------------------------------------------------
+# fa4_prefill
+
+PREFILL = [
+    Kernel("ignores_scale", "fa4_prefill", "scalars never varied", r"^S1: round 1: o: (rel L2|max element)",
+           base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
+    Kernel("no_max_subtraction", "fa4_prefill", "overflow", r"^E6: round 0: o: NaN/Inf", base="baseline", shapes="E6",
+           edits=(("    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)", "    m_new = m_i * 0.0"),),
+           doc="softmax without its running max"),
+    Kernel("causal_off_by_one", "fa4_prefill", "wrong maths", r"^S1: round 0: o: (rel L2|max element|NaN/Inf)",
+           base="baseline", shapes="S1",
+           edits=(("        qk = tl.where(offs_n[None, :] <= qpos[:, None], qk, float(\"-inf\"))",
+                   "        qk = tl.where(offs_n[None, :] <= qpos[:, None] + 1, qk, float(\"-inf\"))"),),
+           doc="each query also sees the next key"),
+    Kernel("ignores_prefix", "fa4_prefill", "wrong maths", r"^S2: round 0: o: (rel L2|max element|NaN)",
+           base="baseline", shapes="S2", edits=(("    prefix = kv_len - q_len\n", "    prefix = kv_len * 0\n"),),
+           doc="positions counted from 0, not after the cached prefix"),
+    Kernel("reads_page_tail", "fa4_prefill", "finite page garbage", r"o: NaN/Inf", base="baseline", shapes="S1",
+           edits=(("            v = tl.where(n_ok[:, None], v, 0.0)\n", ""),
+                  ("            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],\n"
+                   "                        mask=kv_mask, other=0.0)",
+                   "            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :])")),
+           doc="V rows past kv_len in the last page enter with weight 0"),
+    Kernel("counts_calls", "fa4_prefill", "call counting", r"timed output wrong", base="baseline", where="screen",
+           prologue=_COUNT_CALLS,
+           edits=(("    o = torch.empty_like(q)\n    if t_total == 0:",
+                   "    o = torch.empty_like(q)\n    if _nth_call(q) > 3:\n        return o.zero_()\n    if t_total == 0:"),),
+           doc="right for the gate's calls, zeros from the 4th on"),
+    Kernel("patches_masked_fill", "fa4_prefill", "in-process patching", r"^S1: round 0: o: (rel L2|max element|NaN)",
+           base="baseline", policy=False, refused=r"'typing\.sys\.modules' is not allowed", prologue=_PATCH_MASK, shapes="S1",
+           edits=(("        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos, True)",
+                   "        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos + 1000000, True)"),),
+           doc="non-causal attention, with torch's masked_fill made a no-op for an in-process reference"),
+    Kernel("sdpa_through_typing", "fa4_prefill", "torch compute", r"computed with torch outside its kernels",
+           policy=False, refused=r"'typing\.sys\.modules' is not allowed", shapes="S1",
+           doc="torch's own attention, reached through typing.sys.modules"),
+    Kernel("torch_attention", "fa4_prefill", "torch compute", r"computed with torch outside its kernels",
+           policy=False, refused=r"torch\.nn\.functional|\.tril", shapes="S1",
+           doc="the existing policy case, past the policy: the run-time launch check rejects it too"),
+]
+
+# ---------------------------------------------------------------------------------------------
+# gdn_prefill
+
+_GDN_SCALE = ("    scale = K**-0.5 if scale is None else float(scale)\n", "    scale = K**-0.5  # ignores the caller's scale\n")
+
+GDN = [
+    Kernel("ignores_scale", "gdn_prefill", "scalars never varied", r"^S1: round 1: o: (rel L2|max element)",
+           base="baseline", edits=(_GDN_SCALE,), shapes="S1", doc="always uses 128**-0.5"),
+    Kernel("cp_drops_h0", "gdn_prefill", "CP path never run", r"^E7: round [01]: (o|final_state): (rel L2|max element)",
+           base="baseline", shapes="E7",
+           edits=(("HAS_H0=has_h0, num_warps=cfg[\"seg_warps\"]", "HAS_H0=False, num_warps=cfg[\"seg_warps\"]"),),
+           doc="the context-parallel segment transitions leave the initial state out"),
+    # in the interpreter the binary search's stray index reads out of bounds and kills the process; on a
+    # GPU it reads the wrong sequence's rows (scripts/red_team.py records which)
+    Kernel("fixed_log2_n", "gdn_prefill", "few sequences", r"^E9: .*(died of SIG|(o|final_state): )",
+           stage="crash", base="baseline", shapes="E9", edits=(("    log_n = max(1, int(N).bit_length()) + 1\n", "    log_n = 4\n"),),
+           doc="binary search sized for at most 15 sequences"),
+    Kernel("empty_sequence_skipped", "gdn_prefill", "zero-length with h0", r"^E9: round 0: final_state: ",
+           base="baseline", shapes="E9",
+           edits=(("    t_end = tl.minimum(t_beg + SEG * BT, L)\n    i_hk = i_h // (HV // HK)\n    q_b = q_ptr",
+                   "    t_end = tl.minimum(t_beg + SEG * BT, L)\n    if L == 0:\n        return\n"
+                   "    i_hk = i_h // (HV // HK)\n    q_b = q_ptr"),),
+           doc="returns early for an empty sequence: its final state (= h0) is never written"),
+    Kernel("head_map_modulo", "gdn_prefill", "wrong maths", r"^E4: round 0: (o|final_state): ", base="baseline",
+           shapes="E4", edits=(("    i_hk = i_h // (HV // HK)\n    q_b = q_ptr", "    i_hk = i_h % HK\n    q_b = q_ptr"),),
+           doc="value head h reads q/k head h % HK instead of h // (HV/HK), in the output kernel"),
+    Kernel("no_state_decay", "gdn_prefill", "wrong maths", r"^S1: round 0: (o|final_state): ", base="baseline",
+           shapes="S1", edits=(("    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vn_b)",
+                                "    return S + tl.dot(tl.trans(kd), vn_b)"),),
+           doc="the carried state is not decayed across a chunk"),
+    Kernel("counts_calls", "gdn_prefill", "call counting", r"timed output wrong", base="baseline", where="screen",
+           prologue=_COUNT_CALLS,
+           edits=(("    return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)\n",
+                   "    o, ht = forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)\n"
+                   "    if _nth_call(q) > 3:\n        o.zero_()\n    return o, ht\n"),),
+           doc="right for the gate's calls, zeros from the 4th on"),
+    Kernel("scale_in_torch", "gdn_prefill", "torch compute", r"computed with torch outside its kernels: mul",
+           base="baseline", shapes="S1",
+           edits=(("    return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)\n",
+                   "    o, ht = forward(q, k, v, g, beta, cu_seqlens, initial_state, 1.0, CONFIG)\n"
+                   "    s = q.shape[-1] ** -0.5 if scale is None else scale\n"
+                   "    return (o.float() * s).to(o.dtype), ht\n"),),
+           doc="kernels run with scale 1 and torch scales o afterwards (o is linear in the scale)"),
+]
+
+ALL = DECODE + PREFILL + GDN

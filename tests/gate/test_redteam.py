@@ -1,0 +1,62 @@
+"""Every red-team kernel (tests/gate/redteam.py) is rejected on CPU, at the stage and for the reason
+its class names; the ones written to walk around the static policy are rejected past it too."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from aka.evaluator import RealEvaluator
+from aka.gate import check_kernel
+from aka.ops import get_op
+from aka.policy import check_source
+from aka.settings import OptimizeSettings
+
+from redteam import ALL, materialise
+
+GATE = [k for k in ALL if k.where == "gate" and not k.gpu_only]
+SCREEN = [k for k in ALL if k.where == "screen" and not k.gpu_only]
+
+
+def _ids(ks):
+    return [f"{k.op}-{k.id}" for k in ks]
+
+
+def _policy_says(k, path) -> None:
+    """A kernel run past the policy must still be one the policy refuses, for the stated reason."""
+    if k.policy:
+        return
+    report = check_source(path.read_text(), get_op(k.op).spec)
+    assert not report.ok and re.search(k.refused, report.message), report.message
+
+
+@pytest.mark.parametrize("k", GATE, ids=_ids(GATE))
+def test_gate_rejects(k, tmp_path):
+    path = materialise(k, tmp_path)
+    _policy_says(k, path)
+    report = check_kernel(get_op(k.op), path, shapes=k.shapes, rounds=2, timeout=300, fail_fast=True,
+                          interpreter=True, policy=k.policy)
+    assert not report.passed, report.summary
+    assert report.stage == k.stage and re.search(k.expect, report.reason), (
+        report.stage, report.reason, report.stderr_tail[-800:])
+
+
+@pytest.mark.parametrize("k", SCREEN, ids=_ids(SCREEN))
+def test_timing_rejects_what_the_gate_passes(k, tmp_path):
+    """Cheats that behave while the gate calls them: the screen's timing checks its own outputs."""
+    path = materialise(k, tmp_path)
+    _policy_says(k, path)
+    op = get_op(k.op)
+    ev = RealEvaluator(op, OptimizeSettings(op=k.op, interpreter=True))
+    gate, bench = ev.screen(path, ["smoke"], 2, 0, "smoke")
+    reason = gate.error or (bench.error if bench is not None else "")
+    assert re.search(k.expect, reason), (gate.error, bench)
+
+
+def test_the_red_team_is_at_least_forty_kernels():
+    from pathlib import Path
+
+    files = {p.stem for p in (Path(__file__).parent / "adversarial").glob("*.py")}
+    mutants = {f"{k.op}:{k.id}" for k in ALL if k.base}
+    assert len(files | mutants) >= 40, len(files | mutants)
