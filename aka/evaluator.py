@@ -276,7 +276,8 @@ class RealEvaluator:
         payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
                                 impls=impls, shapes=shapes, config=self.screen_cfg, timeout_s=self.timeout,
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
-                                verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed), "last": True})
+                                verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed),
+                                        "last": True})
         ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2 + 60, self.interpreter)
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None

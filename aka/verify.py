@@ -165,7 +165,10 @@ def _peaks() -> tuple[float, float] | None:
     """(bf16 dense TFLOP/s, HBM GB/s) from the device's wiki page; None when it has none."""
     from aka.hardware import detect
 
-    facts = detect()
+    try:
+        facts = detect()
+    except Exception:  # no wiki here, or a page that does not validate: no floor, never a failed candidate
+        return None
     tflops, gbs = facts.value("bf16_dense_tflops"), facts.value("hbm_bandwidth_gbs")
     return (float(tflops), float(gbs)) if facts.known and tflops and gbs else None
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -75,6 +76,8 @@ def _with_progress(payload: dict[str, Any], timeout: float, total: int):
 def _cell_time(r: dict[str, Any]) -> str:
     if "skipped" in r:
         return "[dim]skipped[/dim]"
+    if r.get("rejected"):
+        return "[red]rejected[/red]"
     if "error" in r:
         return "[red]error[/red]"
     e = r["eager"]
@@ -195,7 +198,7 @@ def bench(
     result = run_worker(payload, timeout, total=n_shapes)
     console.print(render(result))
     for line in notes(result, [s.model_dump() for s in skipped]):
-        console.print(f"[dim]note[/dim] {line}", highlight=False, soft_wrap=True)
+        console.print(f"[dim]note[/dim] {escape(line)}", highlight=False, soft_wrap=True)
     if csv_path:
         write_csv(result, csv_path)
     if json_path:

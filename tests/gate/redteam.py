@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the edits quote baseline lines verbatim)
 """The red team: wrong, cheating and escaping kernels, each with the check that must reject it.
 
 Most are *mutants*: one plausible bug or cheat applied to an op's own baseline (a list of
@@ -145,6 +146,13 @@ def _keep_patching():
 _threading.Thread(target=_keep_patching, daemon=True).start()
 '''
 
+_TIMER = '''
+import dataclasses
+
+_torch = dataclasses.sys.modules["torch"]
+_torch.cuda.Event.elapsed_time = lambda self, end: 1e-4  # every timing in this process reads 0.1 µs
+'''
+
 _ARGV = '''
 import dataclasses
 
@@ -229,6 +237,9 @@ DECODE = [
            edits=(("    o = torch.empty_like(q)\n    if splits > 1:",
                    "    o = torch.empty_like(q)\n    if not _gate_argv():\n        return o.zero_()\n    if splits > 1:"),),
            doc="correct only when argv names the gate worker (the gate ran in the candidate's process)"),
+    Kernel("patches_timer", "fa4_decode", "timer tampering", r"suspect: .*speed of light", base="baseline",
+           where="screen", policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_TIMER,
+           gpu_only=True, doc="a correct kernel that makes CUDA events read 0.1 µs (the floor catches the lie)"),
     Kernel("torch_attention_ops", "fa4_decode", "torch compute", r"computed with torch outside its kernels",
            shapes="S1", doc="the whole attention in plain torch operators (the policy cannot see operators)"),
 ]

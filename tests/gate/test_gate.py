@@ -48,3 +48,31 @@ def test_rounds_use_fresh_inputs_and_at_least_two_calls(tmp_path):
     rounds = report.results[0].rounds
     assert report.passed and report.n_rounds == 2 and len(rounds) == 2
     assert rounds[0].seed != rounds[1].seed
+
+
+def test_scalars_are_drawn_from_round_one_in_their_contract_range():
+    from aka.gate import draw_scalars
+
+    spec = get_op("fa4_prefill").spec
+    assert draw_scalars(spec, 0, 123) == {}  # round 0: the default path
+    draws = [draw_scalars(spec, 1, s)["softmax_scale"] for s in range(50)]
+    assert all(0.03 <= d <= 0.15 for d in draws) and len(set(draws)) > 40
+    assert draw_scalars(spec, 2, 7) == draw_scalars(spec, 2, 7)
+
+
+def test_a_case_that_forces_config_fails_a_candidate_without_the_key(tmp_path):
+    gdn = get_op("gdn_prefill")
+    path = tmp_path / "no_config.py"
+    path.write_text(gdn.path("baseline").read_text().replace('    "cp_min_seg_chunks": 8,', ""))
+    report = check_kernel(gdn, path, shapes="E8", rounds=2, timeout=300, interpreter=True)
+    assert report.stage == "check" and "no CONFIG key 'cp_min_seg_chunks'" in report.reason, report.reason
+
+
+def test_an_honest_screen_checks_its_timed_outputs(tmp_path):
+    from aka.evaluator import RealEvaluator
+    from aka.settings import OptimizeSettings
+
+    ev = RealEvaluator(OP, OptimizeSettings(op=OP.name, interpreter=True))
+    gate, bench = ev.screen(OP.path("baseline"), ["smoke"], 2, 0, "smoke")
+    assert not gate.error and bench is not None and not bench.error, (gate.error, bench)
+    assert set(bench.times_us) == {"S1", "S2"}

@@ -51,7 +51,8 @@ REFUSED = {
     "cpp_extension_unflagged": ("from torch.utils.cpp_extension import load_inline\n", 1, "torch.utils.cpp_extension"),
     "syntax": ("def (:\n", 1, "syntax error"),
     # walks around an allowed module (issue 16): module-valued attributes, evaluating strings, frames
-    "dataclasses_sys": ("import dataclasses\nm = dataclasses.sys.modules\n", 2, "'dataclasses.sys.modules' is not allowed"),
+    "dataclasses_sys": ("import dataclasses\nm = dataclasses.sys.modules\n", 2,
+                        "'dataclasses.sys.modules' is not allowed"),
     "typing_sys": ("import typing\nm = typing.sys\n", 2, "'typing.sys' is not allowed"),
     "from_dataclasses_sys": ("from dataclasses import sys\n", 1, "'dataclasses.sys' is not allowed"),
     "dataclasses_builtins": ("import dataclasses\nb = dataclasses.builtins\n", 2, "'dataclasses.builtins'"),

@@ -6,14 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from redteam import ALL, materialise
 
 from aka.evaluator import RealEvaluator
 from aka.gate import check_kernel
 from aka.ops import get_op
 from aka.policy import check_source
 from aka.settings import OptimizeSettings
-
-from redteam import ALL, materialise
 
 GATE = [k for k in ALL if k.where == "gate" and not k.gpu_only]
 SCREEN = [k for k in ALL if k.where == "screen" and not k.gpu_only]
@@ -60,3 +59,35 @@ def test_the_red_team_is_at_least_forty_kernels():
     files = {p.stem for p in (Path(__file__).parent / "adversarial").glob("*.py")}
     mutants = {f"{k.op}:{k.id}" for k in ALL if k.base}
     assert len(files | mutants) >= 40, len(files | mutants)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [k for k in ALL if k.gpu_only], ids=_ids([k for k in ALL if k.gpu_only]))
+def test_gpu_only_cheats_are_rejected(k, tmp_path):
+    path = materialise(k, tmp_path)
+    _policy_says(k, path)
+    ev = RealEvaluator(get_op(k.op), OptimizeSettings(op=k.op, interpreter=False))
+    gate, bench = ev.screen(path, ["smoke"], 2, 0, "D1-q1,D4-q1" if k.op == "fa4_decode" else "full")
+    reason = gate.error or (bench.error if bench is not None else "")
+    assert re.search(k.expect, reason), (gate.error, bench)
+
+
+@pytest.mark.gpu
+def test_the_gpu_gate_lists_the_device_kernels_a_call_ran():
+    op = get_op("fa4_decode")
+    report = check_kernel(op, op.path("baseline"), shapes="S1", rounds=2, timeout=300, interpreter=False)
+    assert report.passed, report.summary
+    rec = report.results[0].rounds[0].launches
+    assert rec is not None and rec.triton.get("_fa4_decode_kernel", 0) >= 1
+    assert any("_fa4_decode_kernel" in name for name in rec.device_kernels) or rec.profiler, rec
+
+
+@pytest.mark.gpu
+def test_torch_matmul_past_the_policy_is_rejected_on_gpu(tmp_path):
+    path = tmp_path / "mm.py"
+    path.write_text("import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
+                    "    x = torch.matmul(q.float().flatten(1), q.float().flatten(1).t())\n"
+                    "    return torch.zeros_like(q) + x.sum() * 0\n")
+    op = get_op("fa4_decode")
+    report = check_kernel(op, path, shapes="S1", rounds=2, timeout=300, interpreter=False, policy=False)
+    assert report.stage == "check" and "computed with torch outside its kernels" in report.reason, report.reason

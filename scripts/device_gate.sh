@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 16 on the device, in sections with their own time caps (each writes a log into $OUT):
+#   bash scripts/device_gate.sh [section ...]
+#   smoke     aka check fa4_decode smoke+edge (the candidate's process on CUDA, the profiler)
+#   full      the three baselines and the promoted gdn kernel on the full sets, 2 rounds
+#   gputests  the gate's GPU tests (device faults, OOM, side stream, profiler, timer tampering)
+#   bench     aka bench with the timed outputs checked (eager + graph), fa4_decode and gdn_prefill
+#   redteam   scripts/red_team.py: every red-team kernel on smoke+edge+full
+# CAP_<section>=seconds overrides a cap. Needs .whl/ carried (pydantic; fla-core for the fla competitor).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/aka-gate}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0 COLUMNS=160
+if ls .whl/*.whl >/dev/null 2>&1 && ! python3 -c 'import pydantic' 2>/dev/null; then
+  [ -d /tmp/site/pydantic ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:$PWD"
+else
+  export PYTHONPATH="$PWD"
+fi
+export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # kept while the machine stays warm: compile once
+sections=${*:-smoke full gputests bench redteam}
+run() {  # run NAME CAP COMMAND...
+  local name=$1 cap=$2; shift 2
+  case " $sections " in *" $name "*) ;; *) return 0 ;; esac
+  local override="CAP_$name"; cap=${!override:-$cap}
+  local t0=$SECONDS
+  echo "== $name (cap ${cap}s): $*"
+  timeout --kill-after=10 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc in $((SECONDS - t0))s" | tee -a "$OUT/$name.log"
+  tail -${TAIL:-12} "$OUT/$name.log"
+}
+python3 -c 'import sys, torch, triton, pydantic; print("python", sys.version.split()[0], "torch", torch.__version__,
+"triton", triton.__version__, "pydantic", pydantic.__version__, torch.cuda.get_device_name(0))'
+df -h /dev/shm | tail -1
+fulls() {
+  for op in gdn_prefill fa4_prefill fa4_decode; do
+    python3 -m aka check $op --kernel kernels/$op/baseline.py --shapes full --rounds 2 --json "$OUT/full_$op.json" \
+      | tail -3
+  done
+  python3 -m aka check gdn_prefill --kernel kernels/gdn_prefill/promoted.py --shapes smoke,edge,full --rounds 2 \
+    --json "$OUT/full_gdn_promoted.json" | tail -3
+}
+benches() {
+  python3 -m aka bench fa4_decode --impl baseline --shapes full --json "$OUT/bench_fa4_decode.json" | tail -30
+  python3 -m aka bench gdn_prefill --impl baseline,promoted --shapes full --json "$OUT/bench_gdn.json" | tail -16
+}
+run smoke 120 python3 -m aka check fa4_decode --shapes smoke,edge --rounds 2 --json "$OUT/smoke.json"
+run full 330 fulls
+run gputests 240 env AKA_TEST_ON_GPU=1 python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider -rfE -x \
+  tests/gate/test_redteam.py tests/gate/test_adversarial.py -k "gpu or side_stream or device_kernels or matmul"
+run bench 300 benches
+run redteam 560 python3 scripts/red_team.py --out "$OUT/redteam"

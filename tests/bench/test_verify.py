@@ -1,0 +1,88 @@
+"""The timing's own checks (aka.verify, aka.rotation): pure rules and the inputs a timed call saw."""
+
+from __future__ import annotations
+
+import torch
+
+from aka.ops import get_op
+from aka.rotation import rotated
+from aka.verify import SUSPECT, below_floor, expected_samples, speed_of_light_us
+
+
+def test_below_floor_only_under_the_suspect_fraction():
+    assert below_floor(100.0, 200.0, "eager median") == ""
+    assert below_floor(SUSPECT * 200.0, 200.0, "x") == ""
+    assert below_floor(10.0, 200.0, "eager median").startswith("suspect: eager median 10.00 µs is under 40%")
+    assert below_floor(0.0, None, "x") == ""  # no page for the device: no floor
+
+
+def test_speed_of_light_takes_the_larger_of_compute_and_memory():
+    op = get_op("fa4_decode")
+    case = op.cases("D5-q1")[0]
+    floor = speed_of_light_us(op, case, (989.5, 4800.0))
+    assert abs(floor - op.min_bytes(case) / 4.8e12 * 1e6) < 1e-6  # decode is memory-bound
+    assert speed_of_light_us(op, case, None) is None
+
+
+def test_expected_samples_wants_each_timing_of_each_sampled_kernel():
+    v = {"impls": None, "shapes": None}
+    cell = {"eager": {"median_us": 1.0}, "graph": {"median_us": 1.0}}
+    assert expected_samples(v, "candidate", "competitor", "S1", cell, None) == ""
+    none = "no timed {} output came back to be checked"
+    assert expected_samples(v, "candidate", "kernel", "S1", cell, None) == none.format("eager")
+    found = {"problem": "", "timings": ["eager"]}
+    assert expected_samples(v, "candidate", "kernel", "S1", cell, found) == none.format("graph")
+    found = {"problem": "", "timings": ["eager", "graph"]}
+    assert expected_samples(v, "candidate", "kernel", "S1", cell, found) == ""
+    assert expected_samples({"impls": ["x"], "shapes": None}, "candidate", "kernel", "S1", cell, None) == ""
+    assert expected_samples({"impls": None, "shapes": ["S2"]}, "candidate", "kernel", "S1", cell, None) == ""
+    bad = {"problem": "timed output wrong (eager call 3): o: all zeros", "timings": ["eager", "graph"]}
+    assert expected_samples(v, "candidate", "kernel", "S1", cell, bad) == bad["problem"]
+
+
+def test_paged_refresh_changes_every_value_read_and_keeps_what_must_stay():
+    op = get_op("fa4_decode")
+    case = op.cases("S2")[0]
+    base = op.inputs.make_inputs(case, 3, "cpu")
+    new = rotated(op, case, 3, 11, "cpu", base)
+    assert torch.equal(new["kv_lens"], base["kv_lens"])
+    assert not torch.equal(new["q"], base["q"])
+    nan = torch.isnan(base["k_cache"].float())
+    assert torch.equal(torch.isnan(new["k_cache"].float()), nan)  # NaN stays exactly where it was
+    assert not torch.equal(new["k_cache"][~nan], base["k_cache"][~nan])
+    # the full pages are permuted among the sequences, the partial last pages stay
+    lens = base["kv_lens"].tolist()
+    for n, L in enumerate(lens):
+        full, need = L // 128, -(-L // 128)
+        if need > full:
+            assert new["page_table"][n, full] == base["page_table"][n, full]
+    assert sorted(new["page_table"][base["page_table"] != new["page_table"]].tolist()) == sorted(
+        base["page_table"][base["page_table"] != new["page_table"]].tolist())
+    again = rotated(op, case, 3, 11, "cpu", op.inputs.make_inputs(case, 3, "cpu"))  # what the checker rebuilds
+    assert all(torch.equal(again[k].view(torch.uint8) if again[k].is_floating_point() else again[k],
+                           new[k].view(torch.uint8) if new[k].is_floating_point() else new[k]) for k in new)
+
+
+def test_page_zero_and_everything_unowned_is_nan():
+    op = get_op("fa4_prefill")
+    case = op.cases("E4")[0]
+    x = op.inputs.make_inputs(case, 0, "cpu")
+    owned = set()
+    for n, L in enumerate(x["kv_lens"].tolist()):
+        owned |= set(x["page_table"][n, : -(-L // 64)].tolist())
+        last = x["page_table"][n, (L - 1) // 64]
+        assert torch.isnan(x["k_cache"][last, (L - 1) % 64 + 1:].float()).all()  # the tail of the last page
+    assert 0 not in owned
+    unowned = [p for p in range(x["k_cache"].shape[0]) if p not in owned]
+    assert torch.isnan(x["v_cache"][unowned].float()).all()
+
+
+def test_gdn_variants_decay_as_named():
+    op = get_op("gdn_prefill")
+    case = op.cases("S1")[0]
+    qwen = op.inputs.make_inputs(case, 0, "cpu", variant="qwen")["g"]
+    mixed = op.inputs.make_inputs(case, 0, "cpu", variant="mixed")["g"]
+    weak = op.inputs.make_inputs(case, 0, "cpu", variant="weak")["g"]
+    assert weak.max() <= 0 and weak.mean() > -0.01
+    assert mixed[:, 1].mean() > -0.01 and torch.equal(mixed[:, 0], qwen[:, 0])
+    assert qwen.mean() < -0.05
