@@ -153,7 +153,11 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
     return {r.name: cells[r.name] for r in refs}
 
 
-def _ceilings(device: str, notes: list[str]) -> dict | None:
+def checker_ceilings(device: str, notes: list[str]) -> dict | None:
+    """The device's measured ceilings, calibrated (or read from the cache) in the checker's process.
+
+    Never in the candidate's: on the H200 (2026-12-01) a red-team kernel that patched CUDA events
+    made the calibration run beside it read 21,475 TB/s, and the cache kept that for every later run."""
     if device == "cpu":
         notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
         return None
@@ -202,7 +206,8 @@ def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
     op, device, cfg = _setup(payload)
     refs = [ImplRef(**r) for r in payload["impls"]]
     notes: list[str] = []
-    ceil = _ceilings(device, notes)
+    ceil = payload.get("ceilings")  # measured by the checker (aka.verify.bench_timed), never here
+    notes += payload.get("ceilings_notes", [])
     rows, cache, samples = [], {}, []
     cases = op.cases(payload.get("shapes", "full"))
     t_start = time.monotonic()

@@ -106,8 +106,21 @@ def _gemm_timing(n: int, cfg: BenchConfig, timer: CudaTimer):
     return time_fn([lambda: a @ b], cfg, timer)
 
 
+def implausible(c: Ceilings, peaks: tuple[float, float] | None) -> str:
+    """Why measured ceilings cannot be real ('' when they can): above the datasheet's peaks (bf16 dense
+    TFLOP/s, HBM GB/s) by more than 10%. A cache written by a tampered timer is caught here. Pure."""
+    if peaks is None:
+        return ""
+    if c.gemm_tflops > 1.1 * peaks[0]:
+        return f"bf16 GEMM {c.gemm_tflops:.0f} TFLOP/s is above the datasheet's {peaks[0]:.0f}"
+    if c.copy_tbps > 1.1 * 2 * peaks[1] / 1e3:  # a copy moves its bytes twice (read + write)
+        return f"copy {c.copy_tbps:.1f} TB/s is above twice the datasheet's {peaks[1] / 1e3:.1f} TB/s"
+    return ""
+
+
 def ceilings(force: bool = False) -> Ceilings:
-    """Cached ceilings for this device and driver, measuring them on a miss (GPU only)."""
+    """Cached ceilings for this device and driver, measuring them on a miss or when the cached ones are
+    implausible (GPU only)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -115,7 +128,9 @@ def ceilings(force: bool = False) -> Ceilings:
     name = torch.cuda.get_device_name(torch.cuda.current_device())
     driver = driver_version()
     cached = None if force else load_cached(name, driver)
-    if cached is not None:
+    from aka.hardware import datasheet_peaks
+
+    if cached is not None and not implausible(cached, datasheet_peaks()):
         return cached
     fresh = measure()
     store(fresh)

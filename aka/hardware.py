@@ -8,6 +8,7 @@ page's numbers. A part without a page is `known=False` with the reason, never fi
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from typing import Any
 
@@ -149,3 +150,15 @@ def detect(pages: list[Card] | None = None, index: int = 0) -> HardwareFacts:
 
         pages = load_wiki()
     return merge(detect_device(index), pages)
+
+
+@functools.cache
+def datasheet_peaks() -> tuple[float, float] | None:
+    """(bf16 dense TFLOP/s, HBM GB/s) of this process's device from its wiki page; None without a GPU
+    or a page (never raises: a missing wiki means no speed-of-light floor, not a failed candidate)."""
+    try:
+        facts = detect()
+    except Exception:
+        return None
+    tflops, gbs = facts.value("bf16_dense_tflops"), facts.value("hbm_bandwidth_gbs")
+    return (float(tflops), float(gbs)) if facts.known and tflops and gbs else None

@@ -76,6 +76,22 @@ class Rotation:
         self.kept: list[tuple[Sample, list]] = []
         self._last: dict[tuple[str, str], tuple[Sample, Any]] = {}
         self._holders: dict[str, list] = {}
+        # per buffer, which base's tensor each unchanged input currently holds (copy only on a change)
+        self._holds: list[dict[str, int | None]] = [dict.fromkeys(c, i) for i, c in enumerate(copies)]
+        self.trace: list[tuple[int, int, int, int]] = []  # (call, buffer, base seed, seed) of every refresh
+
+    def _write(self, copy: int, b: int, new: dict[str, Any]) -> None:
+        """Put a rotated input set into buffer ``copy``; tensors the refresh left as base b's are copied
+        only when the buffer holds another base's (gigabytes of KV cache stay where they are)."""
+        base = self.bases[b]
+        for k, v in new.items():
+            if not hasattr(v, "copy_"):
+                continue
+            same = base is not None and v is base.get(k)
+            if same and self._holds[copy].get(k) == b:
+                continue
+            self.copies[copy][k].copy_(v)
+            self._holds[copy][k] = b if same else None
 
     def wrap(self, name: str, calls: list) -> list:
         """Calls that remember their last output (a list cell write: no measurable cost)."""
@@ -116,11 +132,9 @@ class Rotation:
             else:
                 self.counter += 1
                 seed = self.counter
-            new = rotated(self.op, self.case, self.base_seeds[b], seed, self.device, self.bases[b])
-            for k, v in new.items():
-                if hasattr(v, "copy_"):
-                    self.copies[copy][k].copy_(v)
+            self._write(copy, b, rotated(self.op, self.case, self.base_seeds[b], seed, self.device, self.bases[b]))
             seen[i] = (self.base_seeds[b], seed)
+            self.trace.append((i, copy, self.base_seeds[b], seed))
 
         def after(i: int, copy: int) -> None:
             if name not in self.sample:

@@ -15,11 +15,11 @@ A rejected cell keeps its numbers under ``discarded`` and gets an ``error`` nami
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Any
 
+from aka.hardware import datasheet_peaks
 from aka.worker import TaskFailure
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op
@@ -57,8 +57,14 @@ def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The timing half (hold the GPU's exclusive lock around this one only)."""
-    payload = {**payload, "verify": _verify_settings(payload)}
+    """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
+    measured here, in the checker, and handed to the harness."""
+    from aka.bench_worker import checker_ceilings
+    from aka.gate import device_of
+
+    notes: list[str] = []
+    ceil = checker_ceilings(device_of()[0], notes)
+    payload = {**payload, "verify": _verify_settings(payload), "ceilings": ceil, "ceilings_notes": notes}
     return payload, run_host_task(host, "aka.bench_worker:bench_host", payload, float(payload.get("timeout_s", 3600)))
 
 
@@ -160,19 +166,6 @@ def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) 
     return out
 
 
-@functools.cache
-def _peaks() -> tuple[float, float] | None:
-    """(bf16 dense TFLOP/s, HBM GB/s) from the device's wiki page; None when it has none."""
-    from aka.hardware import detect
-
-    try:
-        facts = detect()
-    except Exception:  # no wiki here, or a page that does not validate: no floor, never a failed candidate
-        return None
-    tflops, gbs = facts.value("bf16_dense_tflops"), facts.value("hbm_bandwidth_gbs")
-    return (float(tflops), float(gbs)) if facts.known and tflops and gbs else None
-
-
 def speed_of_light_us(op, case, peaks: tuple[float, float] | None) -> float | None:
     """The op's floor on this shape at datasheet peaks, µs. Pure given the peaks."""
     if not peaks:
@@ -191,7 +184,7 @@ def below_floor(median_us: float, floor_us: float | None, label: str) -> str:
 def floor_problem(op, case, cell: dict[str, Any], device: str) -> str:
     if device != "cuda" or "eager" not in cell:
         return ""
-    floor = speed_of_light_us(op, case, _peaks())
+    floor = speed_of_light_us(op, case, datasheet_peaks())
     why = below_floor(cell["eager"]["median_us"], floor, "eager median")
     graph = cell.get("graph") or {}
     return why or (below_floor(graph["median_us"], floor, "graph replay median") if "median_us" in graph else "")

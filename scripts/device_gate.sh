@@ -46,9 +46,10 @@ benches() {
   python3 -m aka bench fa4_decode --impl baseline --shapes full --json "$OUT/bench_fa4_decode.json" | tail -30
   python3 -m aka bench gdn_prefill --impl baseline,promoted --shapes full --json "$OUT/bench_gdn.json" | tail -16
 }
+export OUT; export -f fulls benches
 run smoke 120 python3 -m aka check fa4_decode --shapes smoke,edge --rounds 2 --json "$OUT/smoke.json"
-run full 330 fulls
+run full 330 bash -c fulls
 run gputests 240 env AKA_TEST_ON_GPU=1 python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider -rfE -x \
   tests/gate/test_redteam.py tests/gate/test_adversarial.py -k "gpu or side_stream or device_kernels or matmul"
-run bench 300 benches
+run bench 300 bash -c benches
 run redteam 560 python3 scripts/red_team.py --out "$OUT/redteam"

@@ -33,5 +33,5 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
 
 
 def refresh(case, base: dict, seed: int) -> dict:
-    """The inputs of a timed call: new q, K/V signs and page order from ``seed`` (aka.rotation)."""
+    """The inputs of a timed call: a new q and page order from ``seed`` (aka.rotation)."""
     return _lib.refresh(base, list(case.kv_lens), case.page, seed, case.mag)

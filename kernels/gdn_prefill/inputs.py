@@ -70,3 +70,17 @@ def _cumsum(xs):
     for x in xs:
         total += x
         yield total
+
+
+def refresh(case, base: dict, seed: int) -> dict:
+    """The inputs of a timed call (aka.rotation): q, k and v with every (token, head) row's sign drawn
+    anew from ``seed`` (their distributions are symmetric, so the inputs stay as realistic), g, beta
+    and the state as in ``base``. The state recurrence sees other keys and values, the output another
+    query: nothing is reusable, for one elementwise pass per tensor instead of generating anew."""
+    gen = _gen(seed, base["q"].device)
+    out = dict(base)
+    for name in ("q", "k", "v"):
+        t = base[name]
+        sign = torch.randint(0, 2, (*t.shape[:2], 1), generator=gen, device=t.device).to(t.dtype) * 2 - 1
+        out[name] = t * sign
+    return out

@@ -112,3 +112,18 @@ def test_cli_names_a_skipped_competitor():
 def test_cli_bad_shape_set_fails_in_one_line():
     res = CliRunner().invoke(app, ["bench", "gdn_prefill", "--shapes", "nope"])
     assert res.exit_code != 0 and "unknown shape set or id" in str(res.exception)
+
+
+def test_the_harness_takes_its_ceilings_from_the_checker_and_never_calibrates():
+    """The calibration must not run beside the candidate (a patched timer would poison its cache)."""
+    import aka.calibrate
+    from aka.bench_worker import bench_host
+
+    payload, _ = _payload("fa4_decode", ["baseline"], "S1")
+    payload["ceilings"] = {"device": "x", "driver": "y", "copy_tbps": 1.0, "gemm_tflops": 1.0}
+    original, aka.calibrate.ceilings = aka.calibrate.ceilings, None  # calling it here would raise
+    try:
+        res = bench_host(payload)
+    finally:
+        aka.calibrate.ceilings = original
+    assert res["ceilings"]["copy_tbps"] == 1.0 and res["rows"][0]["floor_us"] > 0

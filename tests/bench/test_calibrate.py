@@ -30,3 +30,16 @@ def test_no_calibration_on_cpu():
         pytest.skip("this machine has a GPU")
     with pytest.raises(RuntimeError, match="no calibration on CPU"):
         calibrate.ceilings()
+
+
+def test_ceilings_above_the_datasheet_are_implausible():
+    """A cache written beside a tampered timer (H200, 2026-12-01: 21,475 TB/s) is measured again."""
+    from aka.calibrate import Ceilings, implausible
+
+    h200 = (989.5, 4800.0)
+    real = Ceilings(device="NVIDIA H200", driver="580", copy_tbps=4.3, gemm_tflops=788)
+    assert implausible(real, h200) == ""
+    assert implausible(real, None) == ""
+    bad = real.model_copy(update={"copy_tbps": 21474.8})
+    assert "above twice the datasheet" in implausible(bad, h200)
+    assert "above the datasheet's 990" in implausible(real.model_copy(update={"gemm_tflops": 1e7}), h200)
