@@ -321,7 +321,7 @@ class RealEvaluator:
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
-                                shapes=shapes, config=self.compare_cfg, verify={"last": True})
+                                shapes=shapes, config=self.compare_cfg)
         with _shared_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)

@@ -224,8 +224,19 @@ def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str
         rounds.append(rr)
         if not rr.ok:
             return ShapeResult(id=case.id, params=case.describe(), passed=False, stage=stage,
-                               reason=f"round {r}: {rr.reason}", rounds=rounds)
+                               reason=f"round {r}{round_label(op, rr)}: {rr.reason}", rounds=rounds)
     return ShapeResult(id=case.id, params=case.describe(), passed=True, rounds=rounds)
+
+
+def round_label(op, rr: RoundResult) -> str:
+    """' (mixed; scale=0.0942)' when the round's inputs were not the defaults: a failure names what
+    the round varied (the regime, a drawn scalar). Pure."""
+    parts = []
+    variants = op.spec.input_variants
+    if rr.variant and variants and rr.variant != variants[0]:
+        parts.append(rr.variant)
+    parts += [f"{k}={v:.4g}" for k, v in rr.scalars.items()]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def draw_scalars(spec, r: int, seed: int) -> dict[str, float]:

@@ -57,7 +57,7 @@ class Rotation:
 
     Each sampled implementation and timing (eager, graph) has a *probe*: one timed call, drawn at
     random among the first ``min_calls``, whose inputs are the same for every implementation of the
-    shape (one reference checks them all); with ``last`` the last timed call is kept too. The
+    shape (one reference checks them all); with ``last`` the last timed eager call is kept too. The
     candidate cannot tell a probe from any other call: every call gets values it has not seen.
     ``wrap`` makes prepared calls remember their output; ``hooks(name, timing)`` gives the
     (before, after) pair the timing loop runs around each timed call, outside the timed interval.
@@ -145,7 +145,7 @@ class Rotation:
                             outputs=[])
             if i == probe:  # copied: later calls overwrite a graph's output buffers
                 self.kept.append((sample, [t.clone() for t in _outputs(out)]))
-            elif self.last:
+            elif self.last and timing == "eager":  # graph replays: the probe covers them
                 self._last[(name, timing)] = (sample, out)
 
         return before, after

@@ -146,6 +146,15 @@ def _keep_patching():
 _threading.Thread(target=_keep_patching, daemon=True).start()
 '''
 
+_PATCH_DRAW = '''
+import dataclasses
+
+for _name in ("aka.gate", "aka.host"):
+    _m = dataclasses.sys.modules.get(_name)
+    if _m is not None and hasattr(_m, "draw_scalars"):
+        _m.draw_scalars = lambda *a, **k: {}  # an in-process gate would never vary the scale
+'''
+
 _TIMER = '''
 import dataclasses
 
@@ -172,7 +181,7 @@ _DEC_NO_MAX = ("            m_new = tl.maximum(m_i, m_blk)\n            p = tl.m
                "            m_new = m_i * 0.0\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])")
 
 DECODE = [
-    Kernel("ignores_scale", "fa4_decode", "scalars never varied", r"^S1: round 1: o: (rel L2|max element)",
+    Kernel("ignores_scale", "fa4_decode", "scalars never varied", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
            base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
     Kernel("reads_page_tail", "fa4_decode", "finite page garbage", r"o: NaN/Inf",
            base="baseline", shapes="S1",
@@ -228,7 +237,7 @@ DECODE = [
     Kernel("patches_isnan", "fa4_decode", "in-process patching", r"^E8: round 0: o: NaN/Inf", base="baseline",
            policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_NAN,
            edits=(_DEC_NO_MAX,), shapes="E8", doc="overflows to NaN and makes torch.isnan/isfinite/allclose lie"),
-    Kernel("thread_after_call", "fa4_decode", "in-process patching", r"^S1: round 1: o: (rel L2|max element)",
+    Kernel("thread_after_call", "fa4_decode", "in-process patching", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
            base="baseline", policy=False, refused=r"'dataclasses\.sys\.modules'|'__import__'", prologue=_THREAD,
            edits=(_SCALE_ENTRY,), shapes="S1",
            doc="a thread that keeps replacing the checker's error metric with zeros after the call returns"),
@@ -248,7 +257,7 @@ DECODE = [
 # fa4_prefill
 
 PREFILL = [
-    Kernel("ignores_scale", "fa4_prefill", "scalars never varied", r"^S1: round 1: o: (rel L2|max element)",
+    Kernel("ignores_scale", "fa4_prefill", "scalars never varied", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
            base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
     Kernel("no_max_subtraction", "fa4_prefill", "overflow", r"^E6: round 0: o: NaN/Inf", base="baseline", shapes="E6",
            edits=(("    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)", "    m_new = m_i * 0.0"),),
@@ -277,6 +286,10 @@ PREFILL = [
            edits=(("        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos, True)",
                    "        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos + 1000000, True)"),),
            doc="non-causal attention, with torch's masked_fill made a no-op for an in-process reference"),
+    Kernel("patches_scalar_draw", "fa4_prefill", "in-process patching",
+           r"^S1: round 1 \(softmax_scale=[0-9.]+\): o: (rel L2|max element)", base="baseline", policy=False,
+           refused=r"'dataclasses\.sys\.modules(\.get)?' is not allowed", prologue=_PATCH_DRAW, edits=(_SCALE_ENTRY,),
+           shapes="S1", doc="ignores the scale and turns off aka's scalar draw where it can reach it"),
     Kernel("sdpa_through_typing", "fa4_prefill", "torch compute", r"computed with torch outside its kernels",
            policy=False, refused=r"'typing\.sys\.modules' is not allowed", shapes="S1",
            doc="torch's own attention, reached through typing.sys.modules"),
@@ -291,9 +304,9 @@ PREFILL = [
 _GDN_SCALE = ("    scale = K**-0.5 if scale is None else float(scale)\n", "    scale = K**-0.5  # ignores the caller's scale\n")
 
 GDN = [
-    Kernel("ignores_scale", "gdn_prefill", "scalars never varied", r"^S1: round 1: o: (rel L2|max element)",
+    Kernel("ignores_scale", "gdn_prefill", "scalars never varied", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
            base="baseline", edits=(_GDN_SCALE,), shapes="S1", doc="always uses 128**-0.5"),
-    Kernel("cp_drops_h0", "gdn_prefill", "CP path never run", r"^E7: round [01]: (o|final_state): (rel L2|max element)",
+    Kernel("cp_drops_h0", "gdn_prefill", "CP path never run", r"^E7: round (0|1 \(mixed; scale=[0-9.]+\)): (o|final_state): (rel L2|max element)",
            base="baseline", shapes="E7",
            edits=(("HAS_H0=has_h0, num_warps=cfg[\"seg_warps\"]", "HAS_H0=False, num_warps=cfg[\"seg_warps\"]"),),
            doc="the context-parallel segment transitions leave the initial state out"),

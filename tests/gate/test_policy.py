@@ -160,3 +160,17 @@ def test_allowed_torch_comes_from_the_contract():
     src = "import torch\nx = torch.repeat_interleave\n"
     assert check_source(src, get_op("gdn_prefill").spec).ok  # gdn lists it
     assert not check_source(src, get_op("fa4_decode").spec).ok  # fa4_decode does not
+
+
+def test_the_codegen_prompt_states_exactly_what_the_policy_allows():
+    from aka.llm.prompts import policy_text
+    from aka.policy import _STDLIB_NAMES, rules_text
+
+    spec = get_op("fa4_decode").spec
+    text = policy_text(spec, "triton")
+    assert text == rules_text(spec)
+    for name in sorted(_STDLIB_NAMES["functools"]):  # the fa4_decode baseline imports functools
+        assert name in text
+    assert "get_type_hints" not in text and "torch.utils.cpp_extension" not in text
+    assert "torch.utils.cpp_extension (load_inline only)" in policy_text(spec, "cuda")
+    assert "integer index bookkeeping" in text  # the run-time launch rule is stated too
