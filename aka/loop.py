@@ -336,6 +336,8 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
                           "timing": c.timing, "error": c.error}
         if c.timing == "gpu" and not c.error:
             m.ratios, m.geomean, m.noise = c.speedups, c.geomean, c.noise
+        elif c.error.startswith("check:"):  # its timed outputs or times failed the checker: the candidate's fault
+            m.bench_error = f"ABBA re-measure rejected it: {c.error}"
         # the full-set gate (float64 references of long sequences: the dearest stage) only for a
         # candidate the comparison would promote; the decision itself still reads the real gate
         full = [s for stage in gate_stages[1:] for s in stage]

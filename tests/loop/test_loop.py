@@ -55,6 +55,15 @@ def test_gpu_timed_loop_promotes_into_git(project, op):
     assert summary["stop_reason"].startswith("budget") and summary["incumbent"] == "candidate 7"
 
 
+def test_a_candidate_whose_abba_outputs_are_wrong_is_rejected_for_it(project, op):
+    """Fast and right in the screen, garbage in the re-measure (a call counter): the reason says so."""
+    store, _, _ = _loop(project, op, "gpu", steps=[{"source": source(1.5, abba="wrong")}])
+    rec = store.attempts()[0]
+    assert rec["decision"]["verdict"] == "rejected"
+    assert rec["decision"]["reason"].startswith("bench failed: ABBA re-measure rejected it: check: candidate on G3")
+    assert not (project / "kernels/gdn_prefill/promoted.py").exists()
+
+
 def test_interpreter_timings_promote_nothing(project, op):
     store, summary, ev = _loop(project, op, "interpreter", steps=[{"source": source(9.0)}, {"source": source(20)}])
     reasons = {a["decision"]["reason"] for a in store.attempts()}
