@@ -31,6 +31,10 @@ class BenchRunError(AkaError):
     """The benchmark worker failed (crash, timeout, CUDA fault)."""
 
 
+class BenchUsageError(AkaError):
+    """A bad `aka bench` argument."""
+
+
 def run_worker(payload: dict[str, Any], timeout: float, total: int | None = None) -> dict[str, Any]:
     """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone.
 
@@ -87,16 +91,17 @@ def _cell_time(r: dict[str, Any]) -> str:
     return text
 
 
-def _median(r: dict[str, Any] | None) -> float | None:
-    return r["eager"]["median_us"] if r and "eager" in r else None
+def _median(r: dict[str, Any] | None, basis: str = "eager") -> float | None:
+    t = (r or {}).get(basis)
+    return t["median_us"] if t else None
 
 
 def _kind(r: dict[str, Any] | None) -> str | None:
     return r["eager"]["kind"] if r and "eager" in r else None
 
 
-def speedups(rows: list[dict[str, Any]], impls: list[str]) -> dict[str, list[float | None]]:
-    """Per impl, per row: time of the first impl / time of this impl.
+def speedups(rows: list[dict[str, Any]], impls: list[str], basis: str = "eager") -> dict[str, list[float | None]]:
+    """Per impl, per row: time of the first impl / time of this impl, eager or CUDA-graph replay times.
 
     None when either is missing or they were measured differently (interpreter against CPU torch).
     """
@@ -105,21 +110,22 @@ def speedups(rows: list[dict[str, Any]], impls: list[str]) -> dict[str, list[flo
         col = []
         for row in rows:
             ra, rb = row["results"].get(impls[0]), row["results"].get(name)
-            a, b = _median(ra), _median(rb)
+            a, b = _median(ra, basis), _median(rb, basis)
             col.append(a / b if a and b and _kind(ra) == _kind(rb) else None)
         out[name] = col
     return out
 
 
-def render(result: dict[str, Any]) -> Table:
+def render(result: dict[str, Any], basis: str = "eager") -> Table:
     """The side-by-side table: per shape, each impl's time, speedup against the first, roofline fraction."""
     impls, rows = result["impls"], result["rows"]
     gpu = result["kind"] == "gpu"
     title = f"{result['op']} on {result['device']}" + ("" if gpu else f" — [bold red]{NOT_REPRESENTATIVE}[/bold red]")
     table = Table(title=title, caption="eager median ±IQR/2 µs; graph = CUDA-graph replay; × = speedup vs "
-                  f"{impls[0] if impls else '-'}; roof = roofline time / measured time")
+                  f"{impls[0] if impls else '-'} ({'graph replay' if basis == 'graph' else 'eager'} times); "
+                  "roof = roofline time / measured time")
     table.add_column("shape", style="bold")
-    sp = speedups(rows, impls)
+    sp = speedups(rows, impls, basis)
     for name in impls:
         table.add_column(f"{name} µs", justify="right")
         table.add_column("×", justify="right")
@@ -181,6 +187,8 @@ def bench(
     csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="the full result, all samples")] = None,
     graph: bool = typer.Option(True, "--graph/--no-graph", help="also time CUDA-graph replay"),
+    speedup: str = typer.Option("eager", "--speedup", help="times the × column compares: eager or graph "
+                                "(CUDA-graph replay, launch gaps removed)"),
     time_cap: float = typer.Option(None, "--time-cap", min=0.05,
                                    help="seconds of sampling per implementation, shape and timing kind before "
                                         "the median is taken as it stands [GPU default: 3.0]"),
@@ -188,6 +196,10 @@ def bench(
 ) -> None:
     """Time implementations of an op side by side: per shape time, speedup and roofline fraction."""
     o = get_op(op)
+    if speedup not in ("eager", "graph"):
+        raise BenchUsageError(f"--speedup {speedup}: use eager or graph")
+    if speedup == "graph" and not graph:
+        raise BenchUsageError("--speedup graph needs the graph timings: drop --no-graph")
     n_shapes = len(o.cases(shapes))  # a bad shape set fails here, in one line, before any process starts
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
     payload = {"op": o.name, "root": str(o.root), "impls": [r.model_dump() for r in refs], "shapes": shapes}
@@ -196,7 +208,7 @@ def bench(
     if time_cap:
         payload["time_cap_s"] = time_cap
     result = run_worker(payload, timeout, total=n_shapes)
-    console.print(render(result))
+    console.print(render(result, speedup))
     for line in notes(result, [s.model_dump() for s in skipped]):
         console.print(f"[dim]note[/dim] {escape(line)}", highlight=False, soft_wrap=True)
     if csv_path:

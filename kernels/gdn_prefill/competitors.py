@@ -4,6 +4,11 @@ fla: ``fla.ops.gated_delta_rule.chunk_gated_delta_rule`` (flash-linear-attention
 FLA_FLASH_QLA=0 is set before the import: fla otherwise dispatches to FlashQLA when that is
 installed, and the row would silently be another library. The conversion to fla's layout (batch
 axis of 1, int64 cu_seqlens) is done here, outside the timed callable.
+
+flashqla: ``flash_qla.chunk_gated_delta_rule`` (QwenLM/FlashQLA, TileLang kernels for sm90/sm100):
+the same layout as fla, grouped values (HV > HK) taken as they are, its automatic context
+parallelism on. It needs tilelang, z3-solver, apache-tvm-ffi and torch-c-dlpack-ext; each new head
+layout JIT-compiles for 10-40 s on its first call, which happens here, untimed.
 """
 
 from __future__ import annotations
@@ -95,6 +100,47 @@ def fla(inputs: dict):
 
     call.note = f"fla {_version()} {path} path; {layout}; int64 cu_seqlens, [1, T, H, D] views"
     return call
+
+
+def _flashqla_entry():
+    try:
+        from flash_qla import chunk_gated_delta_rule
+    except ImportError as exc:
+        raise ImportError(f"flash_qla not importable ({exc}); install FlashQLA with tilelang, z3-solver, "
+                          "apache-tvm-ffi and torch-c-dlpack-ext to time it") from None
+    except Exception as exc:  # tilelang refuses an unsupported GPU (or finds no libz3) at import
+        raise RuntimeError(f"flash_qla failed to import: {type(exc).__name__}: {str(exc)[:200]}") from None
+    return chunk_gated_delta_rule
+
+
+def flashqla(inputs: dict):
+    """FlashQLA's chunk_gated_delta_rule on the contract's packed varlen inputs; returns the timed callable."""
+    run = _flashqla_entry()
+    import torch
+
+    q, k, v = (inputs[n].unsqueeze(0) for n in ("q", "k", "v"))
+    g, beta = inputs["g"].unsqueeze(0), inputs["beta"].unsqueeze(0)
+    kw = dict(initial_state=inputs.get("initial_state"), output_final_state=True,
+              cu_seqlens=inputs["cu_seqlens"].to(torch.int64), scale=inputs.get("scale"))
+    run(q, k, v, g, beta, **kw)  # the JIT compile of this layout (10-40 s), outside the timing
+
+    def call():
+        return run(q, k, v, g, beta, **kw)
+
+    call.note = (f"FlashQLA {_dist_version('flash-qla', 'flash_qla')} (TileLang {_dist_version('tilelang')}); "
+                 "grouped values as given, auto CP; int64 cu_seqlens, [1, T, H, D] views")
+    return call
+
+
+def _dist_version(*dists: str) -> str:
+    from importlib.metadata import version
+
+    for dist in dists:
+        try:
+            return version(dist)
+        except Exception:
+            continue
+    return "?"
 
 
 def _version() -> str:

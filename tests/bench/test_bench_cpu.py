@@ -127,3 +127,22 @@ def test_the_harness_takes_its_ceilings_from_the_checker_and_never_calibrates():
     finally:
         aka.calibrate.ceilings = original
     assert res["ceilings"]["copy_tbps"] == 1.0 and res["rows"][0]["floor_us"] > 0
+
+
+def test_speedups_can_be_taken_on_graph_replay_times():
+    from aka.cli.bench import speedups
+
+    def cell(e, g):
+        return {"eager": {"median_us": e, "kind": "gpu-eager"}, "graph": {"median_us": g, "kind": "gpu-graph"}}
+
+    rows = [{"shape": "G1", "results": {"aka": cell(900.0, 800.0), "fla": cell(750.0, 400.0)}}]
+    assert speedups(rows, ["aka", "fla"])["fla"] == [900.0 / 750.0]
+    assert speedups(rows, ["aka", "fla"], "graph")["fla"] == [2.0]
+
+
+def test_speedup_basis_is_checked_in_one_line():
+    runner = CliRunner()
+    res = runner.invoke(app, ["bench", "fa4_decode", "--speedup", "wall"])
+    assert res.exit_code != 0 and "--speedup wall: use eager or graph" in str(res.exception)
+    res = runner.invoke(app, ["bench", "fa4_decode", "--speedup", "graph", "--no-graph"])
+    assert res.exit_code != 0 and "drop --no-graph" in str(res.exception)

@@ -72,3 +72,48 @@ def test_fla_competitor_refuses_flashqla(fake_fla, monkeypatch):
     (ref,), _ = resolve(op, ["fla"])
     with pytest.raises(RuntimeError, match="FLA_FLASH_QLA=1"):
         prepare(ref, op.inputs.make_inputs(op.cases("S1")[0], 0, "cpu"))
+
+
+FAKE_QLA = '''
+import torch
+from aka.ops import get_op
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           cu_seqlens=None, **kw):
+    assert q.dim() == 4 and q.shape[0] == 1 and cu_seqlens.dtype == torch.int64
+    assert v.shape[2] % k.shape[2] == 0  # grouped values taken as they are
+    ref = get_op("gdn_prefill").reference.reference
+    o, ht = ref(q[0], k[0], v[0], g[0], beta[0], cu_seqlens.to(torch.int32), initial_state, scale)
+    return o.to(torch.bfloat16)[None], ht.float()
+'''
+
+
+def test_flashqla_competitor_converts_layouts(tmp_path, monkeypatch):
+    pkg = tmp_path / "flash_qla"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(FAKE_QLA))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "flash_qla", raising=False)
+    op = get_op("gdn_prefill")
+    (ref,), _ = resolve(op, ["flashqla"])
+    inputs = op.inputs.make_inputs(op.cases("S2")[0], 0, "cpu")
+    call = prepare(ref, inputs)
+    assert call.note.startswith("FlashQLA ") and "grouped values as given" in call.note
+    o, ht = call()
+    want_o, want_ht = op.reference.reference(**inputs)
+    assert ((o[0].double() - want_o).norm() / want_o.norm()).item() < 1e-2
+    assert ((ht.double() - want_ht).norm() / want_ht.norm()).item() < 1e-5
+    sys.modules.pop("flash_qla", None)
+
+
+def test_a_missing_flashqla_is_a_one_line_skip():
+    from aka.bench_worker import bench_worker
+
+    op = get_op("gdn_prefill")
+    refs, _ = resolve(op, ["baseline", "flashqla"])
+    cfg = {"warmup": 1, "min_iters": 1, "max_iters": 1, "input_copies": 1, "graph": False}
+    res = bench_worker({"op": op.name, "impls": [r.model_dump() for r in refs], "shapes": "S1", "config": cfg,
+                        "force_cpu": True})
+    cell = res["rows"][0]["results"]["flashqla"]
+    assert cell["skipped"].startswith("ImportError: flash_qla not importable") and "\n" not in cell["skipped"]
+    assert "eager" in res["rows"][0]["results"]["baseline"]
