@@ -25,7 +25,6 @@ import json
 import os
 import re
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -253,14 +252,12 @@ _HANDLERS = {"load": _load, "call": _call, "task": _task}
 
 
 def _answer(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
-    from aka.worker import STAGES, classify, one_line
+    from aka.worker import failure
 
     try:
         return {"ok": True, **_HANDLERS[req["cmd"]](s, req)}
     except BaseException as exc:  # the checker records it; nothing escapes the host
-        traceback.print_exc()
-        told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
-        return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
+        return failure(exc)
 
 
 def main(argv: list[str]) -> None:

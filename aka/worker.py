@@ -68,6 +68,13 @@ def setup_interpreter(mode: str) -> bool:
     return True
 
 
+def failure(exc: BaseException) -> dict:
+    """The result record of a task that raised (its traceback goes to the log)."""
+    traceback.print_exc()
+    told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
+    return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
+
+
 def run(task: str, payload: dict) -> dict:
     try:
         setup_interpreter(os.environ.get("AKA_WORKER_INTERPRETER", "auto"))
@@ -75,9 +82,7 @@ def run(task: str, payload: dict) -> dict:
         fn = getattr(importlib.import_module(module_name), fn_name)
         return {"ok": True, "value": fn(payload)}
     except BaseException as exc:  # the parent records it; nothing escapes the worker
-        traceback.print_exc()
-        told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
-        return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
+        return failure(exc)
 
 
 def main(argv: list[str]) -> None:

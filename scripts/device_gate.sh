@@ -20,17 +20,8 @@ else
 fi
 export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # kept while the machine stays warm: compile once
 sections=${*:-smoke full gputests bench redteam}
-run() {  # run NAME CAP COMMAND...
-  local name=$1 cap=$2; shift 2
-  case " $sections " in *" $name "*) ;; *) return 0 ;; esac
-  local override="CAP_$name"; cap=${!override:-$cap}
-  local t0=$SECONDS
-  echo "== $name (cap ${cap}s): $*"
-  timeout --kill-after=10 "$cap" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc=$rc in $((SECONDS - t0))s" | tee -a "$OUT/$name.log"
-  tail -${TAIL:-12} "$OUT/$name.log"
-}
+TAIL=${TAIL:-12}
+. scripts/device_sections.sh  # run NAME CAP COMMAND... (cwd is the repository root)
 python3 -c 'import sys, torch, triton, pydantic; print("python", sys.version.split()[0], "torch", torch.__version__,
 "triton", triton.__version__, "pydantic", pydantic.__version__, torch.cuda.get_device_name(0))'
 df -h /dev/shm | tail -1

@@ -18,17 +18,7 @@ fi
 export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # shared by every section: compile once
 
 sections=${*:-hw gate bench akabench check gdnprep gdn profile regress}
-run() {  # run NAME CAP COMMAND...: one log per section in $OUT, exit code and wall time at its end
-  local name=$1 cap=$2; shift 2
-  case " $sections " in *" $name "*) ;; *) return 0 ;; esac
-  local override="CAP_$name"; cap=${!override:-$cap}
-  local t0=$SECONDS
-  echo "== $name (cap ${cap}s): $*"
-  timeout --kill-after=10 "$cap" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc=$rc in $((SECONDS - t0))s" | tee -a "$OUT/$name.log"
-  tail -25 "$OUT/$name.log"
-}
+. scripts/device_sections.sh  # run NAME CAP COMMAND... (cwd is the repository root)
 
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -28,7 +28,7 @@ class Kernel:
     expect: str  # regex searched in the rejection reason
     stage: str = "check"
     shapes: str = "smoke,edge"
-    base: str = ""  # "baseline": a mutant of the op's baseline; "": adversarial/<id>.py
+    base: str = ""  # "baseline": a mutant of the op's baseline; "adv:NAME": of adversarial/NAME.py; "": adversarial/<id>.py
     edits: tuple[tuple[str, str], ...] = ()
     prologue: str = ""
     policy: bool = True
@@ -42,14 +42,17 @@ def source_of(k: Kernel) -> str:
     """The kernel's source: the file, or the baseline with the edits applied (each exactly once)."""
     if not k.base:
         return (HERE / f"{k.id}.py").read_text()
-    src = (ROOT / "kernels" / k.op / f"{k.base}.py").read_text()
+    if k.base.startswith("adv:"):
+        src = (HERE / f"{k.base[4:]}.py").read_text()
+    else:
+        src = (ROOT / "kernels" / k.op / f"{k.base}.py").read_text()
     for search, replace in k.edits:
         n = src.count(search)
         if n != 1:
             raise AssertionError(f"{k.id}: edit matches the {k.op} {k.base} {n} times, not once: {search[:60]!r}")
         src = src.replace(search, replace)
     if k.prologue:
-        anchor = "import triton.language as tl\n"
+        anchor = "import triton.language as tl\n" if not k.base.startswith("adv:") else "import torch as t\n"
         assert src.count(anchor) == 1, f"{k.id}: no single '{anchor.strip()}' line to put the prologue after"
         src = src.replace(anchor, anchor + "\n" + k.prologue.strip("\n") + "\n")
     return f"# red team {k.id} ({k.cls}): {k.doc}\n" + src
@@ -291,7 +294,9 @@ PREFILL = [
            refused=r"'dataclasses\.sys\.modules(\.get)?' is not allowed", prologue=_PATCH_DRAW, edits=(_SCALE_ENTRY,),
            shapes="S1", doc="ignores the scale and turns off aka's scalar draw where it can reach it"),
     Kernel("sdpa_through_typing", "fa4_prefill", "torch compute", r"computed with torch outside its kernels",
-           policy=False, refused=r"'typing\.sys\.modules' is not allowed", shapes="S1",
+           base="adv:torch_attention", policy=False, refused=r"'typing\.sys\.modules' is not allowed", shapes="S1",
+           prologue="import typing\n\n_F = typing.sys.modules['torch.nn.functional']\n",
+           edits=(("t.nn.functional.scaled_dot_product_attention", "_F.scaled_dot_product_attention"),),
            doc="torch's own attention, reached through typing.sys.modules"),
     Kernel("torch_attention", "fa4_prefill", "torch compute", r"computed with torch outside its kernels",
            policy=False, refused=r"torch\.nn\.functional|\.tril", shapes="S1",
