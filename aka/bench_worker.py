@@ -172,19 +172,19 @@ def checker_ceilings(device: str, notes: list[str]) -> dict | None:
 
 def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.verify)."""
-    from aka.sandbox import Host
+    from aka.sandbox import new_host
     from aka.verify import bench_checked
 
-    with Host() as host:
+    with new_host() as host:
         return bench_checked(host, payload)
 
 
 def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
-    from aka.sandbox import Host
+    from aka.sandbox import new_host
     from aka.verify import compare_checked
 
-    with Host() as host:
+    with new_host() as host:
         return compare_checked(host, payload)
 
 

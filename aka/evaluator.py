@@ -329,10 +329,10 @@ def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Gate on the small sets, then (only if it passed) time every bench shape, in one candidate
     process; the checker (this process) judges both."""
     from aka.gate import gate_on
-    from aka.sandbox import Host
+    from aka.sandbox import new_host
     from aka.verify import bench_judged, bench_timed
 
-    with Host() as host:
+    with new_host() as host:
         report = gate_on(host, {**payload, "shapes": payload["gate_shapes"]})
         report.stderr_tail = host.log_tail()
         if not report.passed:

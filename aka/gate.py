@@ -130,9 +130,9 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
 
 def gate_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Entry run by aka.worker: returns a GateReport as a dict."""
-    from aka.sandbox import Host
+    from aka.sandbox import new_host
 
-    with Host() as host:  # started first: its imports overlap the checker's
+    with new_host() as host:  # aka.worker started it first: its imports overlap the checker's
         report = gate_on(host, payload)
         report.stderr_tail = host.log_tail()
     return report.model_dump()

@@ -129,6 +129,41 @@ def install_hooks() -> None:
     _HOOKED = True
 
 
+_MODE_CLASS: list = []
+
+
+def _mode_class():
+    """The dispatch mode, built once. It says it never meets torch.compile: otherwise defining the class
+    makes torch wrap its handler with torch._dynamo, whose import costs ~1.8 s on 2 CPU cores."""
+    if _MODE_CLASS:
+        return _MODE_CLASS[0]
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class _Mode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+        def __init__(self, ops: Counter, compute: Counter):
+            super().__init__()
+            self.ops, self.compute = ops, compute
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not _depth():
+                name = func.overloadpacket.__name__
+                floating = any(isinstance(t, torch.Tensor) and t.is_floating_point()
+                               for t in tree_leaves((args, kwargs)))
+                self.ops[name] += 1
+                if is_compute(name, floating):
+                    self.compute[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    _MODE_CLASS.append(_Mode)
+    return _Mode
+
+
 class Recorder:
     """Context manager around one candidate call; ``.launches`` holds the record afterwards."""
 
@@ -139,31 +174,12 @@ class Recorder:
         self._prof = None
 
     def __enter__(self) -> Recorder:
-        import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils._pytree import tree_leaves
-
         install_hooks()
-        rec = self.launches
-        ops: Counter = Counter()
-        compute: Counter = Counter()
-        self._ops, self._compute = ops, compute
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if not _depth():
-                    name = func.overloadpacket.__name__
-                    floating = any(isinstance(t, torch.Tensor) and t.is_floating_point()
-                                   for t in tree_leaves((args, kwargs)))
-                    ops[name] += 1
-                    if is_compute(name, floating):
-                        compute[name] += 1
-                return func(*args, **(kwargs or {}))
-
-        _STATE.rec = rec
+        self._ops, self._compute = Counter(), Counter()
+        _STATE.rec = self.launches
         if self.profile_device:
             self._start_profiler()
-        self._mode = _Mode()
+        self._mode = _mode_class()(self._ops, self._compute)
         self._mode.__enter__()
         return self
 

@@ -24,6 +24,26 @@ from aka import exchange
 from aka.runner import death
 
 _TAIL = 4000
+# worker tasks that judge a candidate through a Host: aka.worker starts theirs before it imports torch
+HOSTED_TASKS = {"aka.gate:gate_worker", "aka.evaluator:screen_worker", "aka.bench_worker:bench_worker",
+                "aka.bench_worker:compare_worker"}
+_PRESTARTED: list[Host] = []
+
+
+def prestart() -> None:
+    """Start this process's Host now (its imports then overlap the checker's own)."""
+    _PRESTARTED.append(Host())
+
+
+def new_host() -> Host:
+    """The prestarted Host when there is one, else a fresh one."""
+    return _PRESTARTED.pop() if _PRESTARTED else Host()
+
+
+def close_unused() -> None:
+    """Stop a prestarted Host the task never took (it failed first): no process or folder left behind."""
+    while _PRESTARTED:
+        _PRESTARTED.pop().close()
 
 
 class HostError(Exception):

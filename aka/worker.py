@@ -85,12 +85,26 @@ def run(task: str, payload: dict) -> dict:
         return failure(exc)
 
 
+def _hosted_tasks() -> set[str]:
+    from aka.sandbox import HOSTED_TASKS
+
+    return HOSTED_TASKS
+
+
 def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
     task, payload_path, result_path = argv
     with open(payload_path) as f:
         payload = json.load(f)
+    if task in _hosted_tasks():  # the candidate's process starts before this one imports torch
+        from aka.sandbox import prestart
+
+        prestart()
     result = run(task, payload)
+    if task in _hosted_tasks():
+        from aka.sandbox import close_unused
+
+        close_unused()
     try:
         text = json.dumps(result)
     except (TypeError, ValueError) as exc:

@@ -58,19 +58,20 @@ def default_scale(dim: int) -> float:
     return 1.0 / math.sqrt(dim)
 
 
-def paged_cache(kv_lens, hkv, dim, page, gen, device, spare=0.125):
+def paged_cache(kv_lens, hkv, dim, page, gen, device, spare=0.125, table_pages=0):
     """K/V caches and a page table with shuffled, non-contiguous pages and unused pages in the pool.
 
     Everything a kernel must not read is NaN: unused pages, the tail rows of each last page and page
     0, which no sequence owns (a masked page-table load that falls back to id 0 lands on NaN too);
     the table's padding slots point at NaN pages. NaN, not large finite garbage: garbage times a zero
     softmax weight vanishes, NaN times zero does not, so a kernel that reads past a length fails
-    however it masks the weights.
+    however it masks the weights. ``table_pages`` widens the page table beyond the longest sequence
+    (padding slots, as a server that sizes its tables for the longest sequence it allows).
     """
     need = [(L + page - 1) // page for L in kv_lens]
     used = sum(need)
     pool = 1 + used + max(2, int(used * spare))
-    max_pages = max(max(need), 1)
+    max_pages = max(max(need), 1, table_pages)
     perm = (1 + torch.randperm(pool - 1, generator=gen, device=device)).to(torch.int32)  # page 0 stays unused
     nan = float("nan")
     k_cache = torch.full((pool, page, hkv, dim), nan, device=device)

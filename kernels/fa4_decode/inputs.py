@@ -21,7 +21,8 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
         raise ValueError(f"{case.id}: hq={case.hq} is not a multiple of hkv={case.hkv}")
     if min(kv_lens) < case.q_len:
         raise ValueError(f"{case.id}: every kv length must hold the q_len={case.q_len} new tokens")
-    k_cache, v_cache, table = _lib.paged_cache(kv_lens, case.hkv, case.dim, case.page, gen, device)
+    k_cache, v_cache, table = _lib.paged_cache(kv_lens, case.hkv, case.dim, case.page, gen, device,
+                                               table_pages=case.table_pages)
     q = case.mag * torch.randn(len(kv_lens) * case.q_len, case.hq, case.dim, generator=gen, device=device)
     return {
         "q": q.to(torch.bfloat16),
