@@ -96,6 +96,20 @@ VARIANTS = {  # name: CONFIG overrides
     "sub16_k4": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "kkt_warps": 4},
     "sub16_cp132": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "cp_min_programs": 132},
     "sub16_nocp": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "cp": False},
+    # CP warm-up (2026-12-01): the exact [M | C] path for every segment, as before the warm-up
+    "nowarm": {"cp_warm_chunks": 0},
+    "warm32": {"cp_warm_chunks": 32},
+    "cp2048": {"cp_target_programs": 2048, "cp_min_seg_chunks": 4},
+    "cpall2048": {"cp_min_programs": 1056, "cp_target_programs": 2048, "cp_min_seg_chunks": 4},
+    # promoted attempt 30's change, and the one-launch prep with in-register substitution (reg16)
+    "tf32": {"prep_prec": "tf32"},
+    "reg16w4": {"prep_algo": "reg16", "prep_warps": 4, "prep_prec": "tf32"},
+    "reg16w2": {"prep_algo": "reg16", "prep_warps": 2, "prep_prec": "tf32"},
+    "reg16w4i": {"prep_algo": "reg16", "prep_warps": 4, "prep_prec": "ieee"},
+    "reg16w8": {"prep_algo": "reg16", "prep_warps": 8, "prep_prec": "tf32"},
+    "split_cp2048": {"fuse_output": False, "cp_target_programs": 2048, "cp_min_seg_chunks": 4},
+    "split_bv32_cp2048": {"fuse_output": False, "pre_p": False, "rec_BV": 32, "rec_warps": 4,
+                          "cp_target_programs": 2048, "cp_min_seg_chunks": 4},
 }
 D = 128
 

@@ -72,12 +72,16 @@ CONFIG = {
     "seg_warps": 4,
     "seg_stages": 1,
     "BVC": 32,  # column block of the chain kernel
-    "prep_warps": 2,  # _solve_kernel (sub16) or _prep_kernel (blk16)
-    "prep_prec": "tf32x3",  # precision of the 16x16 inverse/merge dots (tf32: fewer registers)
-    # "sub16" (default since 2026-11-29: H200 G1 prep 350 us vs 517 us for blk16, end to end 1.256 ->
-    # 1.061 ms): _kkt_kernel + _solve_kernel. "blk16": _prep_kernel (16x16 blocks, series + merges).
-    # docs/perf/gdn_prefill.md
-    "prep_algo": "sub16",
+    "prep_warps": 2,  # _solve_kernel (sub16) or _prep_kernel (blk16, reg16)
+    # precision of the 16x16 merge dots: tf32 since 2026-12-01 (aka optimize promoted it on
+    # 2026-11-29, +6.8% end to end; the diagonal inverses are exact fp32 substitutions either way)
+    "prep_prec": "tf32",
+    # "reg16" (default since 2026-12-01): one _prep_kernel launch, K K^T in 16x16 blocks, diagonal
+    # inverses by forward substitution in registers, no fp32 A scratch (134 MB at G1). H200 end to end,
+    # eager, vs sub16 at tf32: G1 0.859 / 0.860 ms, G4 2.641 / 2.687, G7 0.782 / 0.816, G9 1.172 / 1.211.
+    # "sub16": _kkt_kernel + _solve_kernel (the A rows round-trip through memory). "blk16": _prep_kernel
+    # with series inverses (slowest). docs/perf/gdn_prefill.md
+    "prep_algo": "reg16",
     "kkt_warps": 8,  # sub16 only: _kkt_kernel (prep_warps is then _solve_kernel's); 8: 127 regs, no spill
     "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
     "cp": True,  # context parallelism on/off
@@ -86,6 +90,12 @@ CONFIG = {
     "cp_min_programs": 132,
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
     "cp_min_seg_chunks": 8,  # never cut segments shorter than this
+    # Warm-up (FlashQLA's idea): a segment whose last n <= cp_warm_chunks chunks decay by
+    # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
+    # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. -18: the dropped term is
+    # below 1.6e-8 of the state it multiplies, far under the contract's 5e-3.
+    "cp_warm_chunks": 16,
+    "cp_warm_log_decay": -18.0,
 }
 
 SPACE = {
@@ -109,13 +119,15 @@ SPACE = {
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
     "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
-    "prep_algo": ["blk16", "sub16"],
+    "prep_algo": ["blk16", "sub16", "reg16"],
     "kkt_warps": [4, 8],
     "prep_stages": [1, 3],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
     "cp_min_seg_chunks": [4, 8, 16, 32],
+    "cp_warm_chunks": [0, 8, 16, 32],
+    "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
 }
 
 BT = 64  # chunk size: fixed, the inverse is written for 4 blocks of 16
@@ -168,6 +180,30 @@ def _inv16(D, PREC: tl.constexpr):
     T = tl.dot(T, eye + D4, input_precision=PREC)
     T = tl.dot(T, eye + D8, input_precision=PREC)
     return T
+
+
+@triton.jit
+def _sub16_regs(A0, A1, A2, A3):
+    """(I + A_b)^-1 of four strictly lower 16x16 blocks by forward substitution held in registers:
+    row i of Y = T - I is -A[i] + sum_k (-A[i, k]) Y[k], rows extracted by masked reductions
+    (fla's fused kkt-solve scheme), so no A round trip through memory. Exact in fp32."""
+    r = tl.arange(0, 16)
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    y0 = -A0
+    y1 = -A1
+    y2 = -A2
+    y3 = -A3
+    for i in range(2, 16):
+        sel = (r == i)[:, None]
+        a0 = tl.sum(tl.where(sel, -A0, 0.0), 0)
+        a1 = tl.sum(tl.where(sel, -A1, 0.0), 0)
+        a2 = tl.sum(tl.where(sel, -A2, 0.0), 0)
+        a3 = tl.sum(tl.where(sel, -A3, 0.0), 0)
+        y0 = tl.where(sel, (a0 + tl.sum(a0[:, None] * y0, 0))[None, :], y0)
+        y1 = tl.where(sel, (a1 + tl.sum(a1[:, None] * y1, 0))[None, :], y1)
+        y2 = tl.where(sel, (a2 + tl.sum(a2[:, None] * y2, 0))[None, :], y2)
+        y3 = tl.where(sel, (a3 + tl.sum(a3[:, None] * y3, 0))[None, :], y3)
+    return y0 + eye, y1 + eye, y2 + eye, y3 + eye
 
 
 @triton.jit
@@ -273,8 +309,10 @@ def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A
 def _prep_kernel(
     q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr, SUBST: tl.constexpr,
 ):
+    """One launch: K K^T in 16x16 blocks, the diagonal inverses (SUBST: in-register forward
+    substitution, prep_algo "reg16"; else the series of _inv16, "blk16"), then the merges."""
     i_h = tl.program_id(0)
     i_c = tl.program_id(1)
     seq = _locate(cuc_ptr, i_c, N, LOG_N)
@@ -331,10 +369,13 @@ def _prep_kernel(
     A31 = _akk(k3, k1, y3, y1, b3, False)
     A30 = _akk(k3, k0, y3, y0, b3, False)
 
-    T00 = _inv16(A00, PREC)
-    T11 = _inv16(A11, PREC)
-    T22 = _inv16(A22, PREC)
-    T33 = _inv16(A33, PREC)
+    if SUBST:
+        T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33)
+    else:
+        T00 = _inv16(A00, PREC)
+        T11 = _inv16(A11, PREC)
+        T22 = _inv16(A22, PREC)
+        T33 = _inv16(A33, PREC)
     _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
 
 
@@ -474,10 +515,18 @@ def _state_update(S, k, vn_b, gam, gl):
 
 @triton.jit
 def _seg_kernel(
-    k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG,
+    k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, warm_ptr, cu_ptr, cus_ptr, N, SEG, THR,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
+    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr,
 ):
+    """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
+
+    Warm-up (WARM > 0): when the gates of the segment's last n <= WARM chunks decay by
+    exp(sum g) <= exp(THR), C is run over those n chunks from a zero state and M is dropped
+    (warm_ptr[j, h] = 1; the chain then copies C). Every per-token transition
+    e^g (I - beta k k^T) has spectral norm <= e^g when 0 <= beta |k|^2 <= 2 (the contract: beta in
+    (0, 1), k L2-normalised), so the dropped term M S_in is bounded by e^THR |S_in|. Otherwise the
+    exact path: the whole segment, M from the identity. Decided per (segment, head) on the device."""
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     i_s = tl.program_id(2)
@@ -496,12 +545,28 @@ def _seg_kernel(
     bos = tl.load(cu_ptr + seq).to(tl.int64)
     L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
     t_beg = j * SEG * BT
-    t_end = tl.minimum(t_beg + SEG * BT, L)
+    t_end = tl.minimum(t_beg + SEG * BT, L)  # a segment other than the last is SEG full chunks
     i_hk = i_h // (HV // HK)
     k_b = k_ptr + (bos * HK + i_hk) * K
     v_b = v_ptr + (bos * HV + i_h) * V
     g_b = g_ptr + bos * HV + i_h
     tb_b = tb_ptr + (bos * HV + i_h) * BT
+    warm = j < 0  # False, as a tensor
+    if WARM > 0:
+        # decay of the segment's last 1..WARM chunks: one [WARM, BT] load, newest chunk first
+        cw = tl.arange(0, WARM)
+        tok = t_end - (cw[:, None] + 1) * BT + tl.arange(0, BT)[None, :]
+        inside = cw < SEG
+        tot = tl.sum(tl.load(g_b + tok * HV, mask=inside[:, None], other=0.0), 1)
+        ok = (tl.cumsum(tot, 0) <= THR) & inside
+        n_warm = tl.min(tl.where(ok, cw + 1, WARM + 1), 0)
+        warm = n_warm <= WARM
+        if is_c & (i_c == NKB):
+            tl.store(warm_ptr + i_s * HV + i_h, warm.to(tl.int32))
+        if warm & (i_c < NKB):
+            return  # M is dropped: its bound is e^THR
+        if warm:
+            t_beg = t_end - n_warm * BT
     ck = tl.arange(0, K)
     cc = i_c * BVA + tl.arange(0, BVA)  # column of [M | C]
     cv = cc - K  # value column (C part)
@@ -509,7 +574,7 @@ def _seg_kernel(
     if is_c:
         S = tl.zeros([K, BVA], dtype=tl.float32)
         if HAS_H0:
-            if j == 0:
+            if (j == 0) & (warm == 0):  # a warm-up from inside the segment has forgotten h0 (same bound)
                 S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
     for tt in range(t_beg, t_end, BT):
         o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
@@ -530,8 +595,8 @@ def _seg_kernel(
 
 @triton.jit
 def _chain_kernel(
-    mc_ptr, cus_ptr, N, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BVC: tl.constexpr,
-    BKC: tl.constexpr, PREC: tl.constexpr,
+    mc_ptr, warm_ptr, cus_ptr, N, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BVC: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr, WARM: tl.constexpr,
 ):
     i_v = tl.program_id(0)
     i_h = tl.program_id(1)
@@ -542,14 +607,18 @@ def _chain_kernel(
     cv = K + i_v * BVC + tl.arange(0, BVC)
     kk = tl.arange(0, BKC)
     for j in range(1, nseg - 1):
-        base = mc_ptr + ((s0 + j) * HV + i_h).to(tl.int64) * K * (K + V)
-        prev = mc_ptr + ((s0 + j - 1) * HV + i_h).to(tl.int64) * K * (K + V)
-        acc = tl.load(base + ck[:, None] * (K + V) + cv[None, :])
-        for k0 in tl.static_range(0, K, BKC):
-            m = tl.load(base + ck[:, None] * (K + V) + (k0 + kk)[None, :])
-            s = tl.load(prev + (k0 + kk)[:, None] * (K + V) + cv[None, :])
-            acc += tl.dot(m, s, input_precision=PREC)
-        tl.store(base + ck[:, None] * (K + V) + cv[None, :], acc)
+        exact = True
+        if WARM > 0:
+            exact = tl.load(warm_ptr + (s0 + j) * HV + i_h) == 0
+        if exact:  # a warmed-up segment's C is already its exit state
+            base = mc_ptr + ((s0 + j) * HV + i_h).to(tl.int64) * K * (K + V)
+            prev = mc_ptr + ((s0 + j - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+            acc = tl.load(base + ck[:, None] * (K + V) + cv[None, :])
+            for k0 in tl.static_range(0, K, BKC):
+                m = tl.load(base + ck[:, None] * (K + V) + (k0 + kk)[None, :])
+                s = tl.load(prev + (k0 + kk)[:, None] * (K + V) + cv[None, :])
+                acc += tl.dot(m, s, input_precision=PREC)
+            tl.store(base + ck[:, None] * (K + V) + cv[None, :], acc)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -767,7 +836,7 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr
     else:
         _prep_kernel[(HV, nt_bound)](
             q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"],
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], SUBST=cfg["prep_algo"] == "reg16",
             num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
 
@@ -778,8 +847,13 @@ def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
     return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)
 
 
+def _resolved(cfg: dict) -> dict:
+    """cfg over CONFIG: configs stored before a key existed keep working (the key's default)."""
+    return {**CONFIG, **cfg}
+
+
 def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict):
-    cfg = {**CONFIG, **cfg}  # configs stored before a key existed keep working (the key's default)
+    cfg = _resolved(cfg)
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = cu_seqlens.numel() - 1
@@ -810,14 +884,16 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=dev)
-        bva = cfg["BVA"]
+        warm = torch.empty(nseg_bound, HV, dtype=torch.int32, device=dev)
+        bva, nwarm = cfg["BVA"], cfg["cp_warm_chunks"]
         _seg_kernel[((K + V) // bva, HV, nseg_bound)](
-            k, v, g, tb, h0, mc, cu, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BVA=bva, LOG_N=log_n,
-            HAS_H0=has_h0, num_warps=cfg["seg_warps"], num_stages=cfg["seg_stages"],
+            k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
+            BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, num_warps=cfg["seg_warps"],
+            num_stages=cfg["seg_stages"],
         )
         bvc = cfg["BVC"]
-        _chain_kernel[(V // bvc, HV, N)](mc, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", num_warps=4,
-                                            num_stages=1)  # stages>1: 256 KB smem, over the limit
+        _chain_kernel[(V // bvc, HV, N)](mc, warm, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32",
+                                            WARM=nwarm, num_warps=4, num_stages=1)  # stages>1: 256 KB smem
     if cfg["fuse_output"]:
         bv = cfg["BV"]
         _fwd_kernel[(V // bv, HV, nseg_bound)](
@@ -847,13 +923,13 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
     """Device bytes allocated beyond inputs and outputs (Tb [+ P] + CP transitions + indices, and for
     the split structure the bf16 per-chunk states and V~)."""
-    cfg = {**CONFIG, **(cfg or {})}
+    cfg = _resolved(cfg or {})
     seg = _seg_chunks(T, N, HV, V, cfg)
     nt_bound = triton.cdiv(T, BT) + N
     b = T * HV * BT * 2 * (2 if cfg["pre_p"] else 1) + 2 * (N + 1) * 4
     later = 0  # allocated after the prep kernels
     if seg < triton.cdiv(T, BT):
-        later += (triton.cdiv(nt_bound, seg) + N) * HV * K * (K + V) * 4
+        later += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
     if not cfg["fuse_output"]:
         later += nt_bound * HV * K * V * 2 + T * HV * V * 2
     # sub16's fp32 A rows are freed before anything later is allocated: the peak is the larger of the two

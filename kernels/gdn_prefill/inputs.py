@@ -8,7 +8,7 @@ Variants (the contract's ``input_variants``; the gate cycles through them by rou
 (fast decay: most heads forget within tens of tokens, so an initial state barely matters), "mixed"
 (every other value head decays weakly: g ~ -1e-3, a state survives thousands of tokens) and "weak"
 (every head so). A kernel that drops h0 or a segment's carried state on some path passes "qwen"
-bit for bit and fails the other two.
+bit for bit and fails the other two. A case's ``decay`` > 0 replaces g for every variant.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def make_inputs(case, seed: int, device="cpu", variant: str = "qwen") -> dict:
         heads = torch.arange(HV, device=device) % 2 == 1 if variant == "mixed" else torch.ones(HV, dtype=torch.bool,
                                                                                                 device=device)
         g = torch.where(heads[None, :], weak, g)
+    if case.decay > 0:  # the gates' speed set by the case (warm-up truncation cases), every head alike
+        g = -case.decay * torch.exp(0.25 * randn(T, HV))
     beta = torch.sigmoid(randn(T, HV))
     cu = torch.tensor([0] + list(_cumsum(lens)), dtype=torch.int32, device=device)
     out = {"q": q, "k": k, "v": v, "g": g.contiguous(), "beta": beta.contiguous(), "cu_seqlens": cu}

@@ -317,6 +317,10 @@ GDN = [
            doc="the context-parallel segment transitions leave the initial state out"),
     # in the interpreter the binary search's stray index reads out of bounds and kills the process; on a
     # GPU it reads the wrong sequence's rows (scripts/red_team.py records which)
+    Kernel("warm_up_too_short", "gdn_prefill", "CP warm-up truncation", r"^E11: round 0: final_state: (rel L2|max element)",
+           base="baseline", shapes="E11",
+           edits=(('    "cp_warm_log_decay": -18.0,\n', '    "cp_warm_log_decay": -3.0,\n'),),
+           doc="a segment's warm-up stops once its gates decayed by e^-3: 5% of the carried state is dropped"),
     Kernel("fixed_log2_n", "gdn_prefill", "few sequences", r"^E9: .*(died of SIG|(o|final_state): )",
            stage="crash", base="baseline", shapes="E9", edits=(("    log_n = max(1, int(N).bit_length()) + 1\n", "    log_n = 4\n"),),
            doc="binary search sized for at most 15 sequences"),

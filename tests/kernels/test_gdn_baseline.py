@@ -91,6 +91,23 @@ def test_cp_segments(h0):
     check([300, 17, 129], 1, 2, cfg=CP, h0=h0, seed=3)
 
 
+def test_cp_warm_up_truncates_within_tolerance():
+    # fast gates: segments of 3 chunks get their exit state from a warm-up over their last chunks
+    # (M dropped, chain copies C), h0 included; the error stays at the exact path's level
+    eo, es = check([600, 70], 1, 2, cfg=dict(CP, cp_min_seg_chunks=3), h0=True, seed=4, strong_decay=True)
+    e0, s0 = check([600, 70], 1, 2, cfg=dict(CP, cp_min_seg_chunks=3, cp_warm_chunks=0), h0=True, seed=4,
+                   strong_decay=True)
+    assert eo <= 1.1 * e0 and es <= 1.1 * s0, (eo, es, e0, s0)
+
+
+def test_cp_warm_up_threshold_is_live():
+    # slower gates (~e^-3 per chunk): a threshold of e^0 cuts every warm-up to one chunk and the
+    # dropped carried state shows in the final state; at e^-18 these segments take the exact path
+    check([600, 70], 1, 2, cfg=dict(CP, cp_min_seg_chunks=3), h0=True, seed=4)
+    with pytest.raises(AssertionError, match="state rel err"):
+        check([600, 70], 1, 2, cfg=dict(CP, cp_min_seg_chunks=3, cp_warm_log_decay=0.0), h0=True, seed=4)
+
+
 def test_cp_strong_decay():
     check([257], 1, 2, cfg=dict(CP, cp_min_seg_chunks=2), h0=True, seed=4, strong_decay=True)
 
@@ -109,7 +126,9 @@ def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
 
 
-# prep algorithms (docs/perf/gdn_prefill.md): sub16 (the default) and blk16 (the one-launch series kernel)
+# prep algorithms (docs/perf/gdn_prefill.md): reg16 (the default: one launch, in-register substitution),
+# sub16 (A rows through memory, two launches) and blk16 (one launch, series inverses)
+REG = {"prep_algo": "reg16", "prep_warps": 2, "prep_prec": "tf32"}
 SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
 BLK = {"prep_algo": "blk16", "prep_warps": 4}
 
@@ -118,12 +137,13 @@ BLK = {"prep_algo": "blk16", "prep_warps": 4}
     "cfg",
     [
         SUB,
+        dict(REG, pre_p=False, prep_warps=4, prep_prec="ieee"),
         dict(SUB, pre_p=False, prep_warps=4, kkt_warps=4, prep_prec="tf32x3"),
         dict(SUB, pre_p=False, fuse_output=False),
         dict(BLK, prep_prec="ieee", prep_warps=8, prep_stages=1),
         pytest.param(dict(BLK, prep_prec="tf32", prep_warps=8), marks=pytest.mark.slow),
     ],
-    ids=["sub16", "sub16_nopp_w4_tf32x3", "sub16_split_nopp", "blk16_ieee", "blk16_tf32"],
+    ids=["sub16", "reg16_nopp_w4_ieee", "sub16_nopp_w4_tf32x3", "sub16_split_nopp", "blk16_ieee", "blk16_tf32"],
 )
 def test_prep_options_ragged_h0(cfg):
     # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
@@ -180,7 +200,8 @@ def test_prep_tb_vs_float64(corr):
     # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
     # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
     errs = {}
-    for name, cfg in (("blk16", BLK), ("sub16", SUB), ("sub16_tf32x3", dict(SUB, prep_prec="tf32x3"))):
+    for name, cfg in (("blk16", BLK), ("sub16", SUB), ("sub16_tf32x3", dict(SUB, prep_prec="tf32x3")),
+                      ("reg16", REG)):
         tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
         errs[name] = rel(tb, ref)
         assert errs[name] <= 4e-3, (name, errs)
