@@ -30,8 +30,10 @@ fulls() {
     python3 -m aka check $op --kernel kernels/$op/baseline.py --shapes full --rounds 2 --json "$OUT/full_$op.json" \
       | tail -3
   done
-  python3 -m aka check gdn_prefill --kernel kernels/gdn_prefill/promoted.py --shapes smoke,edge,full --rounds 2 \
-    --json "$OUT/full_gdn_promoted.json" | tail -3
+  if [ -f kernels/gdn_prefill/promoted.py ]; then
+    python3 -m aka check gdn_prefill --kernel kernels/gdn_prefill/promoted.py --shapes smoke,edge,full --rounds 2 \
+      --json "$OUT/full_gdn_promoted.json" | tail -3
+  fi
 }
 benches() {
   python3 -m aka bench fa4_decode --impl baseline --shapes full --json "$OUT/bench_fa4_decode.json" | tail -30
