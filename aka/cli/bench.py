@@ -69,7 +69,7 @@ def _with_progress(payload: dict[str, Any], timeout: float, total: int):
                     times = ", ".join(f"{n} {us:,.1f} µs" for n, us in rec["median_us"].items())
                     label = f" ({NOT_REPRESENTATIVE})" if rec.get("interpreter") else ""
                     at = f"  [{rec['elapsed_s']:.0f} s]" if "elapsed_s" in rec else ""
-                    bar.console.print(f"  {rec['shape']:<6} {times}{label}{at}", highlight=False)
+                    bar.console.print(f"  {rec['shape']:<6} {times}{label}{at}", highlight=False, soft_wrap=True)
                     bar.update(task, completed=rec["done"], description=f"last: {rec['shape']}")
                 seen = len(lines)
                 if finished:

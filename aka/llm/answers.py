@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aka.errors import AkaError
+from aka.llm.edits import EditError, apply_edits, parse_edits
 from aka.plan import Plan
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
@@ -101,3 +102,20 @@ def extract_code(text: str, entry: str) -> str:
         seen = f" (it defines {', '.join(others[:5])}: code for another op?)" if others else ""
         raise AnswerError(f"the code defines no function '{entry}'{seen}")
     return max(mine, key=len).rstrip() + "\n"
+
+
+def candidate_source(text: str, entry: str, current: str) -> tuple[str, int]:
+    """The candidate an answer describes, and how many edits it used (0: a whole module).
+
+    Edits apply to ``current`` (the incumbent on codegen, the last candidate on a repair); an edit
+    that does not apply raises EditError (repairable: the model sees why). Without edit blocks the
+    answer is read as a whole module (extract_code)."""
+    if not text.strip():
+        raise AnswerError("the answer is empty")
+    edits = parse_edits(text)
+    if not edits:
+        return extract_code(text, entry), 0
+    return apply_edits(current, edits), len(edits)
+
+
+__all__ = ["AnswerError", "EditError", "PlanAnswer", "candidate_source", "extract_code", "parse_plan"]

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from aka.config import LLMConfig, LLMSettings
 from aka.errors import AkaError
 from aka.llm import prompts, sweep
-from aka.llm.answers import AnswerError, extract_code, parse_plan
+from aka.llm.answers import AnswerError, EditError, candidate_source, parse_plan
 from aka.llm.base import AttemptFailed, Context, Usage
 from aka.plan import Plan
 
@@ -158,21 +158,29 @@ class LLMBackend:
         system = prompts.system_prompt(self.op, ctx, self.llm.lang)
         messages = [{"role": "user", "content": prompts.codegen_prompt(self.op, ctx, plan, self.llm.lang)}]
         usage = Usage()
+        current = ctx.incumbent_source  # what edits apply to: the incumbent, then the last candidate
+        source = current
         for i in range(self.llm.repairs + 1):
             reply = self._ask(ctx, "codegen" if i == 0 else "repair", system, messages)
             usage = usage + reply.usage
+            cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
             try:
-                source = extract_code(reply.text, entry)
+                source, _ = candidate_source(reply.text, entry, current)
+            except EditError as exc:  # the model can fix its own SEARCH text: a repair turn
+                if i == self.llm.repairs:
+                    raise AttemptFailed("codegen", f"{exc}{cut}", usage) from None
+                stage, error = "edit", f"{exc}{cut}"
             except AnswerError as exc:  # prose, empty, another op's code: no repair can help
-                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
                 raise AttemptFailed("codegen", f"{exc}{cut}", usage) from None
-            if ctx.verify is None or i == self.llm.repairs:
-                return source, usage  # the loop's own check and compile record any error left
-            stage, error = ctx.verify(source)
-            if not stage:
-                return source, usage
-            if reply.stop_reason in _CUT:
-                error += f"\n(answer cut at the output limit of {self.cfg.max_output_tokens} tokens: be shorter)"
+            else:
+                current = source
+                if ctx.verify is None or i == self.llm.repairs:
+                    return source, usage  # the loop's own check and compile record any error left
+                stage, error = ctx.verify(source)
+                if not stage:
+                    return source, usage
+                if cut:
+                    error += f"\n(answer cut at the output limit of {self.cfg.max_output_tokens} tokens: be shorter)"
             if ctx.notify:
                 ctx.notify(llm=f"repair {i + 1}/{self.llm.repairs}: {stage} failed")
             messages += [{"role": "assistant", "content": reply.text},

@@ -45,3 +45,9 @@ def test_doctor_reports_interpreter_and_hides_keys():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CPU only: Triton interpreter" in r.stdout and "runs a bf16" in r.stdout
     assert "OPENAI_API_KEY" in r.stdout and "sk-test-secret-value" not in r.stdout
+
+
+def test_an_error_keeps_its_bracketed_text():
+    # rich markup must not eat "[...]" in a message (issue 21: "pip install 'aka[llm]'" lost its extra)
+    r = aka("shapes", "nope[llm]")
+    assert r.returncode != 0 and "unknown op 'nope[llm]'" in r.stderr, r.stderr
