@@ -107,6 +107,12 @@ VARIANTS = {  # name: CONFIG overrides
     "reg16w2": {"prep_algo": "reg16", "prep_warps": 2, "prep_prec": "tf32"},
     "reg16w4i": {"prep_algo": "reg16", "prep_warps": 4, "prep_prec": "ieee"},
     "reg16w8": {"prep_algo": "reg16", "prep_warps": 8, "prep_prec": "tf32"},
+    # split with rec_algo "wu" (prepared 2026-12-01, to time first next session): W / U made in
+    # parallel, the state kernel shaped like fla's (two 64-row halves, K^T loaded transposed)
+    "split_wu": {"fuse_output": False, "rec_algo": "wu"},
+    "split_wu_st2": {"fuse_output": False, "rec_algo": "wu", "rec_stages": 2},
+    "split_wu_w4": {"fuse_output": False, "rec_algo": "wu", "rec_warps": 4, "rec_stages": 2},
+    "split_wu_w4_bv32": {"fuse_output": False, "rec_algo": "wu", "rec_warps": 4, "rec_BV": 32, "rec_stages": 2},
     "split_cp2048": {"fuse_output": False, "cp_target_programs": 2048, "cp_min_seg_chunks": 4},
     "split_bv32_cp2048": {"fuse_output": False, "pre_p": False, "rec_BV": 32, "rec_warps": 4,
                           "cp_target_programs": 2048, "cp_min_seg_chunks": 4},

@@ -66,6 +66,11 @@ CONFIG = {
     "rec_BV": 64,  # split only: value-column block of _rec_kernel (BV 64 / 8 warps / 1 stage: the
     "rec_warps": 8,  # launch shape that ran on Triton 3.6 for _fwd_kernel, and 0 spill here)
     "rec_stages": 1,
+    # split only: "tb" (_rec_kernel: W, U from Tb inside the loop) or "wu" (_wu_kernel makes them in
+    # parallel, _rec2_kernel runs fla's state-kernel shape: two 64-row halves, K^T loaded transposed;
+    # prepared 2026-12-01, not yet timed on a GPU)
+    "rec_algo": "tb",
+    "wu_warps": 8,  # _wu_kernel
     "BVO": 64,  # split only: value-column block of _out_kernel
     "out_warps": 4,
     "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
@@ -111,6 +116,8 @@ SPACE = {
     "rec_BV": [32, 64],
     "rec_warps": [4, 8],
     "rec_stages": [1, 2],
+    "rec_algo": ["tb", "wu"],
+    "wu_warps": [4, 8],
     "BVO": [32, 64, 128],  # _out_kernel: no spill except BV 128 / 4 warps (168-184 B)
     "out_warps": [4, 8],
     "BVA": [32, 64, 128],
@@ -751,6 +758,114 @@ def _rec_kernel(
 
 
 @triton.jit
+def _wu_kernel(
+    k_ptr, v_ptr, g_ptr, tb_ptr, w_ptr, u_ptr, cu_ptr, cuc_ptr, N,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr,
+):
+    """rec_algo "wu": W = Tb diag(e^gamma) K and U = Tb V of one chunk, one value head, stored bf16
+    [T, HV, K | V], fully parallel, so the serial kernel carries only the state's own dots."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    i_hk = i_h // (HV // HK)
+    rb = tl.arange(0, BT)
+    t_r = t0 + rb
+    m_r = t_r < eos
+    ck = tl.arange(0, K)
+    cv = tl.arange(0, V)
+    k = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+    tb = tl.load(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], mask=m_r[:, None], other=0.0)
+    w = tl.dot(tb, (k * tl.exp2(gam)[:, None]).to(tl.bfloat16))
+    tl.store(w_ptr + (t_r[:, None] * HV + i_h) * K + ck[None, :], w.to(tl.bfloat16), mask=m_r[:, None])
+    vb = tl.load(v_ptr + (t_r[:, None] * HV + i_h) * V + cv[None, :], mask=m_r[:, None], other=0.0)
+    u = tl.dot(tb, vb)
+    tl.store(u_ptr + (t_r[:, None] * HV + i_h) * V + cv[None, :], u.to(tl.bfloat16), mask=m_r[:, None])
+
+
+@triton.jit
+def _rec2_kernel(
+    k_ptr, w_ptr, u_ptr, g_ptr, h_ptr, vn_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cuc_ptr, cus_ptr, N, SEG,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
+):
+    """rec_algo "wu": the recurrence as fla's state kernel shapes it (the technique, our code): W and U
+    read from _wu_kernel, the K x BV state held as two 64-row halves (each dot K = 64 deep), K^T loaded
+    already transposed, the decay applied to V~ rather than to K, loads free to be pipelined
+    (rec_stages). Per chunk: stores the entering state (bf16) and V~ (bf16), like _rec_kernel.
+    Prepared on 2026-12-01, not yet timed on a GPU (CPU interpreter and offline sm_90 compile only)."""
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    s0 = tl.load(cus_ptr + seq)
+    nseg = tl.load(cus_ptr + seq + 1) - s0
+    j = i_s - s0
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    c_seq = tl.load(cuc_ptr + seq)
+    t_beg = j * SEG * BT
+    t_end = tl.minimum(t_beg + SEG * BT, L)
+    i_hk = i_h // (HV // HK)
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    w_b = w_ptr + (bos * HV + i_h) * K
+    u_b = u_ptr + (bos * HV + i_h) * V
+    vn_b = vn_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    KH: tl.constexpr = K // 2
+    c1 = tl.arange(0, KH)
+    c2 = KH + c1
+    cv = i_v * BV + tl.arange(0, BV)
+    cb = tl.arange(0, BT)
+    if j == 0:
+        S1 = tl.zeros([KH, BV], dtype=tl.float32)
+        S2 = tl.zeros([KH, BV], dtype=tl.float32)
+        if HAS_H0:
+            hb = h0_ptr + (seq * HV + i_h).to(tl.int64) * K * V
+            S1 = tl.load(hb + c1[:, None] * V + cv[None, :])
+            S2 = tl.load(hb + c2[:, None] * V + cv[None, :])
+    else:
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S1 = tl.load(p + c1[:, None] * (K + V) + K + cv[None, :])
+        S2 = tl.load(p + c2[:, None] * (K + V) + K + cv[None, :])
+    for tt in range(t_beg, t_end, BT):
+        h_b = h_ptr + ((c_seq + tt // BT) * HV + i_h).to(tl.int64) * (K * V)
+        s1 = S1.to(tl.bfloat16)
+        s2 = S2.to(tl.bfloat16)
+        tl.store(h_b + c1[:, None] * V + cv[None, :], s1)
+        tl.store(h_b + c2[:, None] * V + cv[None, :], s2)
+        o_r = tt + cb
+        m_r = o_r < L
+        w1 = _ld(w_b, o_r, m_r, HV * K, c1)
+        w2 = _ld(w_b, o_r, m_r, HV * K, c2)
+        ws = tl.dot(w1, s1)
+        ws = tl.dot(w2, s2, ws)
+        vn = _ld(u_b, o_r, m_r, HV * V, cv).to(tl.float32) - ws
+        vn_bf = vn.to(tl.bfloat16)
+        tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn_bf, mask=m_r[:, None])
+        g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+        gam = tl.cumsum(g, 0) * 1.4426950408889634
+        gl = tl.sum(g, 0) * 1.4426950408889634
+        # (e^{gamma_C - gamma} V~) rounded from the bf16 V~ the output pass reads, so both see one V~
+        vd = (vn_bf.to(tl.float32) * tl.where(m_r, tl.exp2(gl - gam), 0.0)[:, None]).to(tl.bfloat16)
+        kt1 = tl.load(k_b + c1[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
+        kt2 = tl.load(k_b + c2[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
+        decay = tl.exp2(gl)
+        S1 = tl.dot(kt1, vd, S1 * decay)
+        S2 = tl.dot(kt2, vd, S2 * decay)
+    if j == nseg - 1:
+        hb = ht_ptr + (seq * HV + i_h).to(tl.int64) * K * V
+        tl.store(hb + c1[:, None] * V + cv[None, :], S1)
+        tl.store(hb + c2[:, None] * V + cv[None, :], S2)
+
+
+@triton.jit
 def _out_kernel(
     q_ptr, k_ptr, g_ptr, p_ptr, h_ptr, vn_ptr, o_ptr, cu_ptr, cuc_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
@@ -906,11 +1021,22 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     hbuf = torch.empty(nt_bound, HV, K, V, dtype=torch.bfloat16, device=dev)
     vn = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
     bv = cfg["rec_BV"]
-    _rec_kernel[(V // bv, HV, nseg_bound)](
-        k, v, g, tb, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-        LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"],
-        num_stages=cfg["rec_stages"],
-    )
+    if cfg["rec_algo"] == "wu":
+        w = torch.empty(T, HV, K, dtype=torch.bfloat16, device=dev)
+        u = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
+        if T > 0:
+            _wu_kernel[(HV, nt_bound)](k, v, g, tb, w, u, cu, cuc, N, HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n,
+                                       num_warps=cfg["wu_warps"], num_stages=1)
+        _rec2_kernel[(V // bv, HV, nseg_bound)](
+            k, w, u, g, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+            LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"], num_stages=cfg["rec_stages"],
+        )
+    else:
+        _rec_kernel[(V // bv, HV, nseg_bound)](
+            k, v, g, tb, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+            LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"],
+            num_stages=cfg["rec_stages"],
+        )
     if T > 0:
         bvo = cfg["BVO"]
         _out_kernel[(V // bvo, nt_bound, HV)](
@@ -932,6 +1058,8 @@ def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg:
         later += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
     if not cfg["fuse_output"]:
         later += nt_bound * HV * K * V * 2 + T * HV * V * 2
+        if cfg["rec_algo"] == "wu":
+            later += T * HV * (K + V) * 2
     # sub16's fp32 A rows are freed before anything later is allocated: the peak is the larger of the two
     scratch = T * HV * BT * 4 if cfg["prep_algo"] == "sub16" else 0
     return b + max(later, scratch)

@@ -226,6 +226,13 @@ def test_split_cp_h0_strong_decay():
           strong_decay=True)
 
 
+def test_split_wu_ragged_lengths_h0_and_cp():
+    # rec_algo "wu": W / U from _wu_kernel, the state kernel in two 64-row halves with K^T loaded
+    # transposed (not yet timed on a GPU); ragged batch with h0, then CP with the warm-up, HV = HK
+    check([1, 63, 65, 129], 1, 2, cfg=dict(SPLIT, rec_algo="wu", rec_BV=32), h0=True, seed=9)
+    check([129, 40], 2, 2, cfg=dict(CP, **SPLIT, rec_algo="wu", pre_p=False), seed=10)
+
+
 def test_split_extra_memory_g1():
     # G1 (T 8192, N 1, HV 32): split adds bf16 states (129 chunk slots, bound T/64 + N) and V~
     blk = {"prep_algo": "blk16"}  # no prep scratch: the split's buffers simply add up
