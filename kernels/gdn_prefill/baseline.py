@@ -488,6 +488,19 @@ def _solve_kernel(
 
 
 @triton.jit
+def _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT: tl.constexpr):
+    """Segment i_s of sequence seq: (its index j in the sequence, the sequence's segment count, first
+    token, length, and the segment's local token range [t_beg, t_end))."""
+    s0 = tl.load(cus_ptr + seq)
+    nseg = tl.load(cus_ptr + seq + 1) - s0
+    j = i_s - s0
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    t_beg = j * SEG * BT
+    return j, nseg, bos, L, t_beg, tl.minimum(t_beg + SEG * BT, L)
+
+
+@triton.jit
 def _ld(base, rows, m_rows, STRIDE: tl.constexpr, cols):
     return tl.load(base + (rows[:, None] * STRIDE + cols[None, :]), mask=m_rows[:, None], other=0.0)
 
@@ -645,13 +658,7 @@ def _fwd_kernel(
     seq = _locate(cus_ptr, i_s, N, LOG_N)
     if seq >= N:
         return
-    s0 = tl.load(cus_ptr + seq)
-    nseg = tl.load(cus_ptr + seq + 1) - s0
-    j = i_s - s0
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
-    t_beg = j * SEG * BT
-    t_end = tl.minimum(t_beg + SEG * BT, L)
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
     i_hk = i_h // (HV // HK)
     q_b = q_ptr + (bos * HK + i_hk) * K
     k_b = k_ptr + (bos * HK + i_hk) * K
@@ -717,14 +724,8 @@ def _rec_kernel(
     seq = _locate(cus_ptr, i_s, N, LOG_N)
     if seq >= N:
         return
-    s0 = tl.load(cus_ptr + seq)
-    nseg = tl.load(cus_ptr + seq + 1) - s0
-    j = i_s - s0
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
     c_seq = tl.load(cuc_ptr + seq)  # global index of the sequence's first chunk
-    t_beg = j * SEG * BT
-    t_end = tl.minimum(t_beg + SEG * BT, L)
     i_hk = i_h // (HV // HK)
     k_b = k_ptr + (bos * HK + i_hk) * K
     v_b = v_ptr + (bos * HV + i_h) * V
@@ -804,14 +805,8 @@ def _rec2_kernel(
     seq = _locate(cus_ptr, i_s, N, LOG_N)
     if seq >= N:
         return
-    s0 = tl.load(cus_ptr + seq)
-    nseg = tl.load(cus_ptr + seq + 1) - s0
-    j = i_s - s0
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
     c_seq = tl.load(cuc_ptr + seq)
-    t_beg = j * SEG * BT
-    t_end = tl.minimum(t_beg + SEG * BT, L)
     i_hk = i_h // (HV // HK)
     k_b = k_ptr + (bos * HK + i_hk) * K
     w_b = w_ptr + (bos * HV + i_h) * K
