@@ -28,19 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aka.lifeline import arm_death_signal
+
 _FATAL = ("oom", "device-fault")
-
-
-def _die_with_parent(parent: int) -> None:
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the checker's finally still kills the group
-        pass
-    if os.getppid() != parent:  # the parent died before the death signal was armed
-        os._exit(3)
 
 
 class _Session:
@@ -265,7 +255,7 @@ def main(argv: list[str]) -> None:
 
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
     req_fd, resp_fd, folder, parent = int(argv[0]), int(argv[1]), Path(argv[2]), int(argv[3])
-    _die_with_parent(parent)
+    arm_death_signal(parent)
     from aka.worker import setup_interpreter
 
     session = _Session(folder)

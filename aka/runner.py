@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,14 +70,17 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
     interpreter: True runs Triton in its CPU interpreter (with the bf16 dot shim), False never,
     None decides in the child (interpreter when it has no CUDA device).
     """
-    with tempfile.TemporaryDirectory(prefix="aka-worker-") as tmp:
+    sweep_stale_folders()
+    with tempfile.TemporaryDirectory(prefix=f"{_PREFIX}{os.getpid()}-") as tmp:
         d = Path(tmp)
         (d / "payload.json").write_text(json.dumps(payload))
         cmd = [sys.executable, "-m", "aka.worker", task, str(d / "payload.json"), str(d / "result.json")]
+        env = worker_env(interpreter=interpreter)
+        env["AKA_PARENT_PID"] = str(os.getpid())  # the worker dies with this process (aka.lifeline)
         t0 = time.monotonic()
         with open(d / "output.log", "wb") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env=worker_env(interpreter=interpreter), start_new_session=True)
+                                    env=env, start_new_session=True)
             timed_out = _wait(proc, timeout)
         duration = time.monotonic() - t0
         tail = (d / "output.log").read_bytes()[-_TAIL_CHARS:].decode("utf-8", "replace")
@@ -90,6 +94,38 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             return WorkerResult(ok=False, stage="crash", error=f"malformed worker result: {exc}"[:300], **base)
     return _death(proc.returncode, tail, base)
+
+
+_PREFIX = "aka-worker-"
+_swept = False
+
+
+def sweep_stale_folders(root: str | None = None) -> list[str]:
+    """Remove the worker folders (aka-worker-<pid>-*) of aka processes that no longer run: what a
+    killed run left behind. Once per process unless ``root`` is given (tests)."""
+    global _swept
+    if _swept and root is None:
+        return []
+    _swept = _swept or root is None
+    removed = []
+    base = Path(root or tempfile.gettempdir())
+    for d in base.glob(f"{_PREFIX}*-*"):
+        m = re.match(rf"{_PREFIX}(\d+)-", d.name)
+        if not m or not d.is_dir() or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d.name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, and not ours to touch
+        return True
+    return True
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:

@@ -93,6 +93,11 @@ def _hosted_tasks() -> set[str]:
 
 def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
+    from aka.lifeline import arm_death_signal, watch_parent
+
+    parent = int(os.environ.get("AKA_PARENT_PID") or os.getppid())
+    arm_death_signal(parent)  # killed with the runner, even by kill -9 (Linux)
+    watch_parent(parent)  # and on every platform, within half a second
     task, payload_path, result_path = argv
     with open(payload_path) as f:
         payload = json.load(f)

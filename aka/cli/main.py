@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import typer
@@ -27,8 +28,16 @@ for _name in COMMANDS:
     importlib.import_module(_name).register(app)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
-    """Entry point: user errors print one line and exit non-zero, never a traceback."""
+    """Entry point: user errors print one line and exit non-zero, never a traceback. SIGTERM and
+    SIGHUP (a CI time cap, `timeout`, a closed terminal) end a command as Ctrl-C does: workers are
+    killed, optimize prints its summary and resume hint and marks the run interrupted."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         app()
     except AkaError as err:
