@@ -183,7 +183,8 @@ def bench(
     kernel: Annotated[Path | None, typer.Option("--kernel", help="a candidate kernel file (policy-checked)")] = None,
     impl: str = typer.Option("baseline,promoted", "--impl", help="comma-separated: baseline, promoted, "
                              "kernel, a competitor of the op (fla, sdpa), or a .py file; speedups are vs the first"),
-    shapes: str = typer.Option("full", "--shapes", help="full, smoke, edge, or comma-separated shape ids"),
+    shapes: str = typer.Option(None, "--shapes", help="full, smoke, edge, or comma-separated shape ids "
+                               "\\[default: full; CPU: smoke]"),
     csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="the full result, all samples")] = None,
     graph: bool = typer.Option(True, "--graph/--no-graph", help="also time CUDA-graph replay"),
@@ -200,6 +201,13 @@ def bench(
         raise BenchUsageError(f"--speedup {speedup}: use eager or graph")
     if speedup == "graph" and not graph:
         raise BenchUsageError("--speedup graph needs the graph timings: drop --no-graph")
+    if shapes is None:  # the interpreter needs minutes per full-set shape: smoke unless asked
+        import torch
+
+        shapes = "full" if torch.cuda.is_available() else "smoke"
+        if shapes == "smoke":
+            console.print("[yellow]no GPU: timing the smoke set in Triton's interpreter (--shapes full to "
+                          "insist; interpreter times are not representative)[/yellow]")
     n_shapes = len(o.cases(shapes))  # a bad shape set fails here, in one line, before any process starts
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
     payload = {"op": o.name, "root": str(o.root), "impls": [r.model_dump() for r in refs], "shapes": shapes}

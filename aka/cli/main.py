@@ -20,6 +20,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from aka import __version__
+
+        print(f"aka {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print aka's version and exit")) -> None:
+    """Kernel-optimization agent orchestrator: plan, codegen, correctness gate, benchmark, promotion."""
+
+
 # Command modules, each with register(app). Order is the order of `aka --help`.
 COMMANDS = ("aka.cli.ops", "aka.cli.doctor", "aka.cli.check", "aka.cli.bench", "aka.cli.wiki", "aka.cli.optimize",
             "aka.cli.profile", "aka.cli.report", "aka.cli.regress")

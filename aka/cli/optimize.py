@@ -99,7 +99,7 @@ def _settings(op: str, budget: int, max_time: float | None, max_tokens: int | No
 
 def optimize(
     op: str = typer.Argument(None, help="operator line, e.g. gdn_prefill (omit with --resume)"),
-    budget: int = typer.Option(None, "--budget", help="candidates to evaluate [default: 20; CPU: 3]"),
+    budget: int = typer.Option(None, "--budget", help="candidates to evaluate \\[default: 20; CPU: 3]"),
     max_time: float = typer.Option(None, "--max-time", help="stop after this many seconds of evaluation"),
     max_tokens: int = typer.Option(None, "--max-tokens", help="stop after this many backend tokens"),
     patience: int = typer.Option(None, "--patience", help="stop after this many attempts without a new best"),
@@ -109,7 +109,7 @@ def optimize(
     backend: str = typer.Option("offline", "--backend",
                                 help="offline (default, no API key), anthropic, openai (or any OpenAI-compatible "
                                      "server with --base-url), replay (with --from RUN)"),
-    model: str = typer.Option(None, "--model", help="LLM model name [default: the config's, or the server's only one]"),
+    model: str = typer.Option(None, "--model", help="LLM model name \\[default: the config's, or the server's only one]"),
     base_url: str = typer.Option(None, "--base-url", help="LLM endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)"),
     repairs: int = typer.Option(2, "--repairs", min=0, help="codegen repairs after a check/compile error (LLM)"),
     lang: str = typer.Option("triton", "--lang", help="candidate language: triton or cuda (LLM backends)"),

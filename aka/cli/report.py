@@ -21,7 +21,7 @@ class ReportUsageError(AkaError):
 def report(
     run_id: str = typer.Argument(None, help="a run id from `aka runs`"),
     op: str = typer.Option(None, "--op", help="show this op's promotion history across runs instead"),
-    out: str = typer.Option(None, "--out", help="folder for index.html and the PNGs [default: inside runs/]"),
+    out: str = typer.Option(None, "--out", help="folder for index.html and the PNGs \\[default: inside runs/]"),
 ) -> None:
     """Write an HTML report (figures, attempts, diff) of a run, or of an op's promotion history."""
     from aka.report_html import write_op_report, write_run_report

@@ -146,3 +146,13 @@ def test_speedup_basis_is_checked_in_one_line():
     assert res.exit_code != 0 and "--speedup wall: use eager or graph" in str(res.exception)
     res = runner.invoke(app, ["bench", "fa4_decode", "--speedup", "graph", "--no-graph"])
     assert res.exit_code != 0 and "drop --no-graph" in str(res.exception)
+
+
+def test_cli_on_cpu_defaults_to_the_smoke_set_and_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("the CPU default needs a machine without a GPU")
+    res = CliRunner().invoke(app, ["bench", "fa4_decode", "--impl", "sdpa", "--time-cap", "0.05"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "timing the smoke set" in res.output
+    shown = {x.split()[0] for x in res.output.splitlines() if x.strip().startswith(("S1 ", "S2 "))}
+    assert shown and not any(x.strip().startswith(("D1", "E1")) for x in res.output.splitlines())

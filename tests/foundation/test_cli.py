@@ -51,3 +51,14 @@ def test_an_error_keeps_its_bracketed_text():
     # rich markup must not eat "[...]" in a message (issue 21: "pip install 'aka[llm]'" lost its extra)
     r = aka("shapes", "nope[llm]")
     assert r.returncode != 0 and "unknown op 'nope[llm]'" in r.stderr, r.stderr
+
+
+def test_version_and_bracketed_defaults_in_help():
+    import os
+
+    assert aka("--version").stdout.strip().startswith("aka 0.")
+    env = {**os.environ, "COLUMNS": "200"}  # one line per option, so the texts can be matched whole
+    opt = aka("optimize", "--help", env=env).stdout
+    assert "[default: 20; CPU: 3]" in opt and "[default: the config's, or the server's only one]" in opt
+    assert "[default: inside runs/]" in aka("report", "--help", env=env).stdout
+    assert "[default: full; CPU: smoke]" in aka("bench", "--help", env=env).stdout
