@@ -31,13 +31,14 @@ def ctx(history=(), incumbent: str | None = None, evidence=(), root: Path | None
                    root=str(root) if root else "")
 
 
-def plans(n: int, **kw) -> list:
+def plans(n: int, score=None, **kw) -> list:
+    """n offline plans, each recorded as scored (default: every attempt a little better than the last)."""
     be, history, out = get_backend("offline"), [], []
     for i in range(n):
         plan, _ = be.plan(ctx(history, attempt=i, **kw))
         out.append(plan)
-        history.append({"n": i, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 1.0 + i / 100,
-                        "failed_stage": ""})
+        history.append({"n": i, "plan": plan.model_dump(), "config": plan.fixed_config(),
+                        "score": score(plan, i) if score else 1.0 + i / 100, "failed_stage": ""})
     return out
 
 
@@ -71,8 +72,13 @@ def spill(kernel: str) -> dict:
 def test_a_spilling_kernel_is_never_offered_larger_blocks_or_more_stages():
     src = BASELINE.read_text()
     incumbent = render(src, {**read_dict(src, "CONFIG"), "rec_BV": 32, "rec_stages": 1})
-    free = plans(30, incumbent=incumbent)
-    steered = plans(30, incumbent=incumbent, evidence=[spill("_rec_kernel")])
+    # the split structures score best, so the search spends its mutations there (where rec_BV and
+    # rec_stages live) whether or not the evidence is given
+    def split_best(p, i):
+        return (1.5 if p.pattern.startswith("split") else 1.0) + i / 100
+
+    free = plans(30, score=split_best, incumbent=incumbent)
+    steered = plans(30, score=split_best, incumbent=incumbent, evidence=[spill("_rec_kernel")])
 
     def too_big(ps):
         return [p.fixed_config() for p in ps if p.pattern.startswith("split")
