@@ -59,8 +59,16 @@ CONFIG = {
     # structure measured on the H200 so far; the split is unmeasured there (docs/perf/gdn_prefill.md).
     "fuse_output": True,
     "BV": 64,  # value-column block of _fwd_kernel (state block K x BV in registers)
-    "fwd_warps": 8,
+    # 4 warps (ks): 254-255 regs, no spill, so two programs share an SM and hide each other's
+    # latency; with the pipelined loop the serial kernel went from 404 to 145 us at G1 (H200)
+    "fwd_warps": 4,
     "fwd_stages": 1,
+    # "w": V~ = Tb V - W S with W = Tb diag(e^gamma) K formed per chunk (_fwd_kernel); "ks" (default
+    # since 2026-12-01): V~ = Tb (V - e^gamma K S), FlashQLA's order, one 64x64x128 dot fewer per chunk
+    # and value block (_fwdks_kernel). docs/perf/gdn_prefill.md
+    "fwd_algo": "ks",
+    "fwd_loop_stages": 2,  # ks only: Triton's pipeliner on the serial loop (3: slower at 4 warps)
+    "fwd_prefetch": False,  # ks only: load chunk i+1's tiles before chunk i's dots (registers, not smem)
     "reload_k": True,  # re-read k for the state update instead of keeping it live (fewer spills)
     "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop
     "rec_BV": 64,  # split only: value-column block of _rec_kernel (BV 64 / 8 warps / 1 stage: the
@@ -76,6 +84,8 @@ CONFIG = {
     "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
     "seg_warps": 4,
     "seg_stages": 1,
+    "seg_algo": "ks",  # _seg_kernel's chunk step: "w" or "ks", as fwd_algo (G1 seg 85 -> 71 us)
+    "seg_loop_stages": 3,
     "BVC": 32,  # column block of the chain kernel
     "prep_warps": 2,  # _solve_kernel (sub16) or _prep_kernel (blk16, reg16)
     # precision of the 16x16 merge dots: tf32 since 2026-12-01 (aka optimize promoted it on
@@ -87,6 +97,13 @@ CONFIG = {
     # "sub16": _kkt_kernel + _solve_kernel (the A rows round-trip through memory). "blk16": _prep_kernel
     # with series inverses (slowest). docs/perf/gdn_prefill.md
     "prep_algo": "reg16",
+    # blk16/reg16 with pre_p: P from _pmat_kernel (one program per key head and chunk) instead of
+    # inside _prep_kernel. (Sharing K K^T across those value heads too, in one prep program, was
+    # measured slower on the H200 at 2/4/8 warps: G1 220/398/876 us vs 159, spills.)
+    # H200, graph replay, same run: G1 412.7 (8 warps) / 403.7 (4) vs 402.7 us without; _prep_kernel
+    # drops 159 -> 125 us but _pmat_kernel costs 35-41: no gain, one launch more, so off
+    "p_kernel": False,
+    "p_warps": 8,  # 156 regs, no spill (4 warps: 255 + 24 B); _prep_kernel without P: 255 + 176 B (776 with)
     "kkt_warps": 8,  # sub16 only: _kkt_kernel (prep_warps is then _solve_kernel's); 8: 127 regs, no spill
     "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
     "cp": True,  # context parallelism on/off
@@ -105,9 +122,12 @@ CONFIG = {
 
 SPACE = {
     "fuse_output": [False, True],
-    "BV": [64],  # 32 crashed on the H200 (Triton 3.6); 128 spills ~800 B/thread (not run)
-    "fwd_warps": [8],  # 4 warps: see BV
+    "BV": [64],  # 32 crashes on the H200 (Triton 3.6, illegal memory access, both fwd_algo); 128: slower (ks)
+    "fwd_warps": [4, 8],
     "fwd_stages": [1],  # >1: out-of-range shared address on the H200
+    "fwd_algo": ["w", "ks"],
+    "fwd_loop_stages": [1, 2],
+    "fwd_prefetch": [False, True],
     "reload_k": [True, False],
     "pre_p": [True, False],
     # ptxas sm_90 (offline, Triton 3.9; `bench_gdn_prefill.py --offline-regs`): _rec_kernel has no spill
@@ -123,10 +143,14 @@ SPACE = {
     "BVA": [32, 64, 128],
     "seg_warps": [4, 8],
     "seg_stages": [1],
+    "seg_algo": ["w", "ks"],
+    "seg_loop_stages": [1, 2, 3],
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
     "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
     "prep_algo": ["blk16", "sub16", "reg16"],
+    "p_kernel": [False, True],
+    "p_warps": [4, 8],
     "kkt_warps": [4, 8],
     "prep_stages": [1, 3],
     "cp": [True, False],
@@ -387,6 +411,37 @@ def _prep_kernel(
 
 
 @triton.jit
+def _pmat_kernel(
+    q_ptr, k_ptr, g_ptr, cu_ptr, cuc_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr,
+):
+    """p_kernel: P = scale (Q K^T . Gamma . causal) of one chunk for the HV/HK value heads that read
+    one key head, Q K^T formed once for them. Out of _prep_kernel, whose 2-warp program otherwise
+    holds the full 64x128 q and k tiles for it (ptxas sm_90, Triton 3.6: 255 regs + 776 B spill)."""
+    i_g = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    GROUP: tl.constexpr = HV // HK
+    rb = tl.arange(0, BT)
+    ck = tl.arange(0, K)
+    t_r = t0 + rb
+    m_r = t_r < eos
+    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_g) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    qf = tl.load(q_ptr + (t_r[:, None] * HK + i_g) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    qk = tl.dot(qf, tl.trans(kf))
+    causal = rb[:, None] >= rb[None, :]
+    for gi in range(GROUP):
+        i_h = i_g * GROUP + gi
+        gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+        pf = qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
+        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
+                 mask=m_r[:, None])
+
+
+@triton.jit
 def _kkt_kernel(
     q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, p_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
@@ -537,9 +592,13 @@ def _state_update(S, k, vn_b, gam, gl):
 def _seg_kernel(
     k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, warm_ptr, cu_ptr, cus_ptr, N, SEG, THR,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr,
+    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr, ALG_KS: tl.constexpr,
+    LOOP_STAGES: tl.constexpr,
 ):
     """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
+
+    ALG_KS: the chunk step in _fwdks_kernel's order (V~ = Tb (V - e^gamma K S), no W), LOOP_STAGES its
+    software pipelining, as there.
 
     Warm-up (WARM > 0): when the gates of the segment's last n <= WARM chunks decay by
     exp(sum g) <= exp(THR), C is run over those n chunks from a zero state and M is dropped
@@ -596,14 +655,27 @@ def _seg_kernel(
         if HAS_H0:
             if (j == 0) & (warm == 0):  # a warm-up from inside the segment has forgotten h0 (same bound)
                 S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
-    for tt in range(t_beg, t_end, BT):
-        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
-        ws = tl.dot(w, S.to(tl.bfloat16))
-        if is_c:
-            vb = _ld(v_b, o_r, m_r, HV * V, cv)
-            vn = tl.dot(tb, vb) - ws
+    for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
+        if ALG_KS:
+            o_r = tt + tl.arange(0, BT)
+            m_r = o_r < L
+            k = _ld(k_b, o_r, m_r, HK * K, ck)
+            g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+            gam = tl.cumsum(g, 0) * 1.4426950408889634
+            gl = tl.sum(g, 0) * 1.4426950408889634
+            tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
+            x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
+            if is_c:
+                x += _ld(v_b, o_r, m_r, HV * V, cv).to(tl.float32)
+            vn = tl.dot(tb, x.to(tl.bfloat16))
         else:
-            vn = -ws
+            o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
+            ws = tl.dot(w, S.to(tl.bfloat16))
+            if is_c:
+                vb = _ld(v_b, o_r, m_r, HV * V, cv)
+                vn = tl.dot(tb, vb) - ws
+            else:
+                vn = -ws
         S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
     p = mc_ptr + ((i_s * HV + i_h) * K + ck[:, None]).to(tl.int64) * (K + V) + cc[None, :]
     tl.store(p, S)
@@ -698,6 +770,83 @@ def _fwd_kernel(
         if RELOAD_K:
             k = _ld(k_b, o_r, m_r, HK * K, ck)
         S = _state_update(S, k, vn_b, gam, gl)
+    if j == nseg - 1:
+        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
+
+
+@triton.jit
+def _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr,
+              V: tl.constexpr, BT: tl.constexpr):
+    """Every tile one chunk of _fwdks_kernel reads; rows at or past L read as zeros."""
+    o_r = tt + tl.arange(0, BT)
+    m_r = o_r < L
+    ck = tl.arange(0, K)
+    cb = tl.arange(0, BT)
+    k = _ld(k_b, o_r, m_r, HK * K, ck)
+    g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+    tb = _ld(tb_b, o_r, m_r, HV * BT, cb)
+    q = _ld(q_b, o_r, m_r, HK * K, ck)
+    vb = _ld(v_b, o_r, m_r, HV * V, cv)
+    pa = _ld(p_b, o_r, m_r, HV * BT, cb)
+    return k, g, tb, q, vb, pa
+
+
+@triton.jit
+def _fwdks_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, PREFETCH: tl.constexpr,
+    LOOP_STAGES: tl.constexpr,
+):
+    """fwd_algo "ks": _fwd_kernel's work in FlashQLA's order, V~ = Tb (V - diag(e^gamma) K S), so the
+    chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
+    serves both K S and the update. Needs pre_p (P from the prep kernel). PREFETCH: the next chunk's
+    tiles are loaded before this chunk's dots, so their memory latency hides behind them (the serial
+    loop otherwise waits on its loads every chunk: Triton's pipeliner leaves these masked loads alone,
+    fwd_loop_stages 2 added 256 B of shared memory, ptxas sm_90)."""
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
+    i_hk = i_h // (HV // HK)  # the q/k head value head i_h reads
+    q_b = q_ptr + (bos * HK + i_hk) * K
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    o_b = o_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    p_b = p_ptr + (bos * HV + i_h) * BT
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    if j == 0:
+        S = tl.zeros([K, BV], dtype=tl.float32)
+        if HAS_H0:
+            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+    else:
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
+    k, g, tb, q, vb, pa = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, t_beg, L, cv, HV, HK, K, V, BT)
+    for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
+        if not PREFETCH:
+            k, g, tb, q, vb, pa = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV, HK, K, V, BT)
+        else:
+            k1, g1, tb1, q1, vb1, pa1 = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt + BT, L, cv, HV, HK, K, V, BT)
+        o_r = tt + tl.arange(0, BT)
+        m_r = o_r < L
+        gam = tl.cumsum(g, 0) * 1.4426950408889634
+        gl = tl.sum(g, 0) * 1.4426950408889634
+        s_b = S.to(tl.bfloat16)
+        x = (vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]).to(tl.bfloat16)
+        vn_b = tl.dot(tb, x).to(tl.bfloat16)
+        qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
+        o = tl.dot(qg, s_b) + tl.dot(pa, vn_b)
+        tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
+        S = _state_update(S, k, vn_b, gam, gl)
+        if PREFETCH:
+            k, g, tb, q, vb, pa = k1, g1, tb1, q1, vb1, pa1
     if j == nseg - 1:
         tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
 
@@ -944,9 +1093,13 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr
             num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
     else:
+        own_p = cfg["pre_p"] and cfg["p_kernel"]
+        if own_p:
+            _pmat_kernel[(HK, nt_bound)](q, k, g, cu, cuc, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+                                         num_warps=cfg["p_warps"], num_stages=1)
         _prep_kernel[(HV, nt_bound)](
             q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], SUBST=cfg["prep_algo"] == "reg16",
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"] and not own_p, SUBST=cfg["prep_algo"] == "reg16",
             num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
 
@@ -959,7 +1112,10 @@ def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
 
 def _resolved(cfg: dict) -> dict:
     """cfg over CONFIG: configs stored before a key existed keep working (the key's default)."""
-    return {**CONFIG, **cfg}
+    out = {**CONFIG, **cfg}
+    if out["fuse_output"] and out["fwd_algo"] == "ks":
+        out["pre_p"] = True  # _fwdks_kernel reads P; a search point with pre_p off means the same kernel
+    return out
 
 
 def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict):
@@ -998,14 +1154,21 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         bva, nwarm = cfg["BVA"], cfg["cp_warm_chunks"]
         _seg_kernel[((K + V) // bva, HV, nseg_bound)](
             k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
-            BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, num_warps=cfg["seg_warps"],
-            num_stages=cfg["seg_stages"],
+            BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, ALG_KS=cfg["seg_algo"] == "ks",
+            LOOP_STAGES=cfg["seg_loop_stages"], num_warps=cfg["seg_warps"], num_stages=cfg["seg_stages"],
         )
         bvc = cfg["BVC"]
         _chain_kernel[(V // bvc, HV, N)](mc, warm, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32",
                                             WARM=nwarm, num_warps=4, num_stages=1)  # stages>1: 256 KB smem
     if cfg["fuse_output"]:
         bv = cfg["BV"]
+        if cfg["fwd_algo"] == "ks":
+            _fwdks_kernel[(V // bv, HV, nseg_bound)](
+                q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT,
+                BV=bv, LOG_N=log_n, HAS_H0=has_h0, PREFETCH=cfg["fwd_prefetch"],
+                LOOP_STAGES=cfg["fwd_loop_stages"], num_warps=cfg["fwd_warps"], num_stages=cfg["fwd_stages"],
+            )
+            return o, ht
         _fwd_kernel[(V // bv, HV, nseg_bound)](
             q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
             LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"], num_warps=cfg["fwd_warps"],

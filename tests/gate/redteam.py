@@ -313,7 +313,7 @@ GDN = [
            base="baseline", edits=(_GDN_SCALE,), shapes="S1", doc="always uses 128**-0.5"),
     Kernel("cp_drops_h0", "gdn_prefill", "CP path never run", r"^E7: round (0|1 \(mixed; scale=[0-9.]+\)): (o|final_state): (rel L2|max element)",
            base="baseline", shapes="E7",
-           edits=(("HAS_H0=has_h0, WARM=nwarm, num_warps=cfg[\"seg_warps\"]", "HAS_H0=False, WARM=nwarm, num_warps=cfg[\"seg_warps\"]"),),
+           edits=(("HAS_H0=has_h0, WARM=nwarm, ALG_KS=", "HAS_H0=False, WARM=nwarm, ALG_KS="),),
            doc="the context-parallel segment transitions leave the initial state out"),
     # in the interpreter the binary search's stray index reads out of bounds and kills the process; on a
     # GPU it reads the wrong sequence's rows (scripts/red_team.py records which)
@@ -326,12 +326,11 @@ GDN = [
            doc="binary search sized for at most 15 sequences"),
     Kernel("empty_sequence_skipped", "gdn_prefill", "zero-length with h0", r"^E9: round 0: final_state: ",
            base="baseline", shapes="E9",
-           edits=(("_seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)\n    i_hk = i_h // (HV // HK)\n    q_b = q_ptr",
-                   "_seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)\n    if L == 0:\n        return\n"
-                   "    i_hk = i_h // (HV // HK)\n    q_b = q_ptr"),),
+           edits=(("    cv = i_v * BV + tl.arange(0, BV)\n    if j == 0:",
+                   "    cv = i_v * BV + tl.arange(0, BV)\n    if L == 0:\n        return\n    if j == 0:"),),
            doc="returns early for an empty sequence: its final state (= h0) is never written"),
     Kernel("head_map_modulo", "gdn_prefill", "wrong maths", r"^E4: round 0: (o|final_state): ", base="baseline",
-           shapes="E4", edits=(("    i_hk = i_h // (HV // HK)\n    q_b = q_ptr", "    i_hk = i_h % HK\n    q_b = q_ptr"),),
+           shapes="E4", edits=(("    i_hk = i_h // (HV // HK)  # the q/k head value head i_h reads\n", "    i_hk = i_h % HK\n"),),
            doc="value head h reads q/k head h % HK instead of h // (HV/HK), in the output kernel"),
     Kernel("no_state_decay", "gdn_prefill", "wrong maths", r"^S1: round 0: (o|final_state): ", base="baseline",
            shapes="S1", edits=(("    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vn_b)",
