@@ -87,6 +87,7 @@ class RunReport:
     diffs: list[KernelDiff]
     llm_used: bool
     notes: list[str] = field(default_factory=list)
+    start_label: str = "baseline"  # the kernel the run started from (still in place when nothing was promoted)
 
     @property
     def interpreter(self) -> bool:
@@ -196,7 +197,7 @@ def load_run_report(run_dir: Path) -> RunReport:
         baseline_us=base_us, baseline_geomean=base_g, attempts=rows,
         best_competitor=min(comps, key=lambda b: b.geomean_us) if comps else None, bars=bars,
         final_label=label, speedups=speedups, diffs=kernel_diffs(run_dir, attempts, start_label),
-        llm_used=any(r.tokens for r in rows), notes=notes)
+        llm_used=any(r.tokens for r in rows), notes=notes, start_label=start_label)
 
 
 @dataclass(frozen=True)
