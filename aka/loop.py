@@ -177,7 +177,7 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         if reason:
             break
         n, t0 = st.used.candidates, time.monotonic()
-        view.update(round=n + 1, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
+        view.update(attempt=n, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
         while len(queue) < 1 + settings.prepare_ahead and n + len(queue) < settings.budget.max_candidates:
             queue.append(Job(n + len(queue), queue[-1] if queue else None, make, st))
         try:
@@ -198,10 +198,17 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
             job.st = st
         view.update(stage="decided", record=rec, best=st.best)
-    summary = {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
-               "incumbent": st.incumbent_label, "elapsed_s": round(st.used.elapsed_s, 1), "tokens": st.used.tokens}
+    summary = summarize(store, reason)
     store.update_run(status="finished", summary=summary)
     return summary
+
+
+def summarize(store: RunStore, reason: str, **extra: Any) -> dict[str, Any]:
+    """The run's summary from its log: the same figures however it ended (budget, Ctrl-C, a fault)."""
+    st = rebuild(store, store.read_run())
+    return {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
+            "incumbent": st.incumbent_label, "elapsed_s": round(st.used.elapsed_s, 1), "tokens": st.used.tokens,
+            **extra}
 
 
 @dataclass
