@@ -25,6 +25,7 @@ from aka.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.lessons import write_lessons
 from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, Usage
 from aka.settings import OptimizeSettings
+from aka.standing import start_standing
 from aka.store import RunStore
 from aka.supervisor import (
     BudgetUsed,
@@ -69,9 +70,11 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
 
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:
     base, inc = run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]
+    # runs recorded before the standing was: the set-up's timings
+    start = run["incumbent"].get("standing") or {"geomean": speedup(base, inc) or 1.0,
+                                                 "shapes": {s: b / inc[s] for s, b in base.items() if inc.get(s)}}
     st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
-               run["incumbent"]["label"], dict(inc), speedup(base, inc) or 1.0,
-               {s: b / inc[s] for s, b in base.items() if inc.get(s)})
+               run["incumbent"]["label"], dict(inc), start["geomean"], dict(start["shapes"]))
     st.seen[run["incumbent"]["hash"]] = -1
     for rec in store.attempts():
         st.used.candidates += 1
@@ -86,8 +89,8 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
             st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
             st.incumbent_label = f"candidate {rec['n']}"
             st.incumbent_times = dict(rec["bench"]["times_us"])
-            # the standing over the baseline: the setup's figures chained through each promotion's
-            # ABBA re-measure (the screen's times drift by several % between workers)
+            # the standing over the baseline (aka.standing): the start's chained through each
+            # promotion's ABBA re-measure (the screen's times drift by several % between workers)
             m = rec["measurements"]
             st.incumbent_score *= m["geomean"]
             st.incumbent_shapes = {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m["ratios"].items()}
@@ -133,8 +136,10 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py
     run = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "running", "settings": settings.model_dump(),
-        "device": device, "baseline": {**figures, "shapes": bench_shapes},
-        "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source)},
+        "device": device,
+        "baseline": {**figures, "shapes": bench_shapes, "hash": code_hash(op.path("baseline").read_text())},
+        "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source),
+                      "standing": start_standing(op, incumbent, figures)},
         "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
         "setup_s": round(time.monotonic() - t0, 3),
     }

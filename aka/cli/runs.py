@@ -219,14 +219,14 @@ def history(op: str = typer.Argument(..., help="operator line"),
             as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """List the promotions of an op (git history of kernels/<op>/promoted.py), newest first.
 
-    --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline, device, subject}.
+    vs previous: the ABBA speedup over the kernel it replaced; vs baseline: those chained since the
+    baseline (aka.standing). --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline,
+    device, subject}.
     """
-    from aka.report import PromotionRow
+    from aka.report import rows_from
 
     the_op = get_op(op)
-    rows = [PromotionRow(p.rev, p.date, str(p.meta.get("run_id", "-")), p.meta.get("attempt", "-"),
-                         p.meta.get("geomean_vs_previous"), p.meta.get("geomean_vs_baseline"),
-                         str(p.meta.get("device", "?")), p.subject) for p in gitops.history(the_op.root, op)]
+    rows = rows_from(gitops.history(the_op.root, op)[::-1])[::-1]  # not a repository: a one-line error
     if as_json:
         return _print_json([{"rev": p.rev, "date": p.date, "run_id": p.run_id, "attempt": p.attempt,
                              "vs_previous": p.vs_previous, "vs_baseline": p.vs_baseline, "device": p.device,
