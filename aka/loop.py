@@ -23,7 +23,7 @@ from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
 from aka.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.lessons import write_lessons
-from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, Usage
+from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, ProviderError, Usage
 from aka.settings import OptimizeSettings
 from aka.standing import start_standing
 from aka.store import RunStore
@@ -174,7 +174,7 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
     st = rebuild(store, run)
     with store.op_lock():
         finish_pending_promotion(store, settings, op)
-    reason, queue = None, deque()
+    reason, fault, queue = None, None, deque()
     make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=evaluator,
                              run=run, view=view)
     while reason is None:
@@ -190,6 +190,9 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         except BackendExhausted as exc:
             reason = str(exc)
             break
+        except ProviderError as exc:  # the endpoint's fault: no attempt is charged, the run stops and says why
+            reason, fault = f"LLM endpoint fault: {exc}", exc.record()
+            break
         view.update(stage="measure", candidate=prep.summary)
         rec = measure(prep, settings, op, evaluator, st, run, view)
         with store.op_lock():  # another run of this op may be promoting right now
@@ -203,8 +206,8 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
             job.st = st
         view.update(stage="decided", record=rec, best=st.best)
-    summary = summarize(store, reason)
-    store.update_run(status="finished", summary=summary)
+    summary = summarize(store, reason, **({"fault": fault} if fault else {}))
+    store.update_run(status="stopped" if fault else "finished", summary=summary)
     return summary
 
 

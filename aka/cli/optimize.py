@@ -12,9 +12,14 @@ from rich.panel import Panel
 
 from aka.cli.runs import _row, _x, console, cpu_note, print_summary
 from aka.config import LLMSettings
+from aka.errors import AkaError
 from aka.ops import get_op, project_root
 from aka.settings import Budget, OptimizeSettings, PromotionRules
 from aka.store import RunStore
+
+
+class EndpointFault(AkaError):
+    """The LLM endpoint failed mid-run (after the SDK's retries); the run is recorded as stopped."""
 
 
 class LiveView:
@@ -127,9 +132,11 @@ def optimize(
         settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
         settings.prepare_ahead = ahead if ahead is not None else _default_ahead(settings)
-    # LLM backends check their SDK and key here: a missing key fails before the baseline is measured
+    # LLM backends check their SDK and key here, and reach their endpoint once: a missing key or a
+    # dead server fails in one line before the baseline is measured
     be = (get_backend(settings.backend, op=the_op, llm=settings.llm) if settings.backend in LLM_BACKENDS
           else get_backend(settings.backend))
+    getattr(be, "probe", lambda: None)()
     evaluator = RealEvaluator(the_op, settings)
     if settings.interpreter:
         console.print(f"[yellow]no GPU: {cpu_note(settings)}[/yellow]")
@@ -147,12 +154,24 @@ def optimize(
             console.print("interrupted; finished attempts are saved. "
                           f"Resume with: aka optimize --resume {store.run_id}")
             sys.exit(130)
-        except BaseException:
-            store.update_run(status="crashed")
+        except BaseException as exc:
+            store.update_run(status="crashed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
             live.stop()
-            console.print(f"run crashed; resume with: aka optimize --resume {store.run_id}")
+            console.print(f"run crashed ({type(exc).__name__}); finished attempts are saved. Once the cause is "
+                          f"fixed, resume with: aka optimize --resume {store.run_id}", highlight=False)
             raise
     print_summary(store.path, summary)
+    if summary.get("fault"):
+        raise EndpointFault(fault_line(summary["fault"], store.run_id))
+
+
+def fault_line(fault: dict[str, Any], run_id: str) -> str:
+    """One line: what failed, what to do, and the resume command only where resuming can help."""
+    fix = fault.get("fix") or ""
+    if not fault.get("resumable"):
+        return f"LLM endpoint fault: {fault['error']}; resuming would send the same request: start a new run"
+    then = f"{fix}, then resume" if fix and fix not in fault["error"] else "resume"
+    return f"LLM endpoint fault: {fault['error']}; {then} with: aka optimize --resume {run_id}"
 
 
 def _measure_baseline(live: Live, runs_root, settings: OptimizeSettings, op, evaluator) -> RunStore:

@@ -139,3 +139,43 @@ def test_ctrl_c_during_the_baseline_says_so_and_that_nothing_was_recorded(projec
     assert res.exit_code == 130
     assert "interrupted while measuring the baseline; nothing was recorded" in res.stdout
     assert not (project / "runs" / "gdn_prefill").exists() or not list((project / "runs" / "gdn_prefill").iterdir())
+
+
+class _Fails(ScriptedBackend):
+    """Raises `exc` when attempt `at` is planned."""
+
+    def __init__(self, steps, at, exc):
+        super().__init__(steps)
+        self.at, self.exc = at, exc
+
+    def plan(self, ctx):
+        if ctx.attempt == self.at:
+            raise self.exc
+        return super().plan(ctx)
+
+
+def _run_json(project):
+    return json.loads(next((project / "runs" / "gdn_prefill").glob("*/run.json")).read_text())
+
+
+def test_an_endpoint_fault_mid_run_ends_optimize_with_the_fault_and_a_resume_hint(project, monkeypatch):
+    from aka.cli.optimize import EndpointFault
+    from aka.llm.base import ProviderError
+
+    dead = ProviderError("openai endpoint http://127.0.0.1:9/v1 is not reachable (Connection error.): start the "
+                         "server or fix --base-url", True, "start the server or fix --base-url")
+    res = _optimize(project, monkeypatch, _Fails([{"source": source(1.2, "a")}], 1, dead))
+    run = _run_json(project)
+    assert isinstance(res.exception, EndpointFault), res.output
+    assert str(res.exception).endswith(f"resume with: aka optimize --resume {run['run_id']}")
+    assert "stopped: LLM endpoint fault: openai endpoint" in res.stdout and "run crashed" not in res.stdout
+    assert run["status"] == "stopped" and run["summary"]["attempts"] == 1
+
+
+def test_a_crash_is_recorded_with_its_error_so_aka_show_prints_it(project, monkeypatch):
+    res = _optimize(project, monkeypatch, _Fails([], 0, RuntimeError("planner bug")))
+    assert isinstance(res.exception, RuntimeError)
+    run = _run_json(project)
+    assert run["status"] == "crashed" and run["error"] == "RuntimeError: planner bug"
+    shown = CliRunner().invoke(app, ["show", run["run_id"]], env={"AKA_ROOT": str(project)})
+    assert "stopped: crashed (RuntimeError: planner bug)" in shown.stdout
