@@ -104,8 +104,10 @@ class SetupError(AkaError):
 def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator) -> RunStore:
     """Create the run directory and pay once for the baseline figures every decision needs."""
     t0 = time.monotonic()
-    if settings.commit and not settings.interpreter:
-        gitops.check_clean(op.root, op.name)  # fail now, not after an hour of search
+    # on every device: an edited promoted.py would otherwise be measured as the incumbent (and on a
+    # GPU refused only at the first promotion, after the search)
+    if settings.commit:
+        gitops.check_clean(op.root, op.name)
     device = evaluator.device()
     _, bench_shapes, _ = shape_plan(settings)
     incumbent = op.default_kernel()
