@@ -94,3 +94,20 @@ def test_ops_lists_the_good_contracts_and_names_the_malformed_one(tmp_path):
     for name in ("gdn_prefill", "fa4_prefill", "fa4_decode"):
         assert name in r.stdout
     assert r.stderr.strip().count("\n") == 0 and "broken.yaml" in r.stderr and "not valid YAML" in r.stderr
+
+
+def test_doctor_reads_the_key_from_the_config_file_the_backends_read(tmp_path):
+    import json
+    import os
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[anthropic]\napi_key = "sk-ant-from-the-file"\n')
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {"AKA_CONFIG": str(cfg)}
+    r = aka("doctor", "--json", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    items = {i["item"]: i["value"] for i in json.loads(r.stdout)["items"]}
+    assert items["anthropic key"] == f"set (api_key under [anthropic] in {cfg})"
+    assert items["openai key"].startswith("not set (OPENAI_API_KEY or api_key under [openai]")
+    assert "sk-ant-from-the-file" not in r.stdout
+    table = aka("doctor", env=env | {"COLUMNS": "200"}).stdout
+    assert f"set (api_key under [anthropic] in {cfg})" in table  # the [section] survives rich markup
