@@ -14,7 +14,8 @@ from aka.doctor import collect
 console = Console()
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table (keys below)")) -> None:
+def doctor(as_json: bool = typer.Option(False, "--json",
+                                        help="print JSON instead of the table (its keys: see above)")) -> None:
     """Versions, the GPU (or the CPU interpreter, proven on a real kernel) and which API keys are set.
 
     --json: {ok, items: [{item, value, ok}]}; exit 1 when any item is not ok, as for the table.

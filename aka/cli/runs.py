@@ -159,7 +159,7 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
-JSON_HELP = "print JSON instead of the table (keys below)"
+JSON_HELP = "print JSON instead of the table (its keys: see above)"
 
 
 def runs(op: str = typer.Argument(None, help="only this op"),
