@@ -136,12 +136,21 @@ def is_local(url: str | None) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
+def key_source(provider: str, cfg: LLMConfig) -> str | None:
+    """Where the provider's key comes from: its variable's name, 'config', or None (not set).
+    The one rule that the backends and `aka doctor` both read."""
+    var = KEY_VARS[provider]
+    if os.environ.get(var):
+        return var
+    return "config" if getattr(cfg, provider).api_key else None
+
+
 def api_key(provider: str, cfg: LLMConfig, base_url: str | None = None) -> str:
     """The key: environment variable, then config file; local endpoints get a placeholder."""
     var = KEY_VARS[provider]
-    key = os.environ.get(var) or getattr(cfg, provider).api_key
-    if key:
-        return key
+    src = key_source(provider, cfg)
+    if src:
+        return os.environ[var] if src == var else getattr(cfg, provider).api_key
     if is_local(base_url):
         return "local-endpoint-needs-no-key"
     raise MissingKeyError(

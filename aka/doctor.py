@@ -71,6 +71,21 @@ def collect() -> Report:
             r.add("device", f"CPU only: Triton interpreter — {detail}", ok)
     except Exception as exc:
         r.add("device", f"cannot query: {exc}", False)
-    for key in API_KEYS:
-        r.add(key, "set" if os.environ.get(key) else "not set")
+    _keys(r)
     return r
+
+
+def _keys(r: Report) -> None:
+    """Which keys the backends would find, read as they read them: the variable, then the config file."""
+    from aka.config import KEY_VARS, ConfigError, config_path, key_source, load_config
+
+    try:
+        cfg = load_config()
+    except ConfigError as exc:
+        r.add("config", str(exc), False)
+        cfg = None
+    for provider, var in KEY_VARS.items():
+        src = key_source(provider, cfg) if cfg is not None else (var if os.environ.get(var) else None)
+        where = {None: f"not set ({var} or api_key under [{provider}] in {config_path()})",
+                 var: f"set ({var})", "config": f"set (api_key under [{provider}] in {config_path()})"}[src]
+        r.add(f"{provider} key", where)

@@ -110,6 +110,7 @@ class Promotion:
     date: str
     subject: str
     meta: dict[str, Any]
+    present: bool = True  # False: this commit removed the promoted kernel (the op is back on its baseline)
 
 
 def history(root: Path, op: str) -> list[Promotion]:
@@ -125,7 +126,9 @@ def history(root: Path, op: str) -> list[Promotion]:
             meta = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             meta = {}
-        out.append(Promotion(rev, date, subject, meta))
+        present = subprocess.run(["git", "cat-file", "-e", f"{rev}:{py}"], cwd=root,
+                                 capture_output=True).returncode == 0
+        out.append(Promotion(rev, date, subject, meta, present))
     return out
 
 

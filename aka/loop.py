@@ -23,8 +23,9 @@ from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
 from aka.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.lessons import write_lessons
-from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, Usage
+from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, ProviderError, Usage
 from aka.settings import OptimizeSettings
+from aka.standing import start_standing
 from aka.store import RunStore
 from aka.supervisor import (
     BudgetUsed,
@@ -69,9 +70,11 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
 
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:
     base, inc = run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]
+    # runs recorded before the standing was: the set-up's timings
+    start = run["incumbent"].get("standing") or {"geomean": speedup(base, inc) or 1.0,
+                                                 "shapes": {s: b / inc[s] for s, b in base.items() if inc.get(s)}}
     st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
-               run["incumbent"]["label"], dict(inc), speedup(base, inc) or 1.0,
-               {s: b / inc[s] for s, b in base.items() if inc.get(s)})
+               run["incumbent"]["label"], dict(inc), start["geomean"], dict(start["shapes"]))
     st.seen[run["incumbent"]["hash"]] = -1
     for rec in store.attempts():
         st.used.candidates += 1
@@ -86,8 +89,8 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
             st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
             st.incumbent_label = f"candidate {rec['n']}"
             st.incumbent_times = dict(rec["bench"]["times_us"])
-            # the standing over the baseline: the setup's figures chained through each promotion's
-            # ABBA re-measure (the screen's times drift by several % between workers)
+            # the standing over the baseline (aka.standing): the start's chained through each
+            # promotion's ABBA re-measure (the screen's times drift by several % between workers)
             m = rec["measurements"]
             st.incumbent_score *= m["geomean"]
             st.incumbent_shapes = {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m["ratios"].items()}
@@ -101,8 +104,10 @@ class SetupError(AkaError):
 def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator) -> RunStore:
     """Create the run directory and pay once for the baseline figures every decision needs."""
     t0 = time.monotonic()
-    if settings.commit and not settings.interpreter:
-        gitops.check_clean(op.root, op.name)  # fail now, not after an hour of search
+    # on every device: an edited promoted.py would otherwise be measured as the incumbent (and on a
+    # GPU refused only at the first promotion, after the search)
+    if settings.commit:
+        gitops.check_clean(op.root, op.name)
     device = evaluator.device()
     _, bench_shapes, _ = shape_plan(settings)
     incumbent = op.default_kernel()
@@ -133,8 +138,10 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py
     run = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "running", "settings": settings.model_dump(),
-        "device": device, "baseline": {**figures, "shapes": bench_shapes},
-        "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source)},
+        "device": device,
+        "baseline": {**figures, "shapes": bench_shapes, "hash": code_hash(op.path("baseline").read_text())},
+        "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source),
+                      "standing": start_standing(op, incumbent, figures)},
         "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
         "setup_s": round(time.monotonic() - t0, 3),
     }
@@ -169,7 +176,7 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
     st = rebuild(store, run)
     with store.op_lock():
         finish_pending_promotion(store, settings, op)
-    reason, queue = None, deque()
+    reason, fault, queue = None, None, deque()
     make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=evaluator,
                              run=run, view=view)
     while reason is None:
@@ -177,13 +184,16 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         if reason:
             break
         n, t0 = st.used.candidates, time.monotonic()
-        view.update(round=n + 1, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
+        view.update(attempt=n, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
         while len(queue) < 1 + settings.prepare_ahead and n + len(queue) < settings.budget.max_candidates:
             queue.append(Job(n + len(queue), queue[-1] if queue else None, make, st))
         try:
             prep = queue.popleft().result()
         except BackendExhausted as exc:
             reason = str(exc)
+            break
+        except ProviderError as exc:  # the endpoint's fault: no attempt is charged, the run stops and says why
+            reason, fault = f"LLM endpoint fault: {exc}", exc.record()
             break
         view.update(stage="measure", candidate=prep.summary)
         rec = measure(prep, settings, op, evaluator, st, run, view)
@@ -198,10 +208,17 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
             job.st = st
         view.update(stage="decided", record=rec, best=st.best)
-    summary = {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
-               "incumbent": st.incumbent_label, "elapsed_s": round(st.used.elapsed_s, 1), "tokens": st.used.tokens}
-    store.update_run(status="finished", summary=summary)
+    summary = summarize(store, reason, **({"fault": fault} if fault else {}))
+    store.update_run(status="stopped" if fault else "finished", summary=summary)
     return summary
+
+
+def summarize(store: RunStore, reason: str, **extra: Any) -> dict[str, Any]:
+    """The run's summary from its log: the same figures however it ended (budget, Ctrl-C, a fault)."""
+    st = rebuild(store, store.read_run())
+    return {"stop_reason": reason, "attempts": st.used.candidates, "best_score": st.best,
+            "incumbent": st.incumbent_label, "elapsed_s": round(st.used.elapsed_s, 1), "tokens": st.used.tokens,
+            **extra}
 
 
 @dataclass

@@ -87,6 +87,7 @@ class RunReport:
     diffs: list[KernelDiff]
     llm_used: bool
     notes: list[str] = field(default_factory=list)
+    start_label: str = "baseline"  # the kernel the run started from (still in place when nothing was promoted)
 
     @property
     def interpreter(self) -> bool:
@@ -196,7 +197,7 @@ def load_run_report(run_dir: Path) -> RunReport:
         baseline_us=base_us, baseline_geomean=base_g, attempts=rows,
         best_competitor=min(comps, key=lambda b: b.geomean_us) if comps else None, bars=bars,
         final_label=label, speedups=speedups, diffs=kernel_diffs(run_dir, attempts, start_label),
-        llm_used=any(r.tokens for r in rows), notes=notes)
+        llm_used=any(r.tokens for r in rows), notes=notes, start_label=start_label)
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,14 @@ def promotion_rows(root: Path, op: str) -> tuple[list[PromotionRow], str]:
         entries = gitops.history(root, op)
     except gitops.GitError as exc:
         return [], str(exc)
-    rows = [PromotionRow(p.rev, p.date, str(p.meta.get("run_id", "-")), p.meta.get("attempt", "-"),
-                         p.meta.get("geomean_vs_previous"), p.meta.get("geomean_vs_baseline"),
-                         str(p.meta.get("device", "?")), p.subject) for p in reversed(entries)]
+    rows = rows_from(entries[::-1])
     return rows, "" if rows else f"{op} has no promoted kernel yet (no commit touches kernels/{op}/promoted.py)"
+
+
+def rows_from(entries: list[Any]) -> list[PromotionRow]:
+    """gitops.Promotion entries, oldest first, as rows with their figures (aka.standing: one definition)."""
+    from aka.standing import history_figures
+
+    return [PromotionRow(p.rev, p.date, str(p.meta.get("run_id", "-")), p.meta.get("attempt", "-"), vs_prev,
+                         vs_base, str(p.meta.get("device", "?")), p.subject)
+            for p, (vs_prev, vs_base) in zip(entries, history_figures(entries))]

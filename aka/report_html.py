@@ -83,13 +83,19 @@ def write_run_report(run_dir: Path, out: Path) -> Path:
                     "shape, not kernel speed, and nothing measured this way can be promoted.</p>")
     body += [f'<p class="note">{e(n)}</p>' for n in r.notes]
     body.append("<h2>Search trajectory</h2>")
+    lines = "baseline and best competitor as lines" if r.best_competitor else "baseline as a line"
     body.append(_figure(out, "trajectory.png", report_plots.trajectory(r),
-                        "best geomean latency against attempt number, baseline and best competitor as lines"
+                        f"best geomean latency against attempt number, {lines}"
                         + (", cumulative tokens on the right axis" if r.llm_used else "")))
-    body.append("<h2>Per-shape speedup of the final kernel</h2>")
+    # the final kernel is the one in place when the run ended: a candidate only if it was promoted
+    body.append("<h2>Per-shape speedup of the final kernel</h2>" if r.diffs else
+                "<h2>Per-shape speedup of the best candidate (not promoted)</h2>")
     body.append(_figure(out, "speedup.png", report_plots.speedup(r),
                         f"{r.final_label or 'no timed candidate'}: baseline time / kernel time per shape; "
                         "above 1.0 is faster than the baseline"))
+    if not r.diffs:
+        body.append(f'<p class="note">Nothing was promoted: the kernel in place is still the run\'s starting '
+                    f"kernel ({e(r.start_label)}).</p>")
     body.append("<h2>Geomean latency per implementation</h2>")
     body.append(_figure(out, "implementations.png", report_plots.implementations(r),
                         "geomean latency over the bench shapes, lower is better"))

@@ -168,7 +168,8 @@ def list_runs(runs_root: Path, op: str | None = None) -> list[dict[str, Any]]:
                 "attempts": len(attempts),
                 "budget": info.get("settings", {}).get("budget", {}).get("max_candidates"),
                 "promoted": sum(1 for a in attempts if a.get("decision", {}).get("promote")),
-                "best": max((a.get("score") or 0.0 for a in attempts), default=None),
+                # no timed attempt has no best (0.0 would read as a kernel that never finishes)
+                "best": max((a["score"] for a in attempts if a.get("score") is not None), default=None),
                 "device": info.get("device", {}).get("name", "?"),
             }
         )

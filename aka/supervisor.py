@@ -115,8 +115,8 @@ def promotion_meta(run: dict[str, Any], rec: dict[str, Any],
                    standing: tuple[float, dict[str, float]]) -> dict[str, Any]:
     """promoted.json: what was promoted, measured where, and how much faster than what.
 
-    `standing`: the promoted kernel's geomean and per-shape speedup over the baseline, the ABBA
-    re-measures chained through this run's promotions (aka.loop.rebuild)."""
+    `standing`: the promoted kernel's geomean and per-shape speedup over the baseline: the run's
+    starting standing (aka.standing) times the ABBA re-measures of its promotions (aka.loop.rebuild)."""
     times = rec["bench"]["times_us"]
     dev = run["device"]
     # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's
@@ -127,7 +127,7 @@ def promotion_meta(run: dict[str, Any], rec: dict[str, Any],
         "times_us": times, "times_note": "eager medians of the screen, µs; speedups: the ABBA re-measure",
         "speedup_vs_baseline": standing[1], "speedup_vs_previous": rec["measurements"]["ratios"],
         "geomean_vs_previous": rec["measurements"]["geomean"], "noise": rec["measurements"]["noise"],
-        "geomean_vs_baseline": standing[0],
+        "geomean_vs_baseline": standing[0], "baseline_hash": run["baseline"].get("hash"),
         "gate": rec.get("gate", {}),
         "device": dev.get("name"), "driver": dev.get("driver"), "cuda": dev.get("cuda"),
         "torch": dev.get("torch"), "triton": dev.get("triton"), "python": dev.get("python"),

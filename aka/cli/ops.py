@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from aka.ops import all_ops, get_op
+from aka.errors import ContractError
+from aka.ops import get_op, op_names
 from aka.spec import SHAPE_SETS
 
 console = Console()
@@ -20,15 +22,25 @@ def _si(x: float, unit: str) -> str:
 
 
 def ops() -> None:
-    """List the operator lines with their shape counts."""
+    """List the operator lines with their shape counts; a malformed contract is named, the others listed."""
     table = Table(title="aka operator lines")
     table.add_column("op", style="bold")
     for s in SHAPE_SETS:
         table.add_column(s, justify="right")
     table.add_column("description")
-    for op in all_ops():
-        table.add_row(op.name, *(str(len(op.cases(s))) for s in SHAPE_SETS), op.spec.description)
+    bad = []
+    for name in op_names():
+        try:  # one broken contract must not hide the others
+            op = get_op(name)
+        except ContractError as exc:
+            bad.append(str(exc))
+            continue
+        table.add_row(op.name, *(str(len(op.cases(s))) for s in SHAPE_SETS), escape(op.spec.description))
     console.print(table)
+    for err in bad:
+        Console(stderr=True).print(f"[red]error:[/red] {escape(err)}", highlight=False, soft_wrap=True)
+    if bad:
+        raise typer.Exit(1)
 
 
 def shapes(
@@ -38,17 +50,30 @@ def shapes(
     """Show a shape set with the FLOPs and minimal bytes of each case."""
     o = get_op(op)
     cases = o.cases(set_)
+    # a narrow terminal (80 columns) has no room for a notes column: the notes follow the table,
+    # whole, and a parameter longer than its column folds instead of ending in "…"
+    narrow = console.width < 120
     table = Table(title=f"{o.name} — {set_} ({len(cases)} shapes)")
-    table.add_column("id", style="bold")
-    table.add_column("parameters")
-    table.add_column("FLOPs", justify="right")
-    table.add_column("min bytes", justify="right")
-    table.add_column("FLOP/B", justify="right")
-    table.add_column("note")
+    table.add_column("id", style="bold", no_wrap=True)
+    table.add_column("parameters", overflow="fold")
+    table.add_column("FLOPs", justify="right", no_wrap=True)
+    table.add_column("min bytes", justify="right", no_wrap=True)
+    table.add_column("FLOP/B", justify="right", no_wrap=True)
+    if not narrow:
+        table.add_column("note")
     for c in cases:
         f, b = o.flops(c), o.min_bytes(c)
-        table.add_row(c.id, c.describe(), _si(f, "FLOP"), _si(b, "B"), f"{f / b:.0f}", c.note)
+        row = [c.id, escape(c.describe()), _si(f, "FLOP"), _si(b, "B"), f"{f / b:.0f}"]
+        table.add_row(*row, *([] if narrow else [escape(c.note)]))
     console.print(table)
+    notes = Table.grid(padding=(0, 2))  # wrapped at words, under their note, not under the ids
+    notes.add_column(style="bold", no_wrap=True)
+    notes.add_column()
+    for c in cases:
+        if c.note:
+            notes.add_row(c.id, escape(c.note))
+    if narrow and notes.row_count:
+        console.print(notes)
 
 
 def register(app: typer.Typer) -> None:

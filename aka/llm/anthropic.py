@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from aka.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.llm import endpoint
 from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request
+from aka.llm.chat import LLMBackend, MissingSDKError, Reply, Request
 
 try:
     import anthropic
@@ -30,27 +31,29 @@ class AnthropicTransport:
         base_url = llm.base_url or cfg.anthropic.base_url
         self.model = llm.model or cfg.anthropic.model or "claude-sonnet-4-6"
         self.stream = cfg.stream
+        self.base_url = base_url
         self.client = anthropic.Anthropic(api_key=api_key("anthropic", cfg, base_url), base_url=base_url,
                                           timeout=cfg.timeout_s, max_retries=cfg.max_retries)
+
+    def probe(self) -> None:
+        """One cheap request before any work: a dead endpoint or a rejected key fails now, in one line."""
+        endpoint.probe("anthropic", anthropic, self.client, self.base_url)
 
     def complete(self, req: Request, on_text: Callable[[str], None] | None = None) -> Reply:
         args: dict[str, Any] = dict(
             model=self.model, max_tokens=req.max_tokens, messages=req.messages,
             system=[{"type": "text", "text": req.system, "cache_control": {"type": "ephemeral"}}],
         )
-        try:
-            if self.stream:
-                with self.client.messages.stream(**args) as stream:
-                    for text in stream.text_stream:
-                        if on_text:
-                            on_text(text)
-                    msg = stream.get_final_message()
-            else:
-                msg = self.client.messages.create(**args)
-        except anthropic.APIStatusError as exc:
-            raise ProviderError(f"anthropic: HTTP {exc.status_code} after retries: {_message(exc)}") from None
-        except anthropic.APIError as exc:  # connection errors and timeouts, after retries
-            raise ProviderError(f"anthropic: {type(exc).__name__}: {exc}") from None
+        def ask() -> Any:
+            if not self.stream:
+                return self.client.messages.create(**args)
+            with self.client.messages.stream(**args) as stream:
+                for text in stream.text_stream:
+                    if on_text:
+                        on_text(text)
+                return stream.get_final_message()
+
+        msg = endpoint.call("anthropic", anthropic, self.base_url, ask, _message)
         text = "".join(getattr(b, "text", "") for b in msg.content if getattr(b, "type", "") == "text")
         u = msg.usage
         cached = u.cache_read_input_tokens or 0

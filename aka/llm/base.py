@@ -26,6 +26,20 @@ class BackendExhausted(AkaError):
     """The backend has nothing new to propose: the run ends normally."""
 
 
+class ProviderError(AkaError):
+    """The provider failed after its retries (network, auth, bad request): the endpoint's fault, not a
+    candidate's. The loop stops the run and records it; `resumable` says whether resuming the run
+    can help (a dead server or a bad key, once fixed: yes; a request the server rejects: no), `fix`
+    what to do first."""
+
+    def __init__(self, message: str, resumable: bool = True, fix: str = ""):
+        super().__init__(message)
+        self.resumable, self.fix = resumable, fix
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": "endpoint", "error": str(self), "resumable": self.resumable, "fix": self.fix}
+
+
 class AttemptFailed(AkaError):
     """This attempt's answer was unusable (prose, empty, code for another op, a plan that never
     validated): the loop records the stage and reason, counts the tokens, and goes on."""

@@ -21,12 +21,8 @@ from aka.config import LLMConfig, LLMSettings
 from aka.errors import AkaError
 from aka.llm import prompts, sweep
 from aka.llm.answers import AnswerError, EditError, candidate_source, parse_plan
-from aka.llm.base import AttemptFailed, Context, Usage
+from aka.llm.base import AttemptFailed, Context, ProviderError, Usage  # noqa: F401 (ProviderError: re-export)
 from aka.plan import Plan
-
-
-class ProviderError(AkaError):
-    """The provider failed after its retries (network, auth, bad request): the run stops, resumable."""
 
 
 class MissingSDKError(AkaError):
@@ -95,6 +91,10 @@ class LLMBackend:
         self.op = op
         self.llm = llm
         self.cfg = cfg
+
+    def probe(self) -> None:
+        """Reach the endpoint once before the run's work starts (a transport without one: nothing to do)."""
+        getattr(self.transport, "probe", lambda: None)()
 
     # -- one call ---------------------------------------------------------------------------
     def _cost(self, usage: Usage, model: str) -> Usage:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aka.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.llm import endpoint
 from aka.llm.base import Usage
 from aka.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request
 
@@ -30,15 +31,21 @@ class OpenAITransport:
         self.stream = cfg.stream
         self.client = openai.OpenAI(api_key=api_key("openai", cfg, self.base_url), base_url=self.base_url,
                                     timeout=cfg.timeout_s, max_retries=cfg.max_retries)
+        self._probed = False
         self.model = llm.model or cfg.openai.model if not self.base_url else llm.model or self._served_model(cfg)
+
+    def probe(self) -> None:
+        """One cheap request before any work: a dead server or a rejected key fails now, in one line."""
+        if not self._probed:
+            endpoint.probe("openai", openai, self.client, self.base_url)
+            self._probed = True
 
     def _served_model(self, cfg: LLMConfig) -> str:
         """A compatible server usually serves one model: use it rather than a cloud model name."""
-        try:
-            ids = [m.id for m in self.client.models.list()]
-        except openai.APIError as exc:
-            raise ProviderError(f"openai-compatible server at {self.base_url}: listing models failed ({exc}); "
-                                "give --model NAME") from None
+        ids = endpoint.probe("openai", openai, self.client, self.base_url)  # unreachable: says so, not "--model"
+        self._probed = True
+        if ids is None:
+            raise ProviderError(f"{self.base_url} does not list its models: give --model NAME")
         if len(ids) == 1:
             return ids[0]
         if cfg.openai.model in ids:
@@ -50,14 +57,10 @@ class OpenAITransport:
         limit = {"max_tokens" if self.base_url else "max_completion_tokens": req.max_tokens}
         args: dict[str, Any] = dict(model=self.model, messages=[{"role": "system", "content": req.system},
                                                                 *req.messages], **limit)
-        try:
-            if self.stream:
-                return self._streamed(args, on_text)
-            resp = self.client.chat.completions.create(**args)
-        except openai.APIStatusError as exc:
-            raise ProviderError(f"openai: HTTP {exc.status_code} after retries: {_message(exc)}") from None
-        except openai.APIError as exc:  # connection errors and timeouts, after retries
-            raise ProviderError(f"openai: {type(exc).__name__}: {exc}") from None
+        if self.stream:
+            return endpoint.call("openai", openai, self.base_url, lambda: self._streamed(args, on_text), _message)
+        resp = endpoint.call("openai", openai, self.base_url, lambda: self.client.chat.completions.create(**args),
+                             _message)
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "") if choice else ""
         return Reply(text, _usage(resp.usage), resp.model or self.model, (choice.finish_reason or "") if choice else "",

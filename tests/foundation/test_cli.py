@@ -62,3 +62,52 @@ def test_version_and_bracketed_defaults_in_help():
     assert "[default: 20; CPU: 3]" in opt and "[default: the config's, or the server's only one]" in opt
     assert "[default: inside runs/]" in aka("report", "--help", env=env).stdout
     assert "[default: full; CPU: smoke]" in aka("bench", "--help", env=env).stdout
+
+
+@pytest.mark.parametrize("columns", ["80", None])  # COLUMNS=80, and unset with no TTY (rich then takes 80)
+def test_shapes_fit_80_columns_with_every_parameter_and_note_whole(columns):
+    import os
+
+    from aka.ops import get_op
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+    r = aka("shapes", "gdn_prefill", "--set", "edge", env=env)
+    assert r.returncode == 0, r.stderr
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80 and "…" not in r.stdout
+    text = " ".join(r.stdout.split())  # wrapped lines joined: a note split across table cells does not read
+    for case in get_op("gdn_prefill").cases("edge"):
+        assert " ".join(case.note.split()) in text, case.note
+    assert "initial_state=True" in r.stdout  # no parameter cut short
+
+
+def test_ops_lists_the_good_contracts_and_names_the_malformed_one(tmp_path):
+    import os
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    shutil.copytree(repo / "workloads", tmp_path / "workloads")
+    shutil.copytree(repo / "kernels", tmp_path / "kernels")
+    (tmp_path / "workloads" / "broken.yaml").write_text("name: broken\nshapes: [unclosed\n")
+    r = aka("ops", env={**os.environ, "AKA_ROOT": str(tmp_path), "COLUMNS": "200"})
+    assert r.returncode == 1
+    for name in ("gdn_prefill", "fa4_prefill", "fa4_decode"):
+        assert name in r.stdout
+    assert r.stderr.strip().count("\n") == 0 and "broken.yaml" in r.stderr and "not valid YAML" in r.stderr
+
+
+def test_doctor_reads_the_key_from_the_config_file_the_backends_read(tmp_path):
+    import json
+    import os
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[anthropic]\napi_key = "sk-ant-from-the-file"\n')
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {"AKA_CONFIG": str(cfg)}
+    r = aka("doctor", "--json", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    items = {i["item"]: i["value"] for i in json.loads(r.stdout)["items"]}
+    assert items["anthropic key"] == f"set (api_key under [anthropic] in {cfg})"
+    assert items["openai key"].startswith("not set (OPENAI_API_KEY or api_key under [openai]")
+    assert "sk-ant-from-the-file" not in r.stdout
+    table = aka("doctor", env=env | {"COLUMNS": "200"}).stdout
+    assert f"set (api_key under [anthropic] in {cfg})" in table  # the [section] survives rich markup

@@ -9,6 +9,7 @@ tests can see what the real SDK clients sent. JSON or SSE streaming, as the requ
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -192,3 +193,12 @@ class FakeServer:
                                           "prompt_tokens_details": {"cached_tokens": cached}}}))
         data.append("[DONE]")
         return [("", d) for d in data]
+
+
+def dead_url(kind: str) -> str:
+    """An endpoint URL where nothing listens (a port bound, then closed): connections are refused."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}" + ("/v1" if kind == "openai" else "")

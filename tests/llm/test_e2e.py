@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from answers_text import BAD_PLAN, COMPILE_ERROR_CODE, GOOD_CODE, GOOD_PLAN, PROSE, fenced
-from fake_servers import FakeServer
+from fake_servers import FakeServer, dead_url
 
 from aka.store import read_attempts
 
@@ -85,3 +85,12 @@ def test_missing_key_fails_fast_naming_the_variable(toy_project):
     r = aka(toy_project, "optimize", "scale_add", "--backend", "anthropic", timeout=60)
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
     assert "ANTHROPIC_API_KEY" in r.stderr and not (toy_project / "runs").exists()  # before any work
+
+
+def test_a_dead_endpoint_fails_before_the_baseline_is_measured(toy_project):
+    url = dead_url("openai")
+    r = aka(toy_project, "optimize", "scale_add", "--backend", "openai", "--base-url", url, "--model", "m",
+            timeout=60)
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0, r.stdout + r.stderr
+    assert url in r.stderr and "--base-url" in r.stderr and "not reachable" in r.stderr
+    assert not (toy_project / "runs").exists()  # no baseline measured, no run to resume

@@ -66,3 +66,19 @@ def test_no_commit_run_may_replace_its_own_earlier_promotion_but_not_an_edit(pro
     (project / "kernels/gdn_prefill/promoted.py").write_text("# hand edit\n")
     with pytest.raises(gitops.GitError, match="uncommitted edits"):
         gitops.promote(project, "gdn_prefill", "# v3\n", {}, "v3", commit=False, earlier=("# v1\n", "# v2\n"))
+
+
+@pytest.mark.parametrize("interpreter", [True, False], ids=["cpu", "gpu"])
+def test_an_edited_promoted_kernel_stops_a_run_before_it_is_measured_on_every_device(project, op, interpreter):
+    from fakes import FakeEvaluator
+
+    from aka.loop import prepare_run
+    from aka.settings import Budget, OptimizeSettings
+
+    gitops.promote(project, "gdn_prefill", "# v1\n", {"code_hash": "a1"}, "v1", True)
+    (project / "kernels/gdn_prefill/promoted.py").write_text("# hand edit\n")
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), interpreter=interpreter)
+    ev = FakeEvaluator(op, timing="interpreter" if interpreter else "gpu")
+    with pytest.raises(gitops.GitError, match="promoted.py has uncommitted edits"):
+        prepare_run(project / "runs", settings, op, ev)
+    assert ev.calls == [] and not (project / "runs").exists()  # nothing measured, no run made

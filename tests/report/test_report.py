@@ -109,6 +109,15 @@ def test_interpreter_run_renders_without_a_promotion(cpu_run, tmp_path):
     assert "interpreter timings never promote" in page.read_text()
 
 
+def test_captions_and_headings_say_only_what_the_run_has(cpu_run, gpu_run, tmp_path):
+    cpu = write_run_report(cpu_run, tmp_path / "cpu").read_text()
+    assert "best competitor" not in cpu and "baseline as a line" in cpu  # none was timed on CPU
+    assert "final kernel" not in cpu  # the best candidate was not promoted: the kernel in place is the start's
+    assert "Per-shape speedup of the best candidate (not promoted)" in cpu and "still the run's starting" in cpu
+    gpu = write_run_report(gpu_run, tmp_path / "gpu").read_text()
+    assert "baseline and best competitor as lines" in gpu and "Per-shape speedup of the final kernel" in gpu
+
+
 def test_a_run_where_nothing_was_timed_still_renders(project, tmp_path):
     run = run_loop_in(project, "interpreter", steps=[{"source": source(1.0, gate="fail")}], competitors=False)
     r = load_run_report(run)

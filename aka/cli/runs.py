@@ -1,0 +1,255 @@
+"""`aka runs`, `aka show`, `aka history`, `aka rollback`, and the run summary optimize prints at its end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from aka import gitops
+from aka.ops import get_op, project_root
+from aka.settings import OptimizeSettings
+from aka.store import find_run, list_runs, read_attempts
+
+console = Console()
+if not console.is_terminal:  # logs (device runs, CI): wide enough that the tables do not wrap
+    console = Console(width=160)
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}x"
+
+
+def clip(text: str, n: int) -> str:
+    """At most n characters, cut at a word boundary (a cut word reads as a different word)."""
+    if len(text) <= n:
+        return text
+    cut = text[: n - 1]
+    if " " in cut[n // 2:]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,;:(") + "…"
+
+
+def _row(rec: dict[str, Any], plan_width: int = 64, reason_width: int = 120) -> list[str]:
+    plan = rec.get("plan") or {}
+    change = ", ".join(plan.get("cited_evidence") or []) or plan.get("hypothesis") or ""
+    what = (f"{plan.get('pattern')}: " if plan.get("pattern") else "") + change
+    bench = rec.get("bench") or {}
+    stage = rec.get("failed_stage") or ("bench" if bench else "")
+    d = rec["decision"]
+    style = {"promoted": "green", "rejected": "red"}.get(d["verdict"], "yellow")
+    return [str(rec["n"]), escape(clip(what, plan_width)), stage or "done", _x(rec.get("score")),
+            _x(bench.get("vs_incumbent")), f"[{style}]{escape(clip(d['reason'], reason_width))}[/{style}]"]
+
+
+def attempts_table(attempts: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title, expand=False)
+    for col, j in (("#", "right"), ("plan", "left"), ("stopped at", "left"), ("vs baseline", "right"),
+                   ("vs incumbent", "right"), ("decision", "left")):
+        t.add_column(col, justify=j)
+    for rec in attempts:
+        t.add_row(*_row(rec))
+    return t
+
+
+def cpu_note(settings: OptimizeSettings) -> str:
+    return (f"Triton CPU interpreter; gate on {'+'.join(settings.cpu_gate_sets)} shapes, "
+            f"{settings.cpu_gate_rounds} rounds (GPU: smoke+edge then full, {settings.gate_rounds} rounds); "
+            "timings not representative; nothing is promoted")
+
+
+def settings_text(s: OptimizeSettings) -> str:
+    """What `aka show` promises: the settings the run was started with (and resumes with)."""
+    b, r = s.budget, s.rules
+    stops = [f"{b.max_candidates} candidates"] + [f"{k} {v}" for k, v in (
+        ("max time", f"{b.max_time_s:.0f} s" if b.max_time_s else None), ("max tokens", b.max_tokens),
+        ("patience", b.patience)) if v]
+    model = f", model {s.llm.model}" if s.llm.model else ""
+    url = f", endpoint {s.llm.base_url}" if s.llm.base_url else ""
+    return (f"settings: backend {s.backend}{model}{url}; stop at {', '.join(stops)}; promote above "
+            f"{r.min_gain:.1%} geomean gain, per-shape margin {r.shape_margin:.0%}"
+            + (" (regressions allowed)" if r.allow_shape_regression else "")
+            + f"; gate rounds {s.cpu_gate_rounds if s.interpreter else s.gate_rounds}; seed {s.seed}; "
+            f"{'commit' if s.commit else 'no commit'}; prepare ahead {s.prepare_ahead}")
+
+
+def _standing(run: dict[str, Any], attempts: list[dict[str, Any]], summary: dict[str, Any]) -> tuple[Any, str]:
+    """Best score and incumbent from the log when the run recorded no summary (killed, crashed, older runs)."""
+    scores = [a["score"] for a in attempts if a.get("score") is not None]
+    best = summary["best_score"] if "best_score" in summary else max(scores, default=None)
+    promoted = [a for a in attempts if a["decision"].get("promote")]
+    label = f"candidate {promoted[-1]['n']}" if promoted else (run.get("incumbent") or {}).get("label", "?")
+    return best, summary.get("incumbent") or label
+
+
+def _stopped(run: dict[str, Any], summary: dict[str, Any]) -> str:
+    if summary.get("stop_reason"):
+        return summary["stop_reason"]
+    err = run.get("error")
+    return f"{run.get('status')} ({err})" if err else str(run.get("status"))
+
+
+def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_settings: bool = False) -> None:
+    run = json.loads((run_dir / "run.json").read_text())
+    attempts = read_attempts(run_dir)
+    summary = summary or run.get("summary") or {}
+    console.print(attempts_table(attempts, f"{run['op']} run {run['run_id']} on {run['device'].get('name')}"))
+    base = run["baseline"]
+    timing = base.get("timing", "?")
+    best, incumbent = _standing(run, attempts, summary)
+    lines = [
+        f"shapes timed: {base.get('shapes')} ({timing} timings"
+        + (", not representative)" if timing != "gpu" else ")"),
+        "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
+        f"stopped: {escape(_stopped(run, summary))}; {len(attempts)} attempts, "
+        f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a['duration_s'] for a in attempts)))} s, "
+        f"{summary.get('tokens', sum(a.get('tokens', 0) for a in attempts))} tokens{usage_text(attempts)}",
+        f"best candidate vs baseline: {_x(best)}; incumbent now: {incumbent}",
+    ]
+    settings = OptimizeSettings.model_validate(run["settings"])
+    if show_settings:
+        lines.insert(0, escape(settings_text(settings)))
+    if settings.interpreter:
+        lines.insert(0, cpu_note(settings))
+    g = base.get("incumbent_gate") or {}
+    if g and not g.get("ok"):
+        lines.append(f"[red]the incumbent itself fails the gate on {'+'.join(g['sets'])}: "
+                     f"{escape(g['error'][:160])}; candidates sharing its numerics cannot pass "
+                     "(check the kernel or the tolerances)[/red]")
+    for p in run.get("promotions", []):
+        lines.append(f"promoted attempt {p['n']}" + (f" in commit {p['commit'][:10]}" if p.get("commit") else
+                                                    " (written, not committed)"))
+    if not run.get("promotions"):
+        lines.append(f"nothing promoted: {escape(_tally(attempts))}")
+    console.print(Panel("\n".join(lines), title="summary"))
+
+
+def usage_text(attempts: list[dict[str, Any]]) -> str:
+    """' (1,200 in, 300 out, 800 cached; ~$0.01)' summed over the attempts' recorded usage."""
+    tot = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    cost = None
+    for a in attempts:
+        u = a.get("usage") or {}
+        for k in tot:
+            tot[k] += u.get(k, 0) or 0
+        if u.get("cost_usd") is not None:
+            cost = (cost or 0.0) + u["cost_usd"]
+    if not any(tot.values()):
+        return ""
+    money = f"; ~${cost:.2f}" if cost is not None else "; no price for this model"
+    return (f" ({tot['input_tokens']:,} in, {tot['output_tokens']:,} out, {tot['cached_tokens']:,} cached"
+            f"{money})")
+
+
+def _tally(attempts: list[dict[str, Any]]) -> str:
+    """'2 x gate, 1 x interpreter timings cannot promote': why attempts ended, most common first."""
+    from collections import Counter
+
+    why = Counter(a.get("failed_stage") or a["decision"]["reason"].removeprefix("not promoted: ") for a in attempts)
+    return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in why.most_common()) or "no attempts"
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+JSON_HELP = "print JSON instead of the table (its keys: see above)"
+
+
+def runs(op: str = typer.Argument(None, help="only this op"),
+         as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """List optimisation runs, newest first.
+
+    --json: a list of {run_id, op, started, status, attempts, budget, best, promoted, device}; best is
+    the best attempt's geomean speedup over the baseline, null when no attempt was timed.
+    """
+    rows = list_runs(project_root() / "runs", op)
+    if as_json:
+        return _print_json(rows)
+    t = Table(title="aka runs")
+    for col in ("run", "op", "started", "status", "attempts", "best", "promoted", "device"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["run_id"], r["op"], r["started"], r["status"], f"{r['attempts']}/{r['budget']}",
+                  _x(r["best"]), str(r["promoted"]), r["device"])
+    console.print(t)
+
+
+def show_json(run_dir: Path) -> dict[str, Any]:
+    run = json.loads((run_dir / "run.json").read_text())
+    attempts = read_attempts(run_dir)
+    summary = run.get("summary") or {}
+    best, incumbent = _standing(run, attempts, summary)
+    base = run.get("baseline") or {}
+    return {
+        "run_id": run["run_id"], "op": run["op"], "status": run.get("status"), "started": run.get("started"),
+        "device": run.get("device"), "settings": run.get("settings"),
+        "baseline": {k: base.get(k) for k in ("timing", "shapes", "baseline_us", "incumbent_us")},
+        "stopped": _stopped(run, summary), "fault": summary.get("fault"), "best_score": best,
+        "incumbent": incumbent, "promotions": run.get("promotions", []),
+        "attempts": [{"n": a["n"], "stage": a.get("failed_stage") or ("bench" if a.get("bench") else "done"),
+                      "plan": a.get("plan"), "vs_baseline": a.get("score"),
+                      "vs_incumbent": (a.get("bench") or {}).get("vs_incumbent"), "tokens": a.get("tokens", 0),
+                      "verdict": a["decision"]["verdict"], "reason": a["decision"]["reason"]} for a in attempts],
+    }
+
+
+def show(run_id: str = typer.Argument(..., help="a run id from `aka runs`"),
+         as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """Show one run: settings, baseline, every attempt with its decision.
+
+    --json: {run_id, op, status, started, device, settings, baseline {timing, shapes, baseline_us,
+    incumbent_us}, stopped, fault, best_score, incumbent, promotions [{n, commit}], attempts [{n, stage,
+    plan, vs_baseline, vs_incumbent, tokens, verdict, reason}]}; fault is null unless an LLM endpoint
+    stopped the run ({kind, error, resumable, fix}).
+    """
+    run_dir = find_run(project_root() / "runs", run_id)
+    if as_json:
+        return _print_json(show_json(run_dir))
+    print_summary(run_dir, show_settings=True)
+
+
+def history(op: str = typer.Argument(..., help="operator line"),
+            as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """List the promotions of an op (git history of kernels/<op>/promoted.py), newest first.
+
+    vs previous: the ABBA speedup over the kernel it replaced; vs baseline: those chained since the
+    baseline (aka.standing). --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline,
+    device, subject}.
+    """
+    from aka.report import rows_from
+
+    the_op = get_op(op)
+    rows = rows_from(gitops.history(the_op.root, op)[::-1])[::-1]  # not a repository: a one-line error
+    if as_json:
+        return _print_json([{"rev": p.rev, "date": p.date, "run_id": p.run_id, "attempt": p.attempt,
+                             "vs_previous": p.vs_previous, "vs_baseline": p.vs_baseline, "device": p.device,
+                             "subject": p.subject} for p in rows])
+    t = Table(title=f"{op} promotions")
+    for col in ("rev", "date", "vs previous", "vs baseline", "run", "subject"):
+        t.add_column(col)
+    for p in rows:
+        t.add_row(p.rev[:10], p.date[:19], _x(p.vs_previous), _x(p.vs_baseline), p.run_id,
+                  escape(clip(p.subject, 60)))
+    console.print(t)
+
+
+def rollback(op: str = typer.Argument(..., help="operator line"),
+             to: str = typer.Option(None, "--to", help="revision whose promoted kernel to restore")) -> None:
+    """Restore an earlier promoted kernel as a new commit (default: the previous promotion)."""
+    the_op = get_op(op)
+    rev = gitops.rollback(the_op.root, op, to)
+    console.print(f"{op}: rolled back in commit {rev[:10]}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs)
+    app.command("show")(show)
+    app.command("history")(history)
+    app.command("rollback")(rollback)

@@ -1,0 +1,181 @@
+"""`aka runs`, `show`, the live view and optimize's Ctrl-C paths, in process (issue 21, item 8).
+
+optimize cannot be handed a fake evaluator from the command line, so the Ctrl-C tests patch the
+evaluator and the backend factory the command looks up when it runs."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from fakes import FakeEvaluator, source
+from rich.console import Console
+from typer.testing import CliRunner
+
+import aka.evaluator
+import aka.llm.base
+import aka.loop
+from aka.cli.main import app
+from aka.cli.optimize import LiveView
+from aka.cli.runs import attempts_table
+from aka.llm.scripted import ScriptedBackend
+from aka.loop import prepare_run, run_loop
+from aka.settings import Budget, OptimizeSettings
+
+
+@pytest.fixture
+def cli(project, monkeypatch):
+    monkeypatch.setenv("AKA_ROOT", str(project))
+    return lambda *args: CliRunner().invoke(app, list(args))
+
+
+def _run(project, op, steps, timing="gpu", **kw):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=len(steps)),
+                                interpreter=timing != "gpu", **kw)
+    ev = FakeEvaluator(op, timing=timing)
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, ScriptedBackend(steps), ev)
+    store.close()
+    return store
+
+
+def test_runs_prints_a_dash_for_a_run_with_no_scored_attempt(project, op, cli):
+    store = _run(project, op, [{"source": source(1.3, check="fail")}, {"source": source(1.3, gate="fail")}])
+    rows = json.loads(cli("runs", "--json").stdout)
+    assert [(r["run_id"], r["attempts"], r["best"]) for r in rows] == [(store.run_id, 2, None)]
+    assert set(rows[0]) == {"run_id", "op", "started", "status", "attempts", "budget", "best", "promoted", "device"}
+    table = cli("runs").stdout
+    assert "0.000x" not in table and "│ - " in table
+
+
+def test_show_prints_the_settings_and_json_has_stable_keys(project, op, cli):
+    store = _run(project, op, [{"source": source(1.2)}], seed=7, gate_rounds=2)
+    out = cli("show", store.run_id).stdout
+    assert "settings: backend offline" in out and "stop at 1 candidates" in out and "seed 7" in out
+    assert "margin 5%" in out and "gate rounds 2" in out
+    data = json.loads(cli("show", store.run_id, "--json").stdout)
+    assert set(data) == {"run_id", "op", "status", "started", "device", "settings", "baseline", "stopped", "fault",
+                         "best_score", "incumbent", "promotions", "attempts"}
+    assert data["incumbent"] == "candidate 0" and data["attempts"][0]["verdict"] == "promoted"
+    assert set(data["attempts"][0]) == {"n", "stage", "plan", "vs_baseline", "vs_incumbent", "tokens", "verdict",
+                                        "reason"}
+
+
+def test_decision_text_is_cut_at_a_word_boundary():
+    reason = "gate failed on 3 shape(s): " + " ".join(f"word{i}xyz" for i in range(40))
+    rec = {"n": 0, "failed_stage": "gate", "plan": {"hypothesis": "h"}, "score": None,
+           "decision": {"verdict": "rejected", "reason": reason}}
+    buf = io.StringIO()
+    Console(file=buf, width=300).print(attempts_table([rec], "t"))
+    shown = buf.getvalue().split("│")[-2].split()
+    assert shown[-1].endswith("…") and len(shown) < len(reason.split())
+    assert all(w in reason.split() for w in shown[:-1]) and shown[-1][:-1] in reason.split()
+
+
+class _Live:
+    def __init__(self):
+        self.console, self.panels = Console(file=io.StringIO()), []
+
+    def update(self, panel):
+        self.panels.append(panel.renderable)
+
+
+def test_the_live_panel_numbers_attempts_as_the_table_does(project, op):
+    live = _Live()
+    view = LiveView(live, 2)
+    seen = []
+
+    class Recording:
+        def update(self, **fields):
+            seen.append(dict(fields))
+            view.update(**fields)
+
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=2), prepare_ahead=0)
+    ev = FakeEvaluator(op)
+    store = prepare_run(project / "runs", settings, op, ev)
+    run_loop(store, settings, op, ScriptedBackend([{"source": source(1.1, "a")}, {"source": source(1.2, "b")}]),
+             ev, Recording())
+    plans = [f for f in seen if f.get("stage") == "plan"]
+    assert [f.get("attempt") for f in plans] == [0, 1]  # the attempt being planned, numbered as "#0" in the table
+    assert any(p.startswith("attempt #0 ") for p in live.panels) and not any("round" in p for p in live.panels)
+
+
+def _optimize(project, monkeypatch, backend):
+    monkeypatch.setattr(aka.evaluator, "RealEvaluator", lambda op, settings: FakeEvaluator(op, timing="interpreter"))
+    monkeypatch.setattr(aka.llm.base, "get_backend", lambda name, **kw: backend)
+    return CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "4"], env={"AKA_ROOT": str(project)})
+
+
+class _StopsAt(ScriptedBackend):
+    """Ctrl-C while attempt `at` is planned."""
+
+    def __init__(self, steps, at):
+        super().__init__(steps)
+        self.at = at
+
+    def plan(self, ctx):
+        if ctx.attempt == self.at:
+            raise KeyboardInterrupt
+        return super().plan(ctx)
+
+
+def test_after_ctrl_c_the_summary_reads_the_log(project, monkeypatch):
+    res = _optimize(project, monkeypatch, _StopsAt([{"source": source(1.2, "a")}, {"source": source(0.9, "b")}], 2))
+    assert res.exit_code == 130, res.output
+    assert "incumbent now: baseline" in res.stdout and "best candidate vs baseline: 1.200x" in res.stdout
+    run_json = next((project / "runs" / "gdn_prefill").glob("*/run.json"))
+    run = json.loads(run_json.read_text())
+    assert run["status"] == "interrupted" and run["summary"]["attempts"] == 2
+    assert run["summary"]["best_score"] == pytest.approx(1.2)
+
+
+def test_ctrl_c_during_the_baseline_says_so_and_that_nothing_was_recorded(project, monkeypatch):
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aka.loop, "prepare_run", interrupted)
+    res = _optimize(project, monkeypatch, ScriptedBackend([]))
+    assert res.exit_code == 130
+    assert "interrupted while measuring the baseline; nothing was recorded" in res.stdout
+    assert not (project / "runs" / "gdn_prefill").exists() or not list((project / "runs" / "gdn_prefill").iterdir())
+
+
+class _Fails(ScriptedBackend):
+    """Raises `exc` when attempt `at` is planned."""
+
+    def __init__(self, steps, at, exc):
+        super().__init__(steps)
+        self.at, self.exc = at, exc
+
+    def plan(self, ctx):
+        if ctx.attempt == self.at:
+            raise self.exc
+        return super().plan(ctx)
+
+
+def _run_json(project):
+    return json.loads(next((project / "runs" / "gdn_prefill").glob("*/run.json")).read_text())
+
+
+def test_an_endpoint_fault_mid_run_ends_optimize_with_the_fault_and_a_resume_hint(project, monkeypatch):
+    from aka.cli.optimize import EndpointFault
+    from aka.llm.base import ProviderError
+
+    dead = ProviderError("openai endpoint http://127.0.0.1:9/v1 is not reachable (Connection error.): start the "
+                         "server or fix --base-url", True, "start the server or fix --base-url")
+    res = _optimize(project, monkeypatch, _Fails([{"source": source(1.2, "a")}], 1, dead))
+    run = _run_json(project)
+    assert isinstance(res.exception, EndpointFault), res.output
+    assert str(res.exception).endswith(f"resume with: aka optimize --resume {run['run_id']}")
+    assert "stopped: LLM endpoint fault: openai endpoint" in res.stdout and "run crashed" not in res.stdout
+    assert run["status"] == "stopped" and run["summary"]["attempts"] == 1
+
+
+def test_a_crash_is_recorded_with_its_error_so_aka_show_prints_it(project, monkeypatch):
+    res = _optimize(project, monkeypatch, _Fails([], 0, RuntimeError("planner bug")))
+    assert isinstance(res.exception, RuntimeError)
+    run = _run_json(project)
+    assert run["status"] == "crashed" and run["error"] == "RuntimeError: planner bug"
+    shown = CliRunner().invoke(app, ["show", run["run_id"]], env={"AKA_ROOT": str(project)})
+    assert "stopped: crashed (RuntimeError: planner bug)" in shown.stdout
