@@ -77,7 +77,10 @@ class Definition(_Model):
         if set(self.inputs) & set(self.outputs):
             raise ValueError("input and output names must not overlap")
         for c in self.constraints:
-            ast.parse(c, mode="eval")
+            try:
+                ast.parse(c, mode="eval")
+            except SyntaxError:
+                raise ValueError(f"constraint {c!r} is not a Python expression") from None
         for name, spec in {**self.inputs, **self.outputs}.items():
             for axis in spec.shape or []:
                 if axis not in self.axes:
