@@ -24,8 +24,7 @@ def export(
     out: str = typer.Option(None, "--out", help="TraceSet folder to write (default: runs/_export/flashinfer-bench)"),
     op_type: str = typer.Option(None, "--op-type", help="FlashInfer-Bench category, e.g. gdn (default: the op name)"),
 ) -> None:
-    """Write the op's definition, full shape set, promoted kernel (else baseline) and its recorded
-    GPU timings as FlashInfer-Bench records."""
+    """Write the op as FlashInfer-Bench records: definition, full-set workloads, kernel, its recorded timings."""
     from aka.interop.fib_export import ExportSettings
     from aka.interop.fib_export import export as run_export
 
@@ -60,7 +59,7 @@ def import_(
     name: str = typer.Option(None, "--name", help="op name to use instead of the definition's"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing contract"),
 ) -> None:
-    """Draft workloads/<op>.yaml from a FlashInfer-Bench definition (and its workloads for the shape sets)."""
+    """Draft workloads/<op>.yaml from a FlashInfer-Bench definition and its workloads (docs/interop.md)."""
     from aka.interop.fib_import import ImportProblems, ImportSettings, draft, write
 
     t0 = time.monotonic()

@@ -29,6 +29,7 @@ from aka.interop import blob, recorded
 from aka.interop.axes import Dim, bind, parse_shape
 from aka.interop.fib_models import (
     FIB_DTYPES,
+    FIB_VERSION,
     AxisConst,
     AxisVar,
     BuildSpec,
@@ -303,7 +304,8 @@ def _validate(records: list[tuple[str, str, str]]) -> str:
     """flashinfer-bench's own models over every record, when it is installed."""
     data, why = load_fib()
     if data is None:
-        return f"validation against flashinfer-bench's models skipped: {why} (pip install 'aka[fib]')"
+        return (f"validation against flashinfer-bench's models skipped: {why} (pip install 'aka[fib]'); "
+                f"written from aka's copy of its {FIB_VERSION} schema")
     problems = [f"{label}: {line}" for kind, label, text in records for line in fib_check(kind, text)]
     if problems:
         raise ExportError("flashinfer-bench rejects the export (a bug in aka's mapping):\n" + "\n".join(problems))

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aka.errors import AkaError, ContractError
-from aka.interop.fib_models import Definition, Trace, error_lines, fib_check, load_fib
+from aka.interop.fib_models import FIB_VERSION, Definition, Trace, error_lines, fib_check, load_fib
 from aka.spec import DTYPES, load_contract
 
 _OP_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -314,7 +314,8 @@ def draft(settings: ImportSettings, root: Path) -> tuple[Draft, Path]:
         except ContractError as exc:
             raise AkaError(f"the draft of {name} fails aka's contract loader (a bug in aka import): {exc}") from None
     validation = ("definition validated against flashinfer-bench's models" if fib_data is not None else
-                  f"validation against flashinfer-bench's models skipped: {why}; aka's copy of its schema accepted it")
+                  f"validation against flashinfer-bench's models skipped: {why}; aka's copy of its "
+                  f"{FIB_VERSION} schema accepted it")
     return Draft(name=name, text=text, workloads_file=wl_path, cases=len(contract.sets["full"]), drafted=drafted,
                  not_carried=not_carried, validation=validation), out
 

@@ -217,10 +217,6 @@ class Trace(_Model):
     evaluation: Evaluation | None = None
 
 
-KINDS: dict[str, type[BaseModel]] = {"definition": Definition, "workload": Trace, "solution": Solution,
-                                     "trace": Trace}
-
-
 _TAGS = {"const", "var", "random", "safetensors", "scalar", "AxisConst", "AxisVar", "RandomInput",
          "SafetensorsInput", "ScalarInput"}
 
