@@ -36,7 +36,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 # Command modules, each with register(app). Order is the order of `aka --help`.
 COMMANDS = ("aka.cli.ops", "aka.cli.doctor", "aka.cli.check", "aka.cli.bench", "aka.cli.wiki", "aka.cli.optimize",
-            "aka.cli.runs", "aka.cli.profile", "aka.cli.report", "aka.cli.regress")
+            "aka.cli.runs", "aka.cli.profile", "aka.cli.report", "aka.cli.regress", "aka.cli.interop")
 
 for _name in COMMANDS:
     importlib.import_module(_name).register(app)

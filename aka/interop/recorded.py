@@ -1,0 +1,126 @@
+"""The GPU measurements aka recorded for one exact kernel source, wherever aka keeps them.
+
+- kernels/<op>/promoted.json: the promotion's own figures (its run's screen medians, gate errors, the
+  device and versions) and, under ``devices``, first measurements `aka regress` took on other models;
+- runs/<op>/<run>/run.json: every optimisation run times its incumbent (the promoted kernel, else the
+  baseline) before it starts, with the device and versions.
+
+A figure is the kernel's only when the code hash recorded with it is the hash of the source exported:
+promoted.json of an older kernel, or a run of an earlier baseline, describes other code. Timings from
+the CPU interpreter are never exported: they say nothing about the kernel's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from aka import gitops
+from aka.evaluator import code_hash
+
+LIBS = ("torch", "triton", "cuda", "driver", "python")
+
+
+class Measurement(BaseModel):
+    """One set of per-shape timings of the exported source on one device."""
+
+    source: str = Field(description="where aka recorded it, for the trace's log")
+    device: str
+    libs: dict[str, str]
+    timestamp: str = Field(description="ISO 8601")
+    times_us: dict[str, float] = Field(description="case id -> eager median, µs")
+    speedup_vs_baseline: dict[str, float] = Field(default_factory=dict)
+    gate_sets: list[str] = Field(default_factory=list)
+    gate_errors: dict[str, dict[str, dict[str, float | None]]] = Field(default_factory=dict)
+
+
+def _libs(d: dict[str, Any]) -> dict[str, str]:
+    return {k: str(d[k]) for k in LIBS if d.get(k) not in (None, "", "?")}
+
+
+def _iso_from_run_id(run_id: str) -> str:
+    try:  # run ids start with the UTC start time (aka.store.new_run_id)
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.strptime(run_id[:15], "%Y%m%d-%H%M%S"))
+    except ValueError:
+        return "unknown"
+
+
+def _promotion_time(root: Path, op: str, meta: dict[str, Any]) -> str:
+    """The promotion commit's date, else the run's start (a --no-commit promotion)."""
+    try:
+        entries = gitops.history(root, op) if gitops.is_repo(root) else []
+    except gitops.GitError:
+        entries = []
+    if entries and entries[0].meta.get("code_hash") == meta.get("code_hash"):
+        day, clock, tz = entries[0].date.split(" ")
+        return f"{day}T{clock}{tz[:3]}:{tz[3:]}"
+    return _iso_from_run_id(str(meta.get("run_id", "")))
+
+
+def from_promoted(root: Path, op: str, source: str) -> tuple[list[Measurement], list[str]]:
+    meta = gitops.read_promoted_meta(root, op)
+    if not meta:
+        return [], [f"kernels/{op}/promoted.json is missing or unreadable: no promotion figures"]
+    h = code_hash(source)
+    if meta.get("code_hash") != h:
+        return [], [f"kernels/{op}/promoted.json describes code {meta.get('code_hash')}, promoted.py is {h}: "
+                    "its figures belong to another kernel and are not exported"]
+    out = []
+    gate = meta.get("gate") or {}
+    if meta.get("times_us") and meta.get("device"):
+        out.append(Measurement(
+            source=f"promotion of run {meta.get('run_id')} attempt {meta.get('attempt')} (kernels/{op}/promoted.json)",
+            device=meta["device"], libs=_libs(meta), timestamp=_promotion_time(root, op, meta),
+            times_us=meta["times_us"], speedup_vs_baseline=meta.get("speedup_vs_baseline") or {},
+            gate_sets=gate.get("sets") or [], gate_errors=gate.get("errors") or {}))
+    for device, entry in (meta.get("devices") or {}).items():
+        if entry.get("times_us") and entry.get("code_hash") in (None, h):
+            base = entry.get("baseline_us") or {}
+            out.append(Measurement(
+                source=f"aka regress first measurement on {device} (kernels/{op}/promoted.json devices)",
+                device=device, libs=_libs(entry), timestamp=entry.get("measured_at") or "unknown",
+                times_us=entry["times_us"],
+                speedup_vs_baseline={s: base[s] / t for s, t in entry["times_us"].items() if base.get(s) and t}))
+    return out, []
+
+
+def from_runs(runs_root: Path, op: str, source: str) -> tuple[list[Measurement], list[str]]:
+    """The newest GPU timing per device model of runs whose incumbent was exactly this source."""
+    h = code_hash(source)
+    out: dict[str, Measurement] = {}
+    interpreted = 0
+    for run_json in sorted(runs_root.glob(f"{op}/*/run.json"), reverse=True):
+        try:
+            info = json.loads(run_json.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        base, dev = info.get("baseline") or {}, info.get("device") or {}
+        if (info.get("incumbent") or {}).get("hash") != h or not base.get("incumbent_us"):
+            continue
+        if base.get("timing") != "gpu" or dev.get("interpreter"):
+            interpreted += 1
+            continue
+        if not (base.get("incumbent_gate") or {}).get("ok", True) or dev.get("name") in out:
+            continue
+        run_id = run_json.parent.name
+        out[dev["name"]] = Measurement(
+            source=f"run {run_id}: the incumbent's timing before its first attempt (runs/{op})",
+            device=dev["name"], libs=_libs(dev), timestamp=info.get("started") or _iso_from_run_id(run_id),
+            times_us=base["incumbent_us"],
+            speedup_vs_baseline={s: base["baseline_us"][s] / t for s, t in base["incumbent_us"].items()
+                                 if (base.get("baseline_us") or {}).get(s) and t},
+            gate_sets=list((base.get("incumbent_gate") or {}).get("sets") or []))
+    notes = [f"{interpreted} run(s) timed this kernel in the CPU interpreter only: not representative, not exported"
+             ] if interpreted else []
+    return list(out.values()), notes
+
+
+def measurements(root: Path, op: str, label: str, source: str) -> tuple[list[Measurement], list[str]]:
+    """Everything recorded for this source: the promotion's figures first, then runs' timings."""
+    found, notes = from_promoted(root, op, source) if label == "promoted" else ([], [])
+    more, more_notes = from_runs(root / "runs", op, source)
+    return found + more, notes + more_notes
