@@ -16,5 +16,17 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   "${PIP[@]}" "torch==${AKA_TORCH_VERSION:-2.13.0}" ${AKA_TORCH_INDEX:+--index-url "$AKA_TORCH_INDEX"}
 fi
 "${PIP[@]}" -e ".[dev,llm]"
+# FlashInfer-Bench's data models, so the interop tests validate exports against its own schema. Its
+# package requires flashinfer-python and CUDA wheels (the full `aka[fib]` extra); the models need
+# only pydantic and safetensors, so the test set-up takes the package without its dependencies.
+if ! .venv/bin/python -c "import flashinfer_bench.data" 2>/dev/null; then
+  "${PIP[@]}" --no-deps "flashinfer-bench==0.1.2" "safetensors>=0.5" "docstring-parser>=0.16" \
+    || echo "note: flashinfer-bench not installed; the tests that validate against its models will skip"
+fi
 .venv/bin/aka --help >/dev/null
-echo "aka is set up: .venv/bin/aka (try: .venv/bin/aka doctor)"
+.venv/bin/python - "$SECONDS" <<'PY'
+import sys, torch, aka
+print(f"aka {aka.__version__} is set up in .venv with torch {torch.__version__}"
+      f" ({'CUDA ' + str(torch.version.cuda) if torch.version.cuda else 'CPU build'}) in {sys.argv[1]} s;"
+      " try: .venv/bin/aka doctor")
+PY

@@ -59,8 +59,9 @@ CONFIG = {
     # structure measured on the H200 so far; the split is unmeasured there (docs/perf/gdn_prefill.md).
     "fuse_output": True,
     "BV": 64,  # value-column block of _fwd_kernel (state block K x BV in registers)
-    # 4 warps (ks): 254-255 regs, no spill, so two programs share an SM and hide each other's
-    # latency; with the pipelined loop the serial kernel went from 404 to 145 us at G1 (H200)
+    # 4 warps (ks, loop stages 2): 255 regs + 144 B spill (ptxas sm_90, Triton 3.6; 200 B with
+    # ks_split), so two programs share an SM and hide each other's latency: with the pipelined loop
+    # the serial kernel went from 404 to 145 us at G1 (H200)
     "fwd_warps": 4,
     "fwd_stages": 1,
     # "w": V~ = Tb V - W S with W = Tb diag(e^gamma) K formed per chunk (_fwd_kernel); "ks" (default
@@ -68,6 +69,10 @@ CONFIG = {
     # and value block (_fwdks_kernel). docs/perf/gdn_prefill.md
     "fwd_algo": "ks",
     "fwd_loop_stages": 2,  # ks only: Triton's pipeliner on the serial loop (3: slower at 4 warps)
+    # ks only: x = V - e^gamma K S as two bf16 parts (hi + lo) into Tb x, one 64x64xBV dot more per
+    # chunk, so the order adds no rounding: bf16 x gave o/state rel L2 3.98e-3 / 3.34e-3 against fla's
+    # 3.79e-3 / 3.01e-3 and the "w" order's 3.68e-3 / 3.02e-3 at G1 (H200). Not yet timed on a GPU.
+    "ks_split": False,
     "fwd_prefetch": False,  # ks only: load chunk i+1's tiles before chunk i's dots (registers, not smem)
     "reload_k": True,  # re-read k for the state update instead of keeping it live (fewer spills)
     "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop
@@ -128,6 +133,7 @@ SPACE = {
     "fwd_algo": ["w", "ks"],
     "fwd_loop_stages": [1, 2],
     "fwd_prefetch": [False, True],
+    "ks_split": [False, True],
     "reload_k": [True, False],
     "pre_p": [True, False],
     # ptxas sm_90 (offline, Triton 3.9; `bench_gdn_prefill.py --offline-regs`): _rec_kernel has no spill
@@ -593,7 +599,7 @@ def _seg_kernel(
     k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, warm_ptr, cu_ptr, cus_ptr, N, SEG, THR,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
     BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr, ALG_KS: tl.constexpr,
-    LOOP_STAGES: tl.constexpr,
+    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr,
 ):
     """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
 
@@ -667,7 +673,10 @@ def _seg_kernel(
             x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
             if is_c:
                 x += _ld(v_b, o_r, m_r, HV * V, cv).to(tl.float32)
-            vn = tl.dot(tb, x.to(tl.bfloat16))
+            x_hi = x.to(tl.bfloat16)
+            vn = tl.dot(tb, x_hi)
+            if X_SPLIT:
+                vn += tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
         else:
             o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
             ws = tl.dot(w, S.to(tl.bfloat16))
@@ -796,7 +805,7 @@ def _fwdks_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, PREFETCH: tl.constexpr,
-    LOOP_STAGES: tl.constexpr,
+    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr,
 ):
     """fwd_algo "ks": _fwd_kernel's work in FlashQLA's order, V~ = Tb (V - diag(e^gamma) K S), so the
     chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
@@ -839,8 +848,12 @@ def _fwdks_kernel(
         gam = tl.cumsum(g, 0) * 1.4426950408889634
         gl = tl.sum(g, 0) * 1.4426950408889634
         s_b = S.to(tl.bfloat16)
-        x = (vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]).to(tl.bfloat16)
-        vn_b = tl.dot(tb, x).to(tl.bfloat16)
+        x = vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]
+        x_hi = x.to(tl.bfloat16)
+        if X_SPLIT:  # x = x_hi + x_lo: the bf16 rounding of x (which the "w" order does not have) cancels
+            vn_b = (tl.dot(tb, x_hi) + tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))).to(tl.bfloat16)
+        else:
+            vn_b = tl.dot(tb, x_hi).to(tl.bfloat16)
         qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
         o = tl.dot(qg, s_b) + tl.dot(pa, vn_b)
         tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
@@ -1155,7 +1168,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         _seg_kernel[((K + V) // bva, HV, nseg_bound)](
             k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
             BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, ALG_KS=cfg["seg_algo"] == "ks",
-            LOOP_STAGES=cfg["seg_loop_stages"], num_warps=cfg["seg_warps"], num_stages=cfg["seg_stages"],
+            LOOP_STAGES=cfg["seg_loop_stages"], X_SPLIT=cfg["ks_split"], num_warps=cfg["seg_warps"],
+            num_stages=cfg["seg_stages"],
         )
         bvc = cfg["BVC"]
         _chain_kernel[(V // bvc, HV, N)](mc, warm, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32",
@@ -1166,7 +1180,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
             _fwdks_kernel[(V // bv, HV, nseg_bound)](
                 q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT,
                 BV=bv, LOG_N=log_n, HAS_H0=has_h0, PREFETCH=cfg["fwd_prefetch"],
-                LOOP_STAGES=cfg["fwd_loop_stages"], num_warps=cfg["fwd_warps"], num_stages=cfg["fwd_stages"],
+                LOOP_STAGES=cfg["fwd_loop_stages"], X_SPLIT=cfg["ks_split"], num_warps=cfg["fwd_warps"],
+                num_stages=cfg["fwd_stages"],
             )
             return o, ht
         _fwd_kernel[(V // bv, HV, nseg_bound)](
