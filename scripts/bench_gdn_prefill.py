@@ -128,6 +128,11 @@ VARIANTS = {  # name: CONFIG overrides
     "new_s3": {"fwd_algo": "ks", "fwd_loop_stages": 2, "fwd_warps": 4, "seg_algo": "ks", "seg_loop_stages": 3},
     # the default before 2026-12-01's third session (W algebra, 8 warps, no pipelining)
     "old_w": {"fwd_algo": "w", "fwd_warps": 8, "fwd_loop_stages": 1, "seg_algo": "w", "seg_loop_stages": 1},
+    # prepared 2026-12-01 (third session), interpreter-tested, not timed: time these first
+    "ks_split": {"ks_split": True},  # x = V - e^gamma K S in bf16 hi + lo (fla-level error)
+    "reg16k": {"prep_algo": "reg16k"},  # K K^T / Q K^T over K in 32-wide steps (2 warps: 272 B spill vs 776)
+    "reg16k_w4": {"prep_algo": "reg16k", "prep_warps": 4},  # 128 B spill
+    "reg16k_bk64": {"prep_algo": "reg16k", "prep_bk": 64},
     "nopk": {"p_kernel": False},  # P inside _prep_kernel, as before
     "pk4": {"p_kernel": True, "p_warps": 4},
     "new_sw": {"fwd_algo": "ks", "fwd_loop_stages": 2, "fwd_warps": 4, "seg_loop_stages": 2},

@@ -109,6 +109,7 @@ CONFIG = {
     # drops 159 -> 125 us but _pmat_kernel costs 35-41: no gain, one launch more, so off
     "p_kernel": False,
     "p_warps": 8,  # 156 regs, no spill (4 warps: 255 + 24 B); _prep_kernel without P: 255 + 176 B (776 with)
+    "prep_bk": 32,  # reg16k only: the K step of its K K^T / Q K^T accumulation (fla autotunes 32 / 64)
     "kkt_warps": 8,  # sub16 only: _kkt_kernel (prep_warps is then _solve_kernel's); 8: 127 regs, no spill
     "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
     "cp": True,  # context parallelism on/off
@@ -154,7 +155,8 @@ SPACE = {
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
     "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
-    "prep_algo": ["blk16", "sub16", "reg16"],
+    "prep_algo": ["blk16", "sub16", "reg16", "reg16k"],
+    "prep_bk": [32, 64],
     "p_kernel": [False, True],
     "p_warps": [4, 8],
     "kkt_warps": [4, 8],
@@ -413,6 +415,154 @@ def _prep_kernel(
         T11 = _inv16(A11, PREC)
         T22 = _inv16(A22, PREC)
         T33 = _inv16(A33, PREC)
+    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
+
+
+@triton.jit
+def _scale16(a, ga, gb, ba, DIAG: tl.constexpr, STRICT: tl.constexpr):
+    """ba[:, None] * a . exp2(ga - gb) for one 16x16 block; DIAG: a diagonal block, masked to the
+    strictly lower (STRICT) or lower triangle."""
+    r = tl.arange(0, 16)
+    if DIAG:
+        if STRICT:
+            m = r[:, None] > r[None, :]
+        else:
+            m = r[:, None] >= r[None, :]
+        e = tl.exp2(tl.where(m, ga[:, None] - gb[None, :], float("-inf")))
+    else:
+        e = tl.exp2(ga[:, None] - gb[None, :])
+    return a * e * ba[:, None]
+
+
+@triton.jit
+def _store16(p_ptr, X, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.constexpr):
+    c = tl.arange(0, 16)
+    tl.store(p_ptr + (t_row[:, None] * HV + i_h) * 64 + COL + c[None, :], X.to(tl.bfloat16), mask=m_row[:, None])
+
+
+@triton.jit
+def _prepk_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "reg16k": reg16 in fla's kkt-solve shape. K K^T's ten 16x16 blocks (and, with PRE_P,
+    the ten blocks of Q K^T that P needs) accumulate over K in BK-wide steps, so the program holds
+    [16, BK] slices instead of the four full [16, 128] key rows and the [64, 128] q/k tiles
+    _prep_kernel keeps for P (ptxas sm_90, Triton 3.6, 2 warps: 255 regs + 776 B spill there).
+    The gates, the in-register substitutions and the merges are reg16's."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    i_hk = i_h // (HV // HK)
+    r = tl.arange(0, 16)
+    t_0 = t0 + r
+    t_1 = t0 + 16 + r
+    t_2 = t0 + 32 + r
+    t_3 = t0 + 48 + r
+    m_0 = t_0 < eos
+    m_1 = t_1 < eos
+    m_2 = t_2 < eos
+    m_3 = t_3 < eos
+    R00 = tl.zeros([16, 16], dtype=tl.float32)
+    R11 = tl.zeros([16, 16], dtype=tl.float32)
+    R22 = tl.zeros([16, 16], dtype=tl.float32)
+    R33 = tl.zeros([16, 16], dtype=tl.float32)
+    R10 = tl.zeros([16, 16], dtype=tl.float32)
+    R21 = tl.zeros([16, 16], dtype=tl.float32)
+    R32 = tl.zeros([16, 16], dtype=tl.float32)
+    R20 = tl.zeros([16, 16], dtype=tl.float32)
+    R31 = tl.zeros([16, 16], dtype=tl.float32)
+    R30 = tl.zeros([16, 16], dtype=tl.float32)
+    Q00 = tl.zeros([16, 16], dtype=tl.float32)
+    Q11 = tl.zeros([16, 16], dtype=tl.float32)
+    Q22 = tl.zeros([16, 16], dtype=tl.float32)
+    Q33 = tl.zeros([16, 16], dtype=tl.float32)
+    Q10 = tl.zeros([16, 16], dtype=tl.float32)
+    Q21 = tl.zeros([16, 16], dtype=tl.float32)
+    Q32 = tl.zeros([16, 16], dtype=tl.float32)
+    Q20 = tl.zeros([16, 16], dtype=tl.float32)
+    Q31 = tl.zeros([16, 16], dtype=tl.float32)
+    Q30 = tl.zeros([16, 16], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        ck = i_k + tl.arange(0, BK)
+        k0 = tl.load(k_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
+        k1 = tl.load(k_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
+        k2 = tl.load(k_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
+        k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
+        R00 = tl.dot(k0, tl.trans(k0), R00)
+        R11 = tl.dot(k1, tl.trans(k1), R11)
+        R22 = tl.dot(k2, tl.trans(k2), R22)
+        R33 = tl.dot(k3, tl.trans(k3), R33)
+        R10 = tl.dot(k1, tl.trans(k0), R10)
+        R21 = tl.dot(k2, tl.trans(k1), R21)
+        R32 = tl.dot(k3, tl.trans(k2), R32)
+        R20 = tl.dot(k2, tl.trans(k0), R20)
+        R31 = tl.dot(k3, tl.trans(k1), R31)
+        R30 = tl.dot(k3, tl.trans(k0), R30)
+        if PRE_P:
+            q0 = tl.load(q_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
+            q1 = tl.load(q_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
+            q2 = tl.load(q_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
+            q3 = tl.load(q_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
+            Q00 = tl.dot(q0, tl.trans(k0), Q00)
+            Q11 = tl.dot(q1, tl.trans(k1), Q11)
+            Q22 = tl.dot(q2, tl.trans(k2), Q22)
+            Q33 = tl.dot(q3, tl.trans(k3), Q33)
+            Q10 = tl.dot(q1, tl.trans(k0), Q10)
+            Q21 = tl.dot(q2, tl.trans(k1), Q21)
+            Q32 = tl.dot(q3, tl.trans(k2), Q32)
+            Q20 = tl.dot(q2, tl.trans(k0), Q20)
+            Q31 = tl.dot(q3, tl.trans(k1), Q31)
+            Q30 = tl.dot(q3, tl.trans(k0), Q30)
+    g0 = tl.load(g_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    g1 = tl.load(g_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    g2 = tl.load(g_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    g3 = tl.load(g_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    s0 = tl.sum(g0, 0)
+    s1 = s0 + tl.sum(g1, 0)
+    s2 = s1 + tl.sum(g2, 0)
+    y0 = tl.cumsum(g0, 0) * 1.4426950408889634
+    y1 = (tl.cumsum(g1, 0) + s0) * 1.4426950408889634
+    y2 = (tl.cumsum(g2, 0) + s1) * 1.4426950408889634
+    y3 = (tl.cumsum(g3, 0) + s2) * 1.4426950408889634
+    if PRE_P:  # P = scale (Q K^T . Gamma . causal), the upper blocks stored as zeros (readers load 64x64)
+        sc = tl.zeros([16], dtype=tl.float32) + scale
+        Z = tl.zeros([16, 16], dtype=tl.float32)
+        _store16(p_ptr, _scale16(Q00, y0, y0, sc, True, False), t_0, m_0, i_h, HV, 0)
+        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 16)
+        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 32)
+        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 48)
+        _store16(p_ptr, _scale16(Q10, y1, y0, sc, False, False), t_1, m_1, i_h, HV, 0)
+        _store16(p_ptr, _scale16(Q11, y1, y1, sc, True, False), t_1, m_1, i_h, HV, 16)
+        _store16(p_ptr, Z, t_1, m_1, i_h, HV, 32)
+        _store16(p_ptr, Z, t_1, m_1, i_h, HV, 48)
+        _store16(p_ptr, _scale16(Q20, y2, y0, sc, False, False), t_2, m_2, i_h, HV, 0)
+        _store16(p_ptr, _scale16(Q21, y2, y1, sc, False, False), t_2, m_2, i_h, HV, 16)
+        _store16(p_ptr, _scale16(Q22, y2, y2, sc, True, False), t_2, m_2, i_h, HV, 32)
+        _store16(p_ptr, Z, t_2, m_2, i_h, HV, 48)
+        _store16(p_ptr, _scale16(Q30, y3, y0, sc, False, False), t_3, m_3, i_h, HV, 0)
+        _store16(p_ptr, _scale16(Q31, y3, y1, sc, False, False), t_3, m_3, i_h, HV, 16)
+        _store16(p_ptr, _scale16(Q32, y3, y2, sc, False, False), t_3, m_3, i_h, HV, 32)
+        _store16(p_ptr, _scale16(Q33, y3, y3, sc, True, False), t_3, m_3, i_h, HV, 48)
+    A00 = _scale16(R00, y0, y0, b0, True, True)
+    A11 = _scale16(R11, y1, y1, b1, True, True)
+    A22 = _scale16(R22, y2, y2, b2, True, True)
+    A33 = _scale16(R33, y3, y3, b3, True, True)
+    A10 = _scale16(R10, y1, y0, b1, False, True)
+    A21 = _scale16(R21, y2, y1, b2, False, True)
+    A32 = _scale16(R32, y3, y2, b3, False, True)
+    A20 = _scale16(R20, y2, y0, b2, False, True)
+    A31 = _scale16(R31, y3, y1, b3, False, True)
+    A30 = _scale16(R30, y3, y0, b3, False, True)
+    T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33)
     _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
 
 
@@ -1106,6 +1256,13 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr
             num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
     else:
+        if cfg["prep_algo"] == "reg16k":
+            _prepk_kernel[(HV, nt_bound)](
+                q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, BK=cfg["prep_bk"],
+                LOG_N=log_n, PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"],
+                num_stages=cfg["prep_stages"],
+            )
+            return
         own_p = cfg["pre_p"] and cfg["p_kernel"]
         if own_p:
             _pmat_kernel[(HK, nt_bound)](q, k, g, cu, cuc, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
