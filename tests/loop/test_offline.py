@@ -34,12 +34,13 @@ def test_patterns_pin_structure_and_respect_the_kernel_space():
     assert set(pats) == {"context_parallel", "single_pass", "split_context_parallel", "split_single_pass"}
     space = read_dict(BASELINE.read_text(), "SPACE")
     single = structure_of(pats["single_pass"], {"sms": 132}, {})
-    single_knobs = {"BV", "fwd_warps", "fwd_stages", "reload_k", "pre_p", "prep_algo", "prep_warps", "prep_prec"}
+    single_knobs = {"BV", "fwd_algo", "fwd_warps", "fwd_stages", "fwd_loop_stages", "fwd_prefetch", "ks_split",
+                    "reload_k", "pre_p", "prep_algo", "prep_warps", "prep_prec", "prep_bk", "p_kernel", "p_warps"}
     assert single.start["cp"] is False and single.start["fuse_output"] is True
     assert set(single.space) <= single_knobs  # no dead knob: every mutation changes the kernel
     split = structure_of(pats["split_single_pass"], {"sms": 132}, {})
     assert split.start["fuse_output"] is False and "BV" not in split.space and "rec_BV" in split.space
-    assert "cp_min_programs" not in single.space
+    assert "cp_min_programs" not in single.space and not any(k.startswith("seg_") for k in single.space)
     cp = structure_of(pats["context_parallel"], {"sms": 132}, {})
     assert cp.start["cp"] is True and "cp" not in cp.space
     assert {"cp_warm_chunks", "cp_warm_log_decay", "prep_algo"} <= set(cp.space)  # the warm-up is searched
