@@ -41,20 +41,25 @@ def bench(fn, iters):
     return times[len(times) // 2]
 
 
+def capture(fn) -> "torch.cuda.CUDAGraph":
+    """fn captured in a CUDA graph, after one call on a side stream (allocator and JIT warm)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
 def bench_graph(fn, iters):
     """Median µs of fn captured in a CUDA graph (no host launch cost), L2 flushed; None if capture fails."""
     if not _gpu():
         return None
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        return bench(g.replay, iters)
+        return bench(capture(fn).replay, iters)
     except Exception as e:  # noqa: BLE001
         print(f"graph capture failed: {type(e).__name__}: {str(e)[:120]}", flush=True)
         return None

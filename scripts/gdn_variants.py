@@ -38,18 +38,9 @@ def _time(torch, fn, inputs, reps, flush, graph):
         c()
     torch.cuda.synchronize()
     if graph:
-        graphs = []
-        for c in calls:
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                c()
-            torch.cuda.current_stream().wait_stream(s)
-            gr = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(gr):
-                c()
-            graphs.append(gr)
-        calls = [gr.replay for gr in graphs]
+        from scripts.devtiming import capture
+
+        calls = [capture(c).replay for c in calls]
         for c in calls:
             c()
     out = []

@@ -345,6 +345,27 @@ def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A
 
 
 @triton.jit
+def _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV: tl.constexpr):
+    """The four 16-row sub-blocks' beta and chunk-local cumsum of g (log2 units) of one chunk."""
+    g0 = tl.load(g_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    g1 = tl.load(g_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    g2 = tl.load(g_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    g3 = tl.load(g_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    s0 = tl.sum(g0, 0)
+    s1 = s0 + tl.sum(g1, 0)
+    s2 = s1 + tl.sum(g2, 0)
+    y0 = tl.cumsum(g0, 0) * 1.4426950408889634
+    y1 = (tl.cumsum(g1, 0) + s0) * 1.4426950408889634
+    y2 = (tl.cumsum(g2, 0) + s1) * 1.4426950408889634
+    y3 = (tl.cumsum(g3, 0) + s2) * 1.4426950408889634
+    return y0, y1, y2, y3, b0, b1, b2, b3
+
+
+@triton.jit
 def _prep_kernel(
     q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
@@ -380,22 +401,7 @@ def _prep_kernel(
     k1 = tl.load(k_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
     k2 = tl.load(k_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
     k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
-    g0 = tl.load(g_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    g1 = tl.load(g_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    g2 = tl.load(g_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    g3 = tl.load(g_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    # chunk-local cumsum of g, in log2 units
-    s0 = tl.sum(g0, 0)
-    s1 = s0 + tl.sum(g1, 0)
-    s2 = s1 + tl.sum(g2, 0)
-    y0 = tl.cumsum(g0, 0) * 1.4426950408889634
-    y1 = (tl.cumsum(g1, 0) + s0) * 1.4426950408889634
-    y2 = (tl.cumsum(g2, 0) + s1) * 1.4426950408889634
-    y3 = (tl.cumsum(g3, 0) + s2) * 1.4426950408889634
+    y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
 
     A00 = _akk(k0, k0, y0, y0, b0, True)
     A11 = _akk(k1, k1, y1, y1, b1, True)
@@ -518,21 +524,7 @@ def _prepk_kernel(
             Q20 = tl.dot(q2, tl.trans(k0), Q20)
             Q31 = tl.dot(q3, tl.trans(k1), Q31)
             Q30 = tl.dot(q3, tl.trans(k0), Q30)
-    g0 = tl.load(g_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    g1 = tl.load(g_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    g2 = tl.load(g_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    g3 = tl.load(g_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    s0 = tl.sum(g0, 0)
-    s1 = s0 + tl.sum(g1, 0)
-    s2 = s1 + tl.sum(g2, 0)
-    y0 = tl.cumsum(g0, 0) * 1.4426950408889634
-    y1 = (tl.cumsum(g1, 0) + s0) * 1.4426950408889634
-    y2 = (tl.cumsum(g2, 0) + s1) * 1.4426950408889634
-    y3 = (tl.cumsum(g3, 0) + s2) * 1.4426950408889634
+    y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
     if PRE_P:  # P = scale (Q K^T . Gamma . causal), the upper blocks stored as zeros (readers load 64x64)
         sc = tl.zeros([16], dtype=tl.float32) + scale
         Z = tl.zeros([16, 16], dtype=tl.float32)
