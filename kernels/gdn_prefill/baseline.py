@@ -287,20 +287,23 @@ def _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV: tl.constexpr
 
 
 @triton.jit
-def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32,
-                 HV: tl.constexpr, PREC: tl.constexpr):
-    """From the four diagonal inverses T_ii and the off-diagonal blocks A_ij of a chunk: the six
-    off-diagonal blocks of T = (I + A)^-1 by block forward substitution, T_ij = -T_ii sum_{j<=m<i}
-    A_im T_mj, then Tb = T diag(beta) stored whole (upper zero blocks included: readers load 64x64)."""
+def _rows4(t0, eos):
+    """Token rows of a chunk's four 16-row sub-blocks (from token t0) and their masks (< eos)."""
     r = tl.arange(0, 16)
     t_0 = t0 + r
     t_1 = t0 + 16 + r
     t_2 = t0 + 32 + r
     t_3 = t0 + 48 + r
-    m_0 = t_0 < eos
-    m_1 = t_1 < eos
-    m_2 = t_2 < eos
-    m_3 = t_3 < eos
+    return t_0, t_1, t_2, t_3, t_0 < eos, t_1 < eos, t_2 < eos, t_3 < eos
+
+
+@triton.jit
+def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32,
+                 HV: tl.constexpr, PREC: tl.constexpr):
+    """From the four diagonal inverses T_ii and the off-diagonal blocks A_ij of a chunk: the six
+    off-diagonal blocks of T = (I + A)^-1 by block forward substitution, T_ij = -T_ii sum_{j<=m<i}
+    A_im T_mj, then Tb = T diag(beta) stored whole (upper zero blocks included: readers load 64x64)."""
+    t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3 = _rows4(t0, eos)
     T10 = -tl.dot(T11, tl.dot(A10, T00, input_precision=PREC), input_precision=PREC)
     T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
     T32 = -tl.dot(T33, tl.dot(A32, T22, input_precision=PREC), input_precision=PREC)
@@ -464,15 +467,7 @@ def _prepk_kernel(
         return
     t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
     i_hk = i_h // (HV // HK)
-    r = tl.arange(0, 16)
-    t_0 = t0 + r
-    t_1 = t0 + 16 + r
-    t_2 = t0 + 32 + r
-    t_3 = t0 + 48 + r
-    m_0 = t_0 < eos
-    m_1 = t_1 < eos
-    m_2 = t_2 < eos
-    m_3 = t_3 < eos
+    t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3 = _rows4(t0, eos)
     R00 = tl.zeros([16, 16], dtype=tl.float32)
     R11 = tl.zeros([16, 16], dtype=tl.float32)
     R22 = tl.zeros([16, 16], dtype=tl.float32)

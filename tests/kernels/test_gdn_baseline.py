@@ -118,9 +118,17 @@ def test_cp_strong_decay():
         {"BV": 32, "BVA": 128, "BVC": 64},
         {"BV": 128, "BVA": 32, "fwd_warps": 8, "seg_warps": 8},
         dict(NOCP, BV=64),
-        {"pre_p": False, "reload_k": True, "BV": 64, "prep_prec": "tf32"},
+        # pre_p off exists only in the W order (_fwd_kernel): "ks" reads P, _resolved forces it on
+        {"pre_p": False, "reload_k": True, "BV": 64, "prep_prec": "tf32", "fwd_algo": "w"},
+        # the W order, the default before 2026-12-01's third session, in the fused and transition kernels
+        {"fwd_algo": "w", "fwd_warps": 8, "fwd_loop_stages": 1, "seg_algo": "w", "seg_loop_stages": 1},
+        {"ks_split": True},
+        {"fwd_prefetch": True, "fwd_loop_stages": 1},
+        {"prep_algo": "reg16k", "prep_bk": 32},
+        {"prep_algo": "reg16k", "prep_bk": 64, "prep_warps": 4},
+        {"p_kernel": True, "p_warps": 4},
     ],
-    ids=["bv32", "bv128", "nocp", "no_pre_p"],
+    ids=["bv32", "bv128", "nocp", "no_pre_p", "w_order", "ks_split", "prefetch", "reg16k", "reg16k_bk64", "p_kernel"],
 )
 def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
