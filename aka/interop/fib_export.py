@@ -309,7 +309,12 @@ def _validate(records: list[tuple[str, str, str]]) -> str:
     problems = [f"{label}: {line}" for kind, label, text in records for line in fib_check(kind, text)]
     if problems:
         raise ExportError("flashinfer-bench rejects the export (a bug in aka's mapping):\n" + "\n".join(problems))
-    version = getattr(__import__("flashinfer_bench"), "__version__", "?")
+    from importlib import metadata
+
+    try:  # the distribution's version: the package's own __version__ reads 0.0.0.dev0 in 0.1.2's wheel
+        version = metadata.version("flashinfer-bench")
+    except metadata.PackageNotFoundError:
+        version = getattr(__import__("flashinfer_bench"), "__version__", "?")
     return f"every record validated against flashinfer-bench {version}'s models"
 
 
