@@ -1,0 +1,291 @@
+# Fixture: kernels/fa4_decode/baseline.py as of 34a95c1 (before issue 18 point 3), unchanged, so the
+# host-path tests can compare the new baseline's outputs with the old one's bit for bit.
+"""Paged FlashAttention decode (head dim 256, q_len 1 or 4) in Triton — the fa4_decode baseline.
+
+Interface (OPS.md, fa4_decode):
+    q          [B * q_len, Hq, 256]          bf16, q_len in {1, 4} (= q rows // B)
+    k_cache    [num_pages, 128, Hkv, 256]    bf16, NHD pages
+    v_cache    [num_pages, 128, Hkv, 256]    bf16
+    page_table [B, max_pages]                int32 page ids
+    kv_lens    [B]                           int32, includes the q_len new tokens
+    -> o       [B * q_len, Hq, 256]          bf16
+
+Draft j of q_len sees keys 0..kv_len - q_len + j (bottom-right causal among the drafts).
+
+Design (flash-decoding, memory-bound):
+- One program per (sequence, KV head, split). Its M tile packs the q_len tokens x G = Hq/Hkv
+  query heads of that KV head (M = q_len * G rows, padded to >= 16), so every K/V byte is read
+  once and both products run on tensor cores (tl.dot).
+- Split-KV: each sequence's keys are cut into NUM_SPLITS chunks (chunk = cdiv(kv_len, S)
+  rounded up to BLOCK_N, computed in the kernel, so no host sync). NUM_SPLITS comes from shapes
+  only: enough programs to fill the SMs (SPLIT_TARGET), at least MIN_SPLIT_TOKENS keys each.
+  Partials (normalised o, log2-sum-exp) go to fp32 scratch; a second kernel merges them by
+  max / sum-exp. With one split the first kernel writes o directly.
+- Keys are gathered through the page table per key (any BLOCK_N, any page size and Hkv).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+# Values used at call time (the entry reads the module global each call, so a search can swap it).
+CONFIG = {
+    # Tiles with < 64 packed rows (q_len 1: M = G = 8 or 16). H200 sweeps (runs 2-3, six shapes of
+    # >= 537 MB): BN 32 / 3 stages best by ~2-5% (2 programs per SM: 98 KB smem, 246 regs at M 64).
+    "BLOCK_N": 32,
+    "num_warps": 4,
+    "num_stages": 3,
+    # Tiles with >= 64 packed rows (q_len 4 x G 16): more compute per byte, registers are the limit.
+    "BLOCK_N_m64": 32,
+    "num_warps_m64": 4,
+    "num_stages_m64": 3,
+    # Skip the accumulator rescale until the running max grows by > 2^8. Run 3 (with BN 64 / 2 stages):
+    # -10..+3% time on the six sweep shapes, mostly faster but within the ~5% run-to-run spread;
+    # BN 32 / 3 stages + lazy was not measured, so it stays off.
+    "LAZY_RESCALE": False,
+    "SPLIT_TARGET": 1056,  # "target" policy: programs wanted (8 per SM); 264 / 528 / 2112 and "waves" were slower
+    "MIN_SPLIT_TOKENS": 256,  # no split shorter than this (keeps the merge traffic small)
+    "MAX_SPLITS": 256,
+    "REDUCE_BLOCK_S": 16,  # splits merged per step in the reduction kernel
+    "SPLIT_POLICY": "target",  # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model
+    "CTAS_PER_SM": 2,  # "waves" policy: programs resident per SM
+    "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" policy: fixed cost of a program, in keys
+}
+
+# Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_decode.py).
+SPACE = {
+    "BLOCK_N": [16, 32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [1, 2, 3, 4],
+    "BLOCK_N_m64": [16, 32, 64],
+    "num_warps_m64": [4, 8],
+    "num_stages_m64": [1, 2, 3, 4],
+    "LAZY_RESCALE": [False, True],
+    "SPLIT_TARGET": [132, 264, 528, 1056, 2112],
+    "MIN_SPLIT_TOKENS": [128, 256, 512, 1024],
+    "MAX_SPLITS": [64, 256],
+    "REDUCE_BLOCK_S": [8, 16, 32],
+    "SPLIT_POLICY": ["target", "waves"],
+    "CTAS_PER_SM": [1, 2, 3],
+    "SPLIT_OVERHEAD_TOKENS": [0, 256, 1024],
+}
+
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _fa4_decode_kernel(
+    Q, K, V, O, PT, KVL, OP, LSEP,
+    qk_scale,
+    stride_qt, stride_qh,
+    stride_kp, stride_ks, stride_kh,
+    stride_vp, stride_vs, stride_vh,
+    stride_ot, stride_oh,
+    stride_pt,
+    stride_opt, stride_oph, stride_ops,  # partial o  [B*q_len, Hq, S, D]
+    stride_lt, stride_lh,  # partial lse [B*q_len, Hq, S]
+    NUM_SPLITS,
+    Q_LEN: tl.constexpr, G: tl.constexpr, PAGE: tl.constexpr, HEAD_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+):
+    b = tl.program_id(0)
+    kvh = tl.program_id(1)
+    split = tl.program_id(2)
+
+    kv_len = tl.load(KVL + b)
+    chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    n_start = split * chunk
+    n_end = tl.minimum(n_start + chunk, kv_len)
+    if SPLIT:
+        if n_start >= kv_len:
+            return  # empty split: the merge only reads the cdiv(kv_len, chunk) non-empty ones
+
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_D)
+    offs_nb = tl.arange(0, BLOCK_N)
+    j = offs_m // G  # draft token
+    head = kvh * G + offs_m % G
+    row_ok = offs_m < Q_LEN * G
+    qrow = b * Q_LEN + j
+    qpos = kv_len - Q_LEN + j
+
+    q = tl.load(Q + (qrow.to(tl.int64) * stride_qt + head * stride_qh)[:, None] + offs_d[None, :],
+                mask=row_ok[:, None], other=0.0)
+
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - 1.0e30  # finite: an all-masked row gives p = 0
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
+    pt_row = PT + b.to(tl.int64) * stride_pt
+    k_off = kvh * stride_kh
+    v_off = kvh * stride_vh
+
+    for n0 in range(n_start, n_end, BLOCK_N):
+        offs_n = n0 + offs_nb
+        n_ok = offs_n < n_end
+        page = tl.load(pt_row + offs_n // PAGE, mask=n_ok, other=0).to(tl.int64)
+        k = tl.load(K + (page * stride_kp + (offs_n % PAGE) * stride_ks + k_off)[:, None] + offs_d[None, :],
+                    mask=n_ok[:, None], other=0.0)
+        v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],
+                    mask=n_ok[:, None], other=0.0)
+        qk = tl.dot(q, tl.trans(k))
+        qk = tl.where((offs_n[None, :] <= qpos[:, None]) & n_ok[None, :], qk, float("-inf"))
+        m_blk = tl.max(qk, 1) * qk_scale
+        if LAZY_RESCALE:
+            # Keep a stale running max until some row's max grows by more than 8 (log2 units):
+            # meanwhile p <= 2^8 and the final division by l is exact; the rescale of the
+            # 64 x 256 accumulator is skipped on most steps once the max has settled.
+            if tl.max(m_blk - m_i, 0) > 8.0:
+                m_new = tl.maximum(m_i, m_blk)
+                alpha = tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha
+                acc = acc * alpha[:, None]
+                m_i = m_new
+            p = tl.math.exp2(qk * qk_scale - m_i[:, None])
+            l_i = l_i + tl.sum(p, 1)
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        else:
+            m_new = tl.maximum(m_i, m_blk)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])  # scale folded into one FMA
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_new
+
+    has = l_i > 0.0  # a draft row can see no key of a late split
+    out = acc / tl.where(has, l_i, 1.0)[:, None]
+    if not SPLIT:
+        tl.store(O + (qrow.to(tl.int64) * stride_ot + head * stride_oh)[:, None] + offs_d[None, :],
+                 out.to(O.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+        base = qrow.to(tl.int64) * stride_opt + head * stride_oph + split * stride_ops
+        tl.store(OP + base[:, None] + offs_d[None, :], out, mask=row_ok[:, None])
+        tl.store(LSEP + qrow.to(tl.int64) * stride_lt + head * stride_lh + split, lse, mask=row_ok)
+
+
+@triton.jit
+def _fa4_decode_merge_kernel(
+    OP, LSEP, O, KVL,
+    stride_opt, stride_oph, stride_ops,
+    stride_lt, stride_lh,
+    stride_ot, stride_oh,
+    NUM_SPLITS,
+    Q_LEN: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    row = tl.program_id(0)  # b * Q_LEN + j
+    h = tl.program_id(1)
+    kv_len = tl.load(KVL + row // Q_LEN)
+    chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    n_splits = tl.cdiv(kv_len, chunk)  # non-empty splits (same formula as the split kernel)
+
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, HEAD_D)
+    lse_row = LSEP + row.to(tl.int64) * stride_lt + h * stride_lh
+    op_row = OP + row.to(tl.int64) * stride_opt + h * stride_oph
+    m = tl.full([1], float("-inf"), tl.float32)
+    w_sum = tl.zeros([1], dtype=tl.float32)
+    acc = tl.zeros([HEAD_D], dtype=tl.float32)
+    for s0 in range(0, n_splits, BLOCK_S):
+        s = s0 + offs_s
+        s_ok = s < n_splits
+        lse = tl.load(lse_row + s, mask=s_ok, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(lse, 0))  # split 0 always holds keys, so m_new is finite
+        w = tl.math.exp2(lse - m_new)
+        alpha = tl.math.exp2(m - m_new)
+        o = tl.load(op_row + (s * stride_ops)[:, None] + offs_d[None, :], mask=s_ok[:, None], other=0.0)
+        acc = acc * alpha + tl.sum(w[:, None] * o, 0)
+        w_sum = w_sum * alpha + tl.sum(w, 0)
+        m = m_new
+    out = acc / w_sum
+    tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
+
+
+def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132, block_n=None):
+    """Split count from shapes only (max_kv is the page table's capacity, an upper bound).
+
+    "target": fill SPLIT_TARGET programs. "waves": minimise waves x (keys per split + a fixed
+    per-program cost), so that B*Hkv*S does not spill a few programs into an extra wave.
+    Either way at least MIN_SPLIT_TOKENS keys per split and at most MAX_SPLITS splits.
+    """
+    cfg = CONFIG if cfg is None else cfg
+    block_n = cfg["BLOCK_N"] if block_n is None else block_n
+    cap = max(1, min(triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], block_n)), cfg["MAX_SPLITS"]))
+    if cfg.get("SPLIT_POLICY", "target") == "waves":
+        return _waves_splits(batch * hkv, max_kv, cap, num_sms * cfg["CTAS_PER_SM"], cfg["SPLIT_OVERHEAD_TOKENS"])
+    want = triton.cdiv(cfg["SPLIT_TARGET"], batch * hkv)
+    return max(1, min(want, cap))
+
+
+@functools.lru_cache(maxsize=1024)
+def _waves_splits(base, max_kv, cap, slots, overhead):
+    best_cost, best_s = None, 1
+    for s in range(1, cap + 1):
+        cost = triton.cdiv(base * s, slots) * (triton.cdiv(max_kv, s) + overhead)
+        if best_cost is None or cost < best_cost:
+            best_cost, best_s = cost, s
+    return best_s
+
+
+@functools.lru_cache(maxsize=16)
+def _num_sms(device):
+    if device.type != "cuda":
+        return 132  # interpreter runs: an H200's count
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
+    """Paged decode for q_len 1 or 4. Shapes in the module docstring; returns o like q."""
+    cfg = CONFIG
+    rows, hq, d = q.shape
+    num_pages, page, hkv, dk = k_cache.shape
+    assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
+    batch = kv_lens.shape[0]
+    assert rows % batch == 0
+    q_len = rows // batch
+    g = hq // hkv
+    if softmax_scale is None:
+        softmax_scale = d ** -0.5
+    block_m = max(16, triton.next_power_of_2(q_len * g))
+    sfx = "_m64" if block_m >= 64 else ""
+    block_n, num_warps, num_stages = cfg["BLOCK_N" + sfx], cfg["num_warps" + sfx], cfg["num_stages" + sfx]
+    # Upper bound on kv_len from the page table's width (no host sync on kv_lens).
+    splits = num_splits_for(batch, hkv, page_table.shape[1] * page, cfg, _num_sms(q.device), block_n)
+    o = torch.empty_like(q)
+    if splits > 1:
+        o_part = torch.empty(rows, hq, splits, d, dtype=torch.float32, device=q.device)
+        lse_part = torch.empty(rows, hq, splits, dtype=torch.float32, device=q.device)
+    else:
+        o_part = lse_part = o  # unused placeholders
+    scale = float(softmax_scale) * _LOG2E
+    _fa4_decode_kernel[(batch, hkv, splits)](
+        q, k_cache, v_cache, o, page_table, kv_lens, o_part, lse_part,
+        scale,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        o.stride(0), o.stride(1),
+        page_table.stride(0),
+        o_part.stride(0) if splits > 1 else 0, o_part.stride(1) if splits > 1 else 0,
+        o_part.stride(2) if splits > 1 else 0,
+        lse_part.stride(0) if splits > 1 else 0, lse_part.stride(1) if splits > 1 else 0,
+        splits,
+        Q_LEN=q_len, G=g, PAGE=page, HEAD_D=d,
+        BLOCK_M=block_m, BLOCK_N=block_n, SPLIT=splits > 1, LAZY_RESCALE=bool(cfg["LAZY_RESCALE"]),
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    if splits > 1:
+        _fa4_decode_merge_kernel[(rows, hq)](
+            o_part, lse_part, o, kv_lens,
+            o_part.stride(0), o_part.stride(1), o_part.stride(2),
+            lse_part.stride(0), lse_part.stride(1),
+            o.stride(0), o.stride(1),
+            splits,
+            Q_LEN=q_len, HEAD_D=d, BLOCK_N=block_n, BLOCK_S=cfg["REDUCE_BLOCK_S"],
+            num_warps=4,
+        )
+    return o
