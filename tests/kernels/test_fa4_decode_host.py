@@ -1,7 +1,7 @@
 """fa4_decode's host path (issue 18 point 3, "no fixed cost"), in the interpreter.
 
 - The per-shape plan cache and the single partials allocation change no result: outputs are
-  bit-identical to the pre-change baseline (tests/kernels/_fa4_decode_pre_i18.py, run in the same
+  bit-identical to the pre-change baseline (kernels/fa4_decode/baseline.py at 34a95c1 read from git history, run in the same
   process on the same inputs) on the contract's smoke and edge shapes and on CONFIG points that
   force many splits or none, and stay within the float64 reference's tolerance.
 - What one warm call does on the host is pinned (aka.launches.Recorder): its torch operators and
@@ -27,9 +27,6 @@ from aka.ops import get_op  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_decode.baseline")
-_spec = importlib.util.spec_from_file_location("fa4_decode_pre_i18", Path(__file__).with_name("_fa4_decode_pre_i18.py"))
-old = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(old)
 op = get_op("fa4_decode")
 CASES = [c for s in ("smoke", "edge") for c in op.cases(s)]
 
@@ -37,7 +34,20 @@ SPLITTY = dict(BLOCK_N=32, SPLIT_TARGET=64, MIN_SPLIT_TOKENS=32, REDUCE_BLOCK_S=
 NOSPLIT = dict(BLOCK_N=64, SPLIT_TARGET=1)
 
 
+_OLD = []
+
+
+def _old():
+    """The baseline before issue 18 point 3 (34a95c1), loaded on first use."""
+    if not _OLD:
+        from pre_change import load_at
+
+        _OLD.append(load_at("34a95c1", "kernels/fa4_decode/baseline.py", "fa4_decode_pre_i18"))
+    return _OLD[0]
+
+
 def run_both(x, cfg=None, **kw):
+    old = _old()
     saved = dict(mod.CONFIG), dict(old.CONFIG)
     try:
         if cfg:
@@ -84,6 +94,7 @@ def record(fn, x):
 
 
 def test_host_work_per_warm_call():
+    old = _old()
     x = op.inputs.make_inputs(op.cases("S1")[0], 3, "cpu")
     saved = dict(mod.CONFIG), dict(old.CONFIG)
     try:

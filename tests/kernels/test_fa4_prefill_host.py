@@ -1,7 +1,7 @@
 """fa4_prefill's host path (issue 18 point 3, "no fixed cost"), in the interpreter.
 
 - The per-shape plan cache and the cached TMA descriptors change no result: outputs are
-  bit-identical to the pre-change baseline (tests/kernels/_fa4_prefill_pre_i18.py, run in the same
+  bit-identical to the pre-change baseline (kernels/fa4_prefill/baseline.py at 34a95c1 read from git history, run in the same
   process on the same inputs) on the contract's smoke and edge shapes, under the default CONFIG
   (TMA descriptors) and a small pointer-gather CONFIG, and stay within the float64 reference's
   tolerance.
@@ -30,17 +30,26 @@ from aka.ops import get_op  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_prefill.baseline")
-_spec = importlib.util.spec_from_file_location("fa4_prefill_pre_i18",
-                                               Path(__file__).with_name("_fa4_prefill_pre_i18.py"))
-old = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(old)
 op = get_op("fa4_prefill")
 CASES = [c for s in ("smoke", "edge") for c in op.cases(s)]
 
 SMALL = dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1, USE_TMA=False, WARP_SPEC=False)
 
 
+_OLD = []
+
+
+def _old():
+    """The baseline before issue 18 point 3 (34a95c1), loaded on first use."""
+    if not _OLD:
+        from pre_change import load_at
+
+        _OLD.append(load_at("34a95c1", "kernels/fa4_prefill/baseline.py", "fa4_prefill_pre_i18"))
+    return _OLD[0]
+
+
 def run_both(x, cfg=None, **kw):
+    old = _old()
     saved = dict(mod.CONFIG), dict(old.CONFIG)
     try:
         if cfg:
@@ -98,6 +107,7 @@ def record(fn, x):
 
 
 def test_host_work_per_warm_call():
+    old = _old()
     x = op.inputs.make_inputs(op.cases("E1")[0], 3, "cpu")  # one new token, the default (TMA) CONFIG
     new, prev = record(mod.fa4_prefill, x), record(old.fa4_prefill, x)
     assert new.triton == {"_fa4_prefill_kernel": 1} == prev.triton
