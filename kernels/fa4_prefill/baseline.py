@@ -190,6 +190,19 @@ def _fa4_prefill_kernel(
     tl.store(O + o_rows[:, None] + offs_d[None, :], out.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
+# Host-side state reused across calls (built once, looked up by plain Python keys):
+# - _PLANS: per shape and CONFIG (the key holds CONFIG's items, so a search that swaps or edits
+#   CONFIG gets a new plan): grid, constexprs, scale, whether TMA applies.
+# - _DESCS: the last K/V cache pair's TMA descriptors. A TensorDescriptor is a host object
+#   (base tensor, shape, strides, block shape); rebuilding it per call costs two views and two
+#   dataclass constructions. The entry is reused only for the very same tensor objects with the
+#   same data pointer, shape and strides, so a new or re-pointed cache always gets a fresh pair.
+#   It holds one reference to the last caches (views of them), released when another pair comes.
+_PLANS = {}
+_PLANS_MAX = 256
+_DESCS = []  # [(k_cache, v_cache, key, (k_desc, v_desc))], at most one entry
+
+
 def _tma_descs(k_cache, v_cache, block_n):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -201,13 +214,23 @@ def _tma_descs(k_cache, v_cache, block_n):
     return descs
 
 
-def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale=None):
-    """Paged causal prefill. Shapes in the module docstring; returns o like q."""
-    cfg = CONFIG
-    t_total, hq, d = q.shape
-    num_pages, page, hkv, dk = k_cache.shape
-    assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
-    n = kv_lens.shape[0]
+def _cached_descs(k_cache, v_cache, block_n):
+    key = (k_cache.data_ptr(), v_cache.data_ptr(), k_cache.shape, v_cache.shape,
+           k_cache.stride(), v_cache.stride(), block_n)
+    if _DESCS:
+        ck, cv, ckey, descs = _DESCS[0]
+        if ck is k_cache and cv is v_cache and ckey == key:
+            return descs
+    descs = _tma_descs(k_cache, v_cache, block_n)
+    _DESCS[:] = [(k_cache, v_cache, key, descs)]
+    return descs
+
+
+def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale):
+    key = (t_total, hq, d, page, hkv, n, contiguous, softmax_scale, tuple(cfg.items()))
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
     g = hq // hkv
     if softmax_scale is None:
         softmax_scale = d ** -0.5
@@ -217,30 +240,49 @@ def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_
     if pack:
         assert block_m % g == 0, f"PACK_GQA needs BLOCK_M ({block_m}) divisible by Hq/Hkv ({g})"
     # TMA blocks must not cross a page and need the cache viewable as 2-D: else gather by pointer.
-    use_tma = use_tma and page % block_n == 0 and k_cache.is_contiguous() and v_cache.is_contiguous()
-    o = torch.empty_like(q)
-    if t_total == 0:
-        return o
+    use_tma = use_tma and page % block_n == 0 and contiguous
     tpt = block_m // g if pack else block_m
     # Upper bound on tiles from shapes alone (no host sync): sum_s cdiv(q_len_s, tpt) <= T // tpt + N.
     grid = (hkv if pack else hq, t_total // tpt + n)
+    kw = dict(G=g, PAGE=page, HEAD_D=d, BLOCK_M=block_m, BLOCK_N=block_n,
+              PACK_GQA=pack, SPLIT_CAUSAL=bool(cfg["SPLIT_CAUSAL"]), USE_TMA=use_tma,
+              WARP_SPEC=bool(cfg.get("WARP_SPEC", False)),
+              num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    plan = (float(softmax_scale) * _LOG2E, grid, use_tma, block_n, kw)
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
+def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale=None):
+    """Paged causal prefill. Shapes in the module docstring; returns o like q.
+
+    Per call on the host: one plan lookup, one descriptor-cache check, one allocation (o), one
+    launch. No host sync: the grid is an upper bound from shapes.
+    """
+    t_total, hq, d = q.shape
+    num_pages, page, hkv, dk = k_cache.shape
+    assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
+    n = kv_lens.shape[0]
+    contiguous = k_cache.is_contiguous() and v_cache.is_contiguous()
+    scale, grid, use_tma, block_n, kw = _plan(CONFIG, t_total, hq, d, page, hkv, n, contiguous, softmax_scale)
+    o = torch.empty_like(q)
+    if t_total == 0:
+        return o
     if use_tma:
-        k_desc, v_desc = _tma_descs(k_cache, v_cache, block_n)
+        k_desc, v_desc = _cached_descs(k_cache, v_cache, block_n)
     else:
         k_desc, v_desc = k_cache, v_cache  # unused placeholders
     _fa4_prefill_kernel[grid](
         q, k_cache, v_cache, o, page_table, cu_seqlens_q, kv_lens,
         k_desc, v_desc,
-        float(softmax_scale) * _LOG2E, n,
+        scale, n,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         o.stride(0), o.stride(1),
         page_table.stride(0),
-        G=g, PAGE=page, HEAD_D=d,
-        BLOCK_M=block_m, BLOCK_N=block_n,
-        PACK_GQA=pack, SPLIT_CAUSAL=bool(cfg["SPLIT_CAUSAL"]), USE_TMA=use_tma,
-        WARP_SPEC=bool(cfg.get("WARP_SPEC", False)),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **kw,
     )
     return o
