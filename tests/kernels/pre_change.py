@@ -26,3 +26,28 @@ def load_at(rev: str, path: str, name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+_LOADED: dict[tuple[str, str], object] = {}
+
+
+def old_baseline(op: str, rev: str = "34a95c1"):
+    """kernels/<op>/baseline.py at rev, loaded once per process."""
+    key = (op, rev)
+    if key not in _LOADED:
+        _LOADED[key] = load_at(rev, f"kernels/{op}/baseline.py", f"{op}_at_{rev}")
+    return _LOADED[key]
+
+
+def run_both(new, old, entry: str, x: dict, cfg: dict | None = None, **kw):
+    """entry(**x, **kw) of both modules with cfg laid over each CONFIG, which is restored after."""
+    saved = dict(new.CONFIG), dict(old.CONFIG)
+    try:
+        if cfg:
+            new.CONFIG.update(cfg)
+            old.CONFIG.update(cfg)
+        return getattr(new, entry)(**x, **kw), getattr(old, entry)(**x, **kw)
+    finally:
+        for m, c in zip((new, old), saved):
+            m.CONFIG.clear()
+            m.CONFIG.update(c)

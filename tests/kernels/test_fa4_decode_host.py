@@ -1,8 +1,8 @@
 """fa4_decode's host path (issue 18 point 3, "no fixed cost"), in the interpreter.
 
 - The per-shape plan cache and the single partials allocation change no result: outputs are
-  bit-identical to the pre-change baseline (kernels/fa4_decode/baseline.py at 34a95c1 read from git history, run in the same
-  process on the same inputs) on the contract's smoke and edge shapes and on CONFIG points that
+  bit-identical to the pre-change baseline (kernels/fa4_decode/baseline.py at 34a95c1, read from git
+  history, run in the same process on the same inputs) on the contract's smoke and edge shapes and on CONFIG points that
   force many splits or none, and stay within the float64 reference's tolerance.
 - What one warm call does on the host is pinned (aka.launches.Recorder): its torch operators and
   Triton launches, so a re-added allocation, an index tensor or a host sync (.item() dispatches
@@ -34,30 +34,17 @@ SPLITTY = dict(BLOCK_N=32, SPLIT_TARGET=64, MIN_SPLIT_TOKENS=32, REDUCE_BLOCK_S=
 NOSPLIT = dict(BLOCK_N=64, SPLIT_TARGET=1)
 
 
-_OLD = []
-
-
 def _old():
-    """The baseline before issue 18 point 3 (34a95c1), loaded on first use."""
-    if not _OLD:
-        from pre_change import load_at
+    """The baseline before issue 18 point 3 (34a95c1), from git history."""
+    from pre_change import old_baseline
 
-        _OLD.append(load_at("34a95c1", "kernels/fa4_decode/baseline.py", "fa4_decode_pre_i18"))
-    return _OLD[0]
+    return old_baseline("fa4_decode")
 
 
 def run_both(x, cfg=None, **kw):
-    old = _old()
-    saved = dict(mod.CONFIG), dict(old.CONFIG)
-    try:
-        if cfg:
-            mod.CONFIG.update(cfg)
-            old.CONFIG.update(cfg)
-        return mod.fa4_decode(**x, **kw), old.fa4_decode(**x, **kw)
-    finally:
-        for m, c in zip((mod, old), saved):
-            m.CONFIG.clear()
-            m.CONFIG.update(c)
+    from pre_change import run_both as both
+
+    return both(mod, _old(), "fa4_decode", x, cfg, **kw)
 
 
 def rel_l2(o, ref):

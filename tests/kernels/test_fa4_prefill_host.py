@@ -1,8 +1,8 @@
 """fa4_prefill's host path (issue 18 point 3, "no fixed cost"), in the interpreter.
 
 - The per-shape plan cache and the cached TMA descriptors change no result: outputs are
-  bit-identical to the pre-change baseline (kernels/fa4_prefill/baseline.py at 34a95c1 read from git history, run in the same
-  process on the same inputs) on the contract's smoke and edge shapes, under the default CONFIG
+  bit-identical to the pre-change baseline (kernels/fa4_prefill/baseline.py at 34a95c1, read from git
+  history, run in the same process on the same inputs) on the contract's smoke and edge shapes, under the default CONFIG
   (TMA descriptors) and a small pointer-gather CONFIG, and stay within the float64 reference's
   tolerance.
 - The descriptor cache never serves a stale cache: a different K/V pair of the same shape gets its
@@ -36,30 +36,17 @@ CASES = [c for s in ("smoke", "edge") for c in op.cases(s)]
 SMALL = dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1, USE_TMA=False, WARP_SPEC=False)
 
 
-_OLD = []
-
-
 def _old():
-    """The baseline before issue 18 point 3 (34a95c1), loaded on first use."""
-    if not _OLD:
-        from pre_change import load_at
+    """The baseline before issue 18 point 3 (34a95c1), from git history."""
+    from pre_change import old_baseline
 
-        _OLD.append(load_at("34a95c1", "kernels/fa4_prefill/baseline.py", "fa4_prefill_pre_i18"))
-    return _OLD[0]
+    return old_baseline("fa4_prefill")
 
 
 def run_both(x, cfg=None, **kw):
-    old = _old()
-    saved = dict(mod.CONFIG), dict(old.CONFIG)
-    try:
-        if cfg:
-            mod.CONFIG.update(cfg)
-            old.CONFIG.update(cfg)
-        return mod.fa4_prefill(**x, **kw), old.fa4_prefill(**x, **kw)
-    finally:
-        for m, c in zip((mod, old), saved):
-            m.CONFIG.clear()
-            m.CONFIG.update(c)
+    from pre_change import run_both as both
+
+    return both(mod, _old(), "fa4_prefill", x, cfg, **kw)
 
 
 def rel_l2(o, ref):
