@@ -16,7 +16,7 @@ import sys
 
 import pytest
 from answers_text import BAD_PLAN, COMPILE_ERROR_CODE, GOOD_CODE, GOOD_PLAN, PROSE, fenced
-from fake_servers import FakeServer, dead_url
+from fake_servers import FakeServer, dead_url, user_text
 
 from aka.store import read_attempts
 
@@ -29,8 +29,8 @@ class Model:
 
     def __call__(self, body):
         msgs = [m for m in body["messages"] if m["role"] != "system"]
-        first, last = msgs[0]["content"], msgs[-1]["content"]
-        if first.startswith("Plan the next candidate"):
+        first, last = user_text(msgs[0]), user_text(msgs[-1])
+        if "Plan the next candidate" in first:
             attempt = int(re.search(r"attempt (\d+) of this run", first).group(1))
             return BAD_PLAN if attempt == 0 and len(msgs) == 1 else GOOD_PLAN
         if len(msgs) > 1:  # a repair request
