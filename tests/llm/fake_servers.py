@@ -363,3 +363,15 @@ def dead_url(kind: str) -> str:
     port = s.getsockname()[1]
     s.close()
     return f"http://127.0.0.1:{port}" + ("/v1" if kind == "openai" else "")
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    """The results of earlier tool calls in a request, in order, in either wire format."""
+    out = []
+    for m in body.get("messages", []):
+        if m["role"] == "tool":
+            out.append(m.get("content") or "")
+        elif m["role"] == "user" and isinstance(m.get("content"), list):
+            out += [b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
+                    for b in m["content"] if b.get("type") == "tool_result"]
+    return out
