@@ -73,7 +73,8 @@ def gdn_context(op, tmp_path, verify=None):
 
 
 PLAN = {"hypothesis": "BV 64 -> 32: twice the programs for the serial kernel"}
-_LINE = next(ln for ln in get_op("gdn_prefill").path("baseline").read_text().splitlines() if ln.startswith('    "BV": 64,'))
+_LINE = next(ln for ln in get_op("gdn_prefill").path("baseline").read_text().splitlines()
+             if ln.startswith('    "BV": 64,'))
 OLD, NEW = _LINE, _LINE.replace('"BV": 64,', '"BV": 32,')  # the whole line, its comment included
 
 

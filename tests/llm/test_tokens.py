@@ -23,16 +23,18 @@ from aka.loop import prepare_run, run_loop  # noqa: E402
 from aka.ops import get_op  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
-# one-value CONFIG changes of the real gdn_prefill baseline (whole lines: each occurs once)
-GDN_IDEAS = [(name, line, line.replace(old, new)) for name, line, old, new in (
-    ("fwd_warps 4 to 8", '    "fwd_warps": 4,', "4", "8"),
-    ("BVC 32 to 64", '    "BVC": 32,  # column block of the chain kernel', "32", "64"),
-    ("rec_warps 8 to 4", '    "rec_warps": 8,  # launch shape that ran on Triton 3.6 for _fwd_kernel, and 0 spill here)',
-     "8,", "4,"),
-    ("seg_warps 4 to 8", '    "seg_warps": 4,', "4", "8"),
-    ("out_warps 4 to 8", '    "out_warps": 4,', "4", "8"),
-)]
+# one-value CONFIG changes of the real gdn_prefill baseline (whole lines, comments included: each occurs once)
+_LINES = (REPO / "kernels" / "gdn_prefill" / "baseline.py").read_text().splitlines()
 
+
+def _line(start: str) -> str:
+    return next(ln for ln in _LINES if ln.startswith(start))
+
+
+GDN_IDEAS = [(f"{key} {old} to {new}", _line(f'    "{key}": {old},'),
+              _line(f'    "{key}": {old},').replace(f'"{key}": {old},', f'"{key}": {new},'))
+             for key, old, new in (("fwd_warps", 4, 8), ("BVC", 32, 64), ("rec_warps", 8, 4), ("seg_warps", 4, 8),
+                                   ("out_warps", 4, 8))]
 
 def run(kind, server, project, monkeypatch, budget, tools, ahead=0, delay_s=0.0):
     op = get_op("gdn_prefill", project)
