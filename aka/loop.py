@@ -340,7 +340,8 @@ def _verify(source: str, path: Path, ev: Evaluator, rec: dict[str, Any] | None =
         return "check", chk.error
     comp = ev.compile(path)
     if rec is not None:
-        rec["compile"] = {"ok": comp.ok, "error": comp.error, **comp.detail}
+        kept = {k: v for k, v in comp.detail.items() if k != "launches"}  # the tools' input, not a record
+        rec["compile"] = {"ok": comp.ok, "error": comp.error, **kept}
     return ("", "") if comp.ok else ("compile", comp.error)
 
 

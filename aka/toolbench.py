@@ -42,16 +42,25 @@ class ToolBench:
         lines = [f"policy ok; compile ok ({where}, {comp.detail.get('seconds', 0):.1f} s)"]
         if comp.detail.get("nvcc_only"):
             lines.append("CUDA: nvcc -arch=sm_90a compiled CUDA_SRC; it cannot run without a GPU")
+        offline = self.settings.interpreter and comp.detail.get("launches") and hasattr(self.ev, "offline_compile")
         stats = comp.detail.get("compile_stats")
-        if stats:
+        if stats and not offline:  # (in the interpreter they only say that nothing was compiled)
             cs = CompileStats.model_validate(stats)
             if cs.available:  # the largest-register specialisation of each kernel
                 cs = cs.model_copy(update={"kernels": list(cs.by_name().values())})
             lines += format_table(cs)
-        offline = comp.detail.get("offline_sm90")
         if offline:
-            lines += ["offline sm_90 compile (ptxas, no GPU): " + x for x in offline]
+            lines += self._offline(comp.detail["launches"])
         return True, "\n".join(lines)
+
+    def _offline(self, launches: list[dict[str, Any]]) -> list[str]:
+        """What ptxas for sm_90 tells of the launches the interpreter ran (aka.offline_sm90)."""
+        off = self.ev.offline_compile(self.draft, launches)
+        if not off.ok:
+            return [f"offline sm_90 compile failed: {off.error}"]
+        cs = CompileStats.model_validate(off.detail["compile_stats"])
+        return ["offline sm_90 compile (Triton's ptxas, no GPU; the smallest smoke shape's launches):",
+                *format_table(cs)] + ([f"notes: {cs.reason}"] if cs.available and ";" in cs.reason else [])
 
     def check(self, source: str, shapes: str) -> tuple[bool, str]:
         chk = self.ev.check(source)

@@ -44,6 +44,8 @@ def test_a_tools_stand_in_reaches_the_gate_and_is_recorded_with_its_calls(kind, 
     assert all(c["ok"] for c in calls), calls
     assert "case_params" in results[0]  # the contract, as read_file returned it to the model
     assert calls[2]["result"].startswith("policy ok; compile ok (Triton's CPU interpreter")
+    assert "offline sm_90 compile (Triton's ptxas, no GPU" in results[2] and "\n_kernel[" in results[2]
+    assert " sm_90 " in results[2] and "regs cuobjdump" in results[2]  # registers without a GPU
     assert calls[3]["result"].startswith("passed: ")
     assert a["submit_note"] == "BLOCK 256" and a["failed_stage"] == "" and a["gate"]["passed"]
     assert a["decision"]["reason"] == "not promoted: interpreter timings cannot promote"  # gated and timed
