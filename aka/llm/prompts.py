@@ -8,8 +8,9 @@ every call comes last (attempt number, history, in-flight candidates, noise, the
 incumbent block changes only when a candidate is promoted.
 
 Per-shape results are keyed by shape id with a label giving every dimension exactly except the
-sequence lengths, which stay a count and a length bucket: enough to plan tiles and splits (q_len 1
-and 4 of fa4_decode differ), not a lookup table of the benchmark's lengths.
+sequence lengths, which stay a count and length buckets (of the total, of each sequence): enough to
+plan tiles and splits (fa4_decode's q_len 1 and 4 differ, so do 16 x 8k and 16 x 32k), not a lookup
+table of the benchmark's lengths.
 """
 
 from __future__ import annotations
@@ -66,13 +67,16 @@ def _bucket(tokens: int) -> str:
 
 
 def regime(case, params: dict) -> str:
-    """'batch 2, medium; hk 16, hv 32': sequence count and length bucket for a 'lengths' param, then
-    every integer dimension exactly and any other parameter that differs from its default."""
+    """'batch 2, medium, ragged up to medium; hk 16, hv 32, dim 128': for a 'lengths' param the sequence
+    count and length buckets, then every integer dimension exactly and any other parameter that
+    differs from its default."""
     head, dims = "", []
     for name, p in params.items():
         val = getattr(case, name)
-        if p.type == "lengths":
-            head = f"{'batch 1' if len(val) == 1 else f'batch {len(val)}'}, {_bucket(sum(val))}"
+        if p.type == "lengths":  # the total's bucket, then each sequence's: 16 x 8k and 16 x 32k differ
+            head = f"batch {len(val)}, {_bucket(sum(val))}"
+            if len(val) > 1:
+                head += f", {_bucket(val[0])} each" if len(set(val)) == 1 else f", ragged up to {_bucket(max(val))}"
         elif p.type == "int" or val != p.default:
             dims.append(name.replace("_", " ") if val is True else f"{name} {val}")
     label = "; ".join(x for x in (head, ", ".join(dims)) if x)

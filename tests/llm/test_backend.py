@@ -144,7 +144,7 @@ def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes
     system, plan = prompts.system_prompt(gdn, ctx, "triton"), prompts.plan_prompt(gdn, ctx, "triton")
     assert "exp(g_t)" in system and "tolerances" in system.lower() and "torch.empty" in system
     assert "full (10 cases" in system and "batch 1" not in system  # regimes as ranges
-    assert "G6 (batch 2, medium; hk 16, hv 32, dim 128): 900.0 µs" in plan  # keyed by id, every dimension
+    assert "G6 (batch 2, medium, ragged up to medium; hk 16, hv 32, dim 128): 900.0 µs" in plan  # keyed by id, every dimension
     assert "gate failed (S1 round 1): o: rel L2 3e-1" in plan and "# incumbent source" in plan
     assert "[op-gdn-prefill]" in plan  # the op's wiki note
     assert "7168" not in system + plan  # G6's second length appears nowhere
@@ -173,7 +173,8 @@ def test_shape_labels_give_every_dimension_but_the_lengths():
     by_id = {c.id: c for c in fa4.cases("full")}
     one, four = regime(by_id["D1-q1"], fa4.spec.case_params), regime(by_id["D1-q4"], fa4.spec.case_params)
     assert one != four and "q_len 1" in one and "q_len 4" in four
+    assert regime(by_id["D1-q1"], fa4.spec.case_params) != regime(by_id["D2-q1"], fa4.spec.case_params)  # 8k, 32k
     assert "8192" not in one + four  # the lengths stay a count and a bucket
     gdn = get_op("gdn_prefill")
     g7 = next(c for c in gdn.cases("full") if c.id == "G7")
-    assert regime(g7, gdn.spec.case_params) == "batch 8, medium; hk 16, hv 32, initial state, dim 128"
+    assert regime(g7, gdn.spec.case_params) == "batch 8, medium, short each; hk 16, hv 32, initial state, dim 128"
