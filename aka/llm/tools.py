@@ -204,7 +204,7 @@ class Session:
             return Result("\n".join(files[:300]) or "(empty folder)")
         if not path.is_file():
             return Result(f"error: {a.path} does not exist (read_file on a folder lists its files)", True)
-        text = path.read_text(errors="replace")
+        text = path.read_text(errors="replace") or "(empty file)"  # an empty tool result is refused by some APIs
         if len(text) > READ_LIMIT:
             text = text[:READ_LIMIT] + f"\n[truncated: {len(text)} characters, the first {READ_LIMIT} shown]"
         return Result(text)

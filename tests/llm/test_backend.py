@@ -144,7 +144,7 @@ def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes
     system, plan = prompts.system_prompt(gdn, ctx, "triton"), prompts.plan_prompt(gdn, ctx, "triton")
     assert "exp(g_t)" in system and "tolerances" in system.lower() and "torch.empty" in system
     assert "full (10 cases" in system and "batch 1" not in system  # regimes as ranges
-    assert "G6 (batch 2, medium, ragged up to medium; hk 16, hv 32, dim 128): 900.0 µs" in plan  # keyed by id, every dimension
+    assert "G6 (batch 2, medium, ragged up to medium; hk 16, hv 32, dim 128): 900.0 µs" in plan  # id, dimensions
     assert "gate failed (S1 round 1): o: rel L2 3e-1" in plan and "# incumbent source" in plan
     assert "[op-gdn-prefill]" in plan  # the op's wiki note
     assert "7168" not in system + plan  # G6's second length appears nowhere

@@ -173,3 +173,21 @@ def test_without_tools_no_definitions_are_sent(kind, server, tmp_path, monkeypat
     server.add(GOOD_PLAN)
     backend(kind, server, op, monkeypatch, tools=False).plan(context(op, d))
     assert "tools" not in server.requests[0]
+
+
+def test_a_tools_attempt_replays_to_the_same_candidate_without_a_server(kind, server, tmp_path, monkeypatch):
+    op = get_op("scale_add", TOY)
+    runs = tmp_path / "runs" / "scale_add"
+    for r in ("r1", "r2"):
+        (runs / r / "candidates").mkdir(parents=True)
+        (runs / r / "run.json").write_text("{}")
+    server.responder = ToolModel([Call("read_file", {"path": "wiki/"}), *toy_calls(512)[1:2], Call("submit")])
+    src, used = backend(kind, server, op, monkeypatch).candidate(Plan(hypothesis="h"), context(op, runs / "r1"))
+    monkeypatch.delenv(f"{kind.upper()}_API_KEY")
+    here = type(op)(op.contract, tmp_path)  # the op with runs/ under tmp
+    rp = get_backend("replay", op=here, llm=LLMSettings(replay_from="r1"), config=LLMConfig())
+    ctx = context(op, runs / "r2")
+    src2, used2 = rp.candidate(Plan(hypothesis="h"), ctx)
+    assert src2 == src and 'CONFIG = {"BLOCK": 512}' in src and used2 == used
+    assert [c["name"] for c in ctx.trace["tool_calls"]] == ["read_file", "edit", "submit"]
+    assert len(server.requests) == 3  # one call a turn, none of them asked again
