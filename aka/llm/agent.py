@@ -40,6 +40,9 @@ def codegen_with_tools(be, plan: Plan, ctx: Context) -> tuple[str, Usage]:
             reply = be._ask(ctx, stage, system, messages, cache_tail=True)
             usage, turn = usage + reply.usage, turn + 1
             if reply.tool_calls:
+                if ctx.notify:  # compile and check take seconds to minutes: say what runs
+                    ctx.notify(llm=f"tools: {', '.join(c.name for c in reply.tool_calls)} "
+                                   f"({len(session.records) + len(reply.tool_calls)}/{session.cap} calls)")
                 messages += _tools_turn(session, reply, turn)
                 if session.submitted is not None:
                     return session.working, usage
