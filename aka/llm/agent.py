@@ -64,6 +64,8 @@ def codegen_with_tools(be, plan: Plan, ctx: Context) -> tuple[str, Usage]:
                 stage_failed, error = ctx.verify(source) if ctx.verify else ("", "")
                 if not stage_failed:
                     return source, usage
+                if cut:
+                    error += f"\n(answer cut at the output limit of {be.cfg.max_output_tokens} tokens: be shorter)"
             if repairs >= llm.repairs:
                 if stage_failed == "edit":
                     raise AttemptFailed("codegen", error, usage)
