@@ -43,16 +43,18 @@ class Price(BaseModel):
     input: float = Field(ge=0, description="USD per million uncached input tokens")
     output: float = Field(ge=0, description="USD per million output tokens")
     cached_input: float | None = Field(None, ge=0, description="USD per million cached input tokens (None: input)")
+    cache_write: float | None = Field(None, ge=0, description="USD per million input tokens written to the cache "
+                                      "(None: input; Anthropic: 1.25 x input for its 5-minute cache)")
 
 
 # Public list prices (USD / 1M tokens) as the providers published them in 2025; an estimate only.
 # Newer models have no entry (cost shows as unknown): add them under [prices."MODEL"] in the config.
 DEFAULT_PRICES: dict[str, Price] = {
-    "claude-opus-4-1": Price(input=15.0, output=75.0, cached_input=1.5),
-    "claude-opus-4-5": Price(input=5.0, output=25.0, cached_input=0.5),
-    "claude-sonnet-4-5": Price(input=3.0, output=15.0, cached_input=0.3),
-    "claude-sonnet-4-0": Price(input=3.0, output=15.0, cached_input=0.3),
-    "claude-haiku-4-5": Price(input=1.0, output=5.0, cached_input=0.1),
+    "claude-opus-4-1": Price(input=15.0, output=75.0, cached_input=1.5, cache_write=18.75),
+    "claude-opus-4-5": Price(input=5.0, output=25.0, cached_input=0.5, cache_write=6.25),
+    "claude-sonnet-4-5": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),
+    "claude-sonnet-4-0": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),
+    "claude-haiku-4-5": Price(input=1.0, output=5.0, cached_input=0.1, cache_write=1.25),
     "gpt-5": Price(input=1.25, output=10.0, cached_input=0.125),
     "gpt-5-mini": Price(input=0.25, output=2.0, cached_input=0.025),
     "gpt-4.1": Price(input=2.0, output=8.0, cached_input=0.5),
@@ -102,6 +104,10 @@ class LLMSettings(BaseModel):
     plan_retries: int = Field(2, ge=0, description="re-asks when a plan answer does not validate")
     sweep: int = Field(4, ge=0, description="offline-search points run on a plan's parameter ranges (0: none)")
     replay_from: str | None = Field(None, description="run id whose LLM exchanges --backend replay plays back")
+    tools: bool = Field(True, description="codegen may call tools (read_file, edit, compile, check, time, profile, "
+                        "submit) through the provider's native tool calling; False (--no-tools): plan -> codegen text")
+    max_tool_calls: int = Field(16, ge=1, description="tool calls one attempt may make; later ones get an error result "
+                                "(submit is always accepted)")
 
 
 def config_path() -> Path:

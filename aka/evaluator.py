@@ -137,9 +137,10 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     if payload.get("cases"):  # this worker's share of the cases (the evaluator splits them)
         cases = {i: cases[i] for i in payload["cases"]}
     todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]
+    launches: list[dict[str, Any]] = []
     for case in todo:
         inputs = op.inputs.make_inputs(case, 0, "cuda" if gpu else "cpu")
-        with _shared_lock(payload.get("gpu_lock") if gpu else None):
+        with _shared_lock(payload.get("gpu_lock") if gpu else None), _captured(not gpu, launches):
             fn(**inputs)
             if gpu:
                 torch.cuda.synchronize()
@@ -150,7 +151,20 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     from aka.compstats import collect
 
     stats = collect(module, interpreter=not gpu).model_dump()
-    return {"seconds": seconds, "cases": len(todo), "compile_stats": stats}
+    return {"seconds": seconds, "cases": len(todo), "compile_stats": stats, "launches": launches}
+
+
+@contextmanager
+def _captured(on: bool, into: list[dict[str, Any]]):
+    """In the interpreter, note the Triton launches (aka.offline_sm90 can compile them for sm_90 later)."""
+    if not on:
+        yield
+        return
+    from aka.offline_sm90 import capture
+
+    with capture() as launches:
+        yield
+    into.extend(launches)
 
 
 @contextmanager
@@ -248,7 +262,17 @@ class RealEvaluator:
         stats = [CompileStats.model_validate(v["compile_stats"]) for ok, v, _ in results if ok and "compile_stats" in v]
         if stats:
             detail["compile_stats"] = merge_stats(stats).model_dump()
+        launches = [x for ok, v, _ in results if ok for x in (v or {}).get("launches") or []]
+        if launches:
+            detail["launches"] = launches
         return StageOutcome(not errors, errors[0] if errors else "", detail)
+
+    def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
+        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.offline_sm90); the
+        compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
+        ok, value, err = _run_task("aka.offline_sm90:compile_task", {"path": str(path), "launches": launches},
+                                   self.timeout, False)
+        return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
         from aka.gate import GRACE_S

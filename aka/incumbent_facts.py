@@ -2,7 +2,8 @@
 once per run and kept in run.json, and the evidence items derived from it and from compile stats.
 
 The profile is paid for once, at the start of a run, on the shape where the incumbent is furthest
-from its roofline (the baseline bench's fractions; the slowest shape when there are none). A
+from its roofline (the baseline bench's fractions; the slowest shape when there are none), with
+kernel durations (torch profiler, no counters) on the slowest shapes besides. A
 resumed run reads it back instead of profiling again. A failed profile is a note, never a failed
 run: planning then goes on from the incumbent's compile statistics alone.
 """
@@ -30,6 +31,20 @@ def worst_shape(baseline: dict[str, Any]) -> str:
     return max(times, key=lambda s: (times[s], s))
 
 
+def slowest_shapes(baseline: dict[str, Any], k: int, exclude: str = "") -> list[str]:
+    """The k shapes where the incumbent takes longest, the profiled one left out."""
+    times = baseline.get("incumbent_us") or {}
+    return [s for s in sorted(times, key=lambda s: (-times[s], s)) if s != exclude][:k]
+
+
+def kernel_times(kernels) -> dict[str, float]:
+    """Kernel name -> µs in one call, summed over its launches."""
+    out: dict[str, float] = {}
+    for k in kernels:
+        out[k.name] = round(out.get(k.name, 0.0) + (k.duration_us or 0.0), 2)
+    return out
+
+
 def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
                       profiler: Callable[..., Any] | None = None) -> dict[str, Any]:
     """run.json["profile"], taken now unless this run already has it (resume) or runs on the CPU."""
@@ -44,12 +59,19 @@ def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
         if profiler is None:
             from aka.profile import run_profile as profiler
         shape, t0 = worst_shape(run["baseline"]), time.monotonic()
-        rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": ""}
+        path = Path(run["incumbent"]["path"])
+        rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": "", "kernel_times": {}}
         try:
-            rec["summary"] = profiler(op, Path(run["incumbent"]["path"]), shape,
-                                      timeout=settings.profile_timeout_s).model_dump()
+            rec["summary"] = profiler(op, path, shape, timeout=settings.profile_timeout_s).model_dump()
         except Exception as exc:  # ProfileError, an ncu or worker surprise: the run goes on without it
             rec["note"] = f"no profile: {type(exc).__name__}: {exc}"[:300]
+        # where the time goes on the slowest shapes: kernel durations only (torch profiler, seconds each)
+        for slow in slowest_shapes(run["baseline"], settings.profile_slow_shapes, exclude=shape):
+            try:
+                summ = profiler(op, path, slow, timeout=settings.profile_timeout_s, use_ncu=False)
+                rec["kernel_times"][slow] = kernel_times(summ.kernels)
+            except Exception as exc:  # as above: a note, and the plans go on without these figures
+                rec.setdefault("kernel_times_notes", []).append(f"{slow}: {type(exc).__name__}: {exc}"[:200])
         rec["seconds"] = round(time.monotonic() - t0, 3)
         run["setup_s"] = round(run.get("setup_s", 0.0) + rec["seconds"], 3)  # counts against --max-time
     store.update_run(profile=rec, setup_s=run.get("setup_s", 0.0))

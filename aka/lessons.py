@@ -140,6 +140,37 @@ def load_lessons(run_dir: Path) -> list[Lesson]:
     return lessons_from_attempts(read_attempts(run_dir / "attempts.jsonl"))
 
 
+# reasons that say nothing about the change itself (where it ran, not what it did)
+_UNINFORMATIVE = ("interpreter timings cannot promote", "identical code already measured")
+
+
+def top_lessons(op_runs: Path, limit: int = 8, width: int = 220) -> list[str]:
+    """The op's most useful lessons from earlier runs (runs/<op>/*/lessons.jsonl), one line each, for
+    the planner: what worked, best score first, then what failed and why, newest run first; the same
+    change once. Unreadable files are skipped: an old run must not stop a new one."""
+    worked: list[tuple[float, str, str]] = []
+    failed: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for run in sorted((p for p in op_runs.glob("*/lessons.jsonl")), reverse=True):
+        try:
+            lessons = load_lessons(run.parent)
+        except (OSError, ValueError, LessonError):
+            continue
+        for les in lessons:
+            key = " ".join(les.what.lower().split())[:120]
+            if key in seen or any(u in les.why for u in _UNINFORMATIVE):
+                continue
+            seen.add(key)
+            where = f"run {run.parent.name} #{les.attempt}"
+            if les.kind == "worked":
+                score = les.measurements.get("score", les.measurements.get("geomean", 0.0))
+                worked.append((score, f"worked ({where}, {score:.3f}x vs baseline): {les.what}", key))
+            else:
+                failed.append((f"failed ({where}): {les.what} -- {les.why}", key))
+    lines = [w[1] for w in sorted(worked, key=lambda w: -w[0])] + [f[0] for f in failed]
+    return [ln if len(ln) <= width else ln[: width - 1] + "…" for ln in lines[:limit]]
+
+
 @dataclass(frozen=True)
 class Draft:
     action: Literal["new", "update"]

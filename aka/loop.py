@@ -22,8 +22,9 @@ from aka import gitops
 from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
 from aka.incumbent_facts import incumbent_evidence, profile_incumbent
-from aka.lessons import write_lessons
+from aka.lessons import top_lessons, write_lessons
 from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, ProviderError, Usage
+from aka.llm.edits import compact_diff
 from aka.settings import OptimizeSettings
 from aka.standing import start_standing
 from aka.store import RunStore
@@ -36,6 +37,7 @@ from aka.supervisor import (
     promotion_meta,
     stop_reason,
 )
+from aka.toolbench import ToolBench
 
 
 class View(Protocol):
@@ -134,6 +136,7 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     g = evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed)  # a failing incumbent explains everything
     figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
     source = incumbent.read_text()
+    lessons = top_lessons(runs_root / op.name)  # earlier runs only: read before this run's folder exists
     store = RunStore.create(runs_root, op.name, {})
     copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py
     run = {
@@ -143,6 +146,7 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source),
                       "standing": start_standing(op, incumbent, figures)},
         "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
+        "lessons": lessons,
         "setup_s": round(time.monotonic() - t0, 3),
     }
     store.update_run(**run)
@@ -275,14 +279,21 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
              st: State, run: dict[str, Any], pending: list[Prepared], view: View) -> Prepared:
     """Plan and write candidate n; the static check and compile follow in _verify_into."""
     t0 = time.monotonic()
-    ctx = Context(op=op.name, attempt=n, incumbent_source=st.incumbent.read_text(), incumbent_label=st.incumbent_label,
+    incumbent = st.incumbent.read_text()
+    history = store.attempts()
+    spent = st.used.tokens + sum(p.rec.get("tokens", 0) for p in pending)
+    cands = store.path / "candidates"
+    ctx = Context(op=op.name, attempt=n, incumbent_source=incumbent, incumbent_label=st.incumbent_label,
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
-                  hardware=run["device"], history=store.attempts(), seed=settings.seed,
+                  hardware=run["device"], history=history, seed=settings.seed,
                   pending=[p.rec for p in pending], run_dir=str(store.path), root=str(op.root),
-                  evidence=incumbent_evidence(run, store.attempts()),
+                  evidence=incumbent_evidence(run, history),
                   incumbent_score=st.incumbent_score,
-                  verify=lambda src: _verify(src, store.path / "candidates" / f"{n}.draft.py", ev),
-                  notify=view.update)
+                  verify=lambda src: _verify(src, cands / f"{n}.draft.py", ev),
+                  notify=view.update, lessons=list(run.get("lessons") or []),
+                  workbench=ToolBench(ev, op, settings, cands / f"{n}.tool.py", st.incumbent,
+                                      settings.seed + 1000 * n + 500),
+                  tokens_left=None if settings.budget.max_tokens is None else settings.budget.max_tokens - spent)
     rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": "",
                            "evidence_offered": [e["id"] for e in ctx.evidence]}
     _, bench_shapes, _ = shape_plan(settings)
@@ -293,11 +304,13 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
         source, use2 = backend.candidate(plan, ctx)
     except AttemptFailed as exc:  # an unusable answer: recorded, its tokens counted, the run goes on
         used = exc.usage + (use1 if "plan" in rec else Usage())
-        rec.update(failed_stage=exc.stage, usage=used.model_dump(), tokens=used.total, code_hash="")
+        rec.update(failed_stage=exc.stage, usage=used.model_dump(), tokens=used.total, code_hash="", **ctx.trace)
         m.backend_error = f"{exc.stage}: {exc}"
-        return Prepared(rec, store.path / "candidates" / f"{n}.py", m, f"({exc.stage} failed)")
+        return Prepared(rec, cands / f"{n}.py", m, f"({exc.stage} failed)")
     usage = use1 + use2
-    rec.update(usage=usage.model_dump(), tokens=usage.total, code_hash=code_hash(source))
+    # the edit is what later prompts show of this attempt (history, and in flight while it is measured)
+    rec.update(usage=usage.model_dump(), tokens=usage.total, code_hash=code_hash(source),
+               edit=compact_diff(incumbent, source), **ctx.trace)
     path = store.write_candidate(n, source)
     seen = dict(st.seen, **{p.rec["code_hash"]: p.rec["n"] for p in pending})
     if rec["code_hash"] in seen:
@@ -327,7 +340,8 @@ def _verify(source: str, path: Path, ev: Evaluator, rec: dict[str, Any] | None =
         return "check", chk.error
     comp = ev.compile(path)
     if rec is not None:
-        rec["compile"] = {"ok": comp.ok, "error": comp.error, **comp.detail}
+        kept = {k: v for k, v in comp.detail.items() if k != "launches"}  # the tools' input, not a record
+        rec["compile"] = {"ok": comp.ok, "error": comp.error, **kept}
     return ("", "") if comp.ok else ("compile", comp.error)
 
 
@@ -381,7 +395,7 @@ def _gate_into(rec: dict[str, Any], m: Measurements, g, sets: list[str]) -> None
 
 
 def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st: State) -> float | None:
-    rec["bench"] = {"times_us": b.times_us, "timing": b.timing, "error": b.error}
+    rec["bench"] = {"times_us": b.times_us, "timing": b.timing, "error": b.error, "roofline": b.roofline}
     m.timing = b.timing if b.timing in ("gpu", "interpreter") else "none"
     if b.error or not b.times_us:
         rec["failed_stage"], m.bench_error = "bench", b.error or "no timings"

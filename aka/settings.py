@@ -60,6 +60,9 @@ class OptimizeSettings(BaseModel):
     compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")
     profile: bool = Field(True, description="GPU: profile the incumbent (ncu) once at the start, for the plans")
     profile_timeout_s: float = Field(150.0, gt=0, description="cap on that profile (G1 under ncu: ~60 s on the H200)")
+    profile_slow_shapes: int = Field(
+        2, ge=0, description="GPU: kernel durations (torch profiler) of the incumbent on this many slowest shapes too, "
+        "so the plans see where its time goes")
     competitors: bool = Field(True, description="GPU: time the contract's competitors (fla, sdpa) once at setup")
     competitors_timeout_s: float = Field(
         180.0, gt=0, description="cap on that setup timing: on a fresh machine fla autotunes per head layout "

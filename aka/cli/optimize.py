@@ -91,6 +91,11 @@ def optimize(
     repairs: int = typer.Option(2, "--repairs", min=0, help="codegen repairs after a check/compile error (LLM)"),
     lang: str = typer.Option("triton", "--lang", help="candidate language: triton or cuda (LLM backends)"),
     replay_from: str = typer.Option(None, "--from", help="run id whose LLM exchanges --backend replay plays back"),
+    tools: bool = typer.Option(None, "--tools/--no-tools",
+                               help="LLM codegen may call tools (compile, check, time, ...) through native tool "
+                                    "calling \\[default: on, except --backend openai with --base-url: many local "
+                                    "servers run without a tool parser]"),
+    max_tool_calls: int = typer.Option(16, "--max-tool-calls", min=1, help="tool calls per attempt (LLM)"),
     no_commit: bool = typer.Option(False, "--no-commit", help="write a promoted kernel but do not commit it"),
     resume: str = typer.Option(None, "--resume", help="continue the run with this id"),
     seed: int = typer.Option(0, "--seed", help="search and gate seed"),
@@ -124,7 +129,9 @@ def optimize(
         the_op = get_op(op)
         if lang not in ("triton", "cuda"):
             raise typer.BadParameter(f"--lang {lang}: choose triton or cuda")
-        llm = LLMSettings(model=model, base_url=base_url, repairs=repairs, lang=lang, replay_from=replay_from)
+        llm = LLMSettings(model=model, base_url=base_url, repairs=repairs, lang=lang, replay_from=replay_from,
+                          tools=default_tools(backend, base_url, runs_root, replay_from) if tools is None else tools,
+                          max_tool_calls=max_tool_calls)
         settings = _settings(op, 20, max_time, max_tokens, patience, min_gain, margin, allow_regression, backend,
                              no_commit, seed, gate_rounds, llm, competitors, profile)
         if budget is None and settings.interpreter:
@@ -184,6 +191,23 @@ def _measure_baseline(live: Live, runs_root, settings: OptimizeSettings, op, eva
         console.print("interrupted while measuring the baseline; nothing was recorded. "
                       "Run the same command again to start over.", highlight=False)
         sys.exit(130)
+
+
+def default_tools(backend: str, base_url: str | None, runs_root=None, replay_from: str | None = None) -> bool:
+    """Tools where the wire format surely carries them: the Anthropic API, OpenAI's own. An OpenAI-
+    compatible server (vLLM, SGLang, Ollama) refuses tool calls unless started with a tool parser,
+    so there they are opt-in (--tools). Replay asks as the recorded run asked."""
+    if backend == "replay" and replay_from and runs_root is not None:
+        import json
+
+        from aka.store import find_run
+
+        try:
+            run = json.loads((find_run(runs_root, replay_from) / "run.json").read_text())
+            return bool(run["settings"]["llm"].get("tools", True))
+        except (AkaError, OSError, KeyError, ValueError):
+            return True  # the replay backend itself says what is wrong with --from
+    return not (backend == "openai" and base_url)
 
 
 def _default_ahead(settings: OptimizeSettings) -> int:

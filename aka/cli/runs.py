@@ -127,7 +127,40 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
                                                     " (written, not committed)"))
     if not run.get("promotions"):
         lines.append(f"nothing promoted: {escape(_tally(attempts))}")
+    lines += [escape(x) for x in llm_lines(attempts, calls=show_settings)]
     console.print(Panel("\n".join(lines), title="summary"))
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
+
+
+def tokens_text(u: dict[str, Any]) -> str:
+    """'12.3k in (1,200 uncached), 310 out, ~$0.0123' of one usage record."""
+    inp, cached = u.get("input_tokens", 0) or 0, u.get("cached_tokens", 0) or 0
+    cost = u.get("cost_usd")
+    return (f"{_k(inp)} in ({_k(max(inp - cached, 0))} uncached), {_k(u.get('output_tokens', 0) or 0)} out"
+            + (f", ~${cost:.4f}" if cost is not None else ""))
+
+
+def llm_lines(attempts: list[dict[str, Any]], calls: bool = False) -> list[str]:
+    """Per attempt that asked a model: its tokens and cost, the tools it called; with ``calls`` (aka
+    show) one line per tool call with its share of the tokens of the model turn that made it."""
+    out = []
+    for a in attempts:
+        u = a.get("usage") or {}
+        if not (u.get("input_tokens") or u.get("output_tokens")):
+            continue
+        tc = a.get("tool_calls") or []
+        names = ", ".join(c["name"] + ("" if c.get("ok") else " (error)") for c in tc)
+        out.append(f"#{a['n']} LLM: {tokens_text(u)}; {len(a.get('llm_calls') or [])} calls"
+                   + (f"; tools: {clip(names, 90)}" if tc else ""))
+        if calls:
+            for c in tc:
+                out.append(f"    {c['n']:>2}. {c['name']}({clip(c.get('arguments', ''), 40)}) "
+                           f"{'ok' if c.get('ok') else 'error'}, {c.get('seconds', 0):.1f} s, "
+                           f"{tokens_text(c.get('usage') or {})}: {clip(' '.join(c.get('result', '').split()), 70)}")
+    return out
 
 
 def usage_text(attempts: list[dict[str, Any]]) -> str:
@@ -196,6 +229,8 @@ def show_json(run_dir: Path) -> dict[str, Any]:
         "attempts": [{"n": a["n"], "stage": a.get("failed_stage") or ("bench" if a.get("bench") else "done"),
                       "plan": a.get("plan"), "vs_baseline": a.get("score"),
                       "vs_incumbent": (a.get("bench") or {}).get("vs_incumbent"), "tokens": a.get("tokens", 0),
+                      "usage": a.get("usage"), "llm_calls": a.get("llm_calls", []),
+                      "tool_calls": a.get("tool_calls", []),
                       "verdict": a["decision"]["verdict"], "reason": a["decision"]["reason"]} for a in attempts],
     }
 
@@ -206,8 +241,10 @@ def show(run_id: str = typer.Argument(..., help="a run id from `aka runs`"),
 
     --json: {run_id, op, status, started, device, settings, baseline {timing, shapes, baseline_us,
     incumbent_us}, stopped, fault, best_score, incumbent, promotions [{n, commit}], attempts [{n, stage,
-    plan, vs_baseline, vs_incumbent, tokens, verdict, reason}]}; fault is null unless an LLM endpoint
-    stopped the run ({kind, error, resumable, fix}).
+    plan, vs_baseline, vs_incumbent, tokens, usage, llm_calls, tool_calls, verdict, reason}]}; fault is
+    null unless an LLM endpoint stopped the run ({kind, error, resumable, fix}); usage: {input_tokens,
+    output_tokens, cached_tokens, cache_write_tokens, cost_usd}; llm_calls: one per model call {stage,
+    the usage fields, tool_calls}; tool_calls: {n, name, arguments, ok, result, seconds, turn, usage}.
     """
     run_dir = find_run(project_root() / "runs", run_id)
     if as_json:

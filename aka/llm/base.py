@@ -54,20 +54,27 @@ class Usage(BaseModel):
     """Tokens one backend call consumed (all zero for the offline backend)."""
 
     model_config = ConfigDict(extra="forbid")
-    input_tokens: int = 0
+    input_tokens: int = 0  # all input, cached or not
     output_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # of the input, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of the input, written to the cache (Anthropic bills them above input)
     cost_usd: float | None = None  # estimate from the config's price table; None: no price known
 
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def uncached(self) -> int:
+        """Input not read from the cache: what is billed at the input price or above."""
+        return max(self.input_tokens - self.cached_tokens, 0)
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=None if self.cost_usd is None and other.cost_usd is None
             else (self.cost_usd or 0.0) + (other.cost_usd or 0.0),
         )
@@ -101,6 +108,13 @@ class Context:
     run_dir: str = ""
     verify: Callable[[str], tuple[str, str]] | None = None  # source -> (failed stage, error); ("", "") ok
     notify: Callable[..., None] | None = None
+    # what the loop lends codegen's tools (aka.llm.tools.Workbench: compile, check, time, profile of a
+    # draft); None: those tools answer that they are not available here
+    workbench: Any = None
+    tokens_left: int | None = None  # the run's token budget left when this attempt began (None: no limit)
+    lessons: list[str] = field(default_factory=list)  # the op's top lessons from earlier runs (aka.lessons)
+    # filled by the backend for the attempts log: per LLM call its usage, per tool call its record
+    trace: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -3,8 +3,15 @@
 A provider file (anthropic.py, openai.py, replay.py) supplies only a Transport, one call that
 turns a Request into a Reply with token usage; everything else happens here and imports no SDK:
 prompts (aka.llm.prompts), reading answers (aka.llm.answers), the cost estimate, saving every
-exchange to runs/<op>/<run>/llm/NNNN.json, and parameter sweeps run by the offline search
-(aka.llm.sweep) when a plan asks for one.
+exchange to runs/<op>/<run>/llm/NNNN.json, parameter sweeps run by the offline search
+(aka.llm.sweep) when a plan asks for one, and codegen with tools (aka.llm.agent).
+
+Messages are provider-neutral dicts; each transport turns them into its wire format:
+- ``{"role": "user", "content": str | [{"text": str, "cache": bool}, ...]}``: a block with
+  ``cache`` ends a prefix that stays the same across calls (Anthropic: a cache breakpoint);
+- ``{"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments"}]}``;
+- ``{"role": "tool", "results": [{"id", "name", "content", "is_error"}], "content": str}``: the
+  answers to the previous turn's tool calls, then optional text from aka.
 """
 
 from __future__ import annotations
@@ -30,12 +37,25 @@ class MissingSDKError(AkaError):
 
 
 @dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the JSON text as the model wrote it (an OpenAI-compatible server may pass on broken JSON)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass
 class Request:
     system: str
-    messages: list[dict[str, str]]  # [{"role": "user" | "assistant", "content": str}, ...]
+    messages: list[dict[str, Any]]  # provider-neutral (see the module docstring)
     attempt: int
-    stage: str  # plan, plan-retry, codegen, repair
+    stage: str  # plan, plan-retry, codegen, tools, repair
     max_tokens: int
+    tools: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "description", "parameters"}]
+    # the conversation goes on (tool turns, repairs): mark its end as a cache breakpoint too
+    cache_tail: bool = False
 
 
 @dataclass
@@ -45,6 +65,21 @@ class Reply:
     model: str
     stop_reason: str = ""  # provider's words; "max_tokens" / "length" mean the answer was cut
     meta: dict[str, Any] = field(default_factory=dict)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+def blocks(content: str | list[dict[str, Any]] | None) -> list[tuple[str, bool]]:
+    """A neutral message's content as (text, cache) blocks."""
+    if not content:
+        return []
+    if isinstance(content, str):
+        return [(content, False)]
+    return [(b["text"], bool(b.get("cache"))) for b in content]
+
+
+def flat(content: str | list[dict[str, Any]] | None) -> str:
+    """A neutral message's content as one string (providers without explicit cache blocks)."""
+    return "\n\n".join(t for t, _ in blocks(content))
 
 
 class Transport(Protocol):
@@ -69,9 +104,12 @@ def save_exchange(run_dir: str, req: Request, reply: Reply | None, seconds: floa
         n = len(list(d.glob("[0-9]*.json")))
         path = d / f"{n:04d}.json"
         body = {"n": n, "attempt": req.attempt, "stage": req.stage, "provider": provider,
-                "request": {"system": req.system, "messages": req.messages, "max_tokens": req.max_tokens},
+                "request": {"system": req.system, "messages": req.messages, "max_tokens": req.max_tokens,
+                            **({"tools": [t["name"] for t in req.tools]} if req.tools else {})},
                 "response": None if reply is None else {"text": reply.text, "model": reply.model,
-                                                        "stop_reason": reply.stop_reason, **reply.meta},
+                                                        "stop_reason": reply.stop_reason, **reply.meta,
+                                                        **({"tool_calls": [c.as_dict() for c in reply.tool_calls]}
+                                                           if reply.tool_calls else {})},
                 "usage": None if reply is None else reply.usage.model_dump(), "seconds": round(seconds, 3),
                 "error": error}
         path.write_text(json.dumps(body, indent=1) + "\n")
@@ -104,12 +142,24 @@ class LLMBackend:
         if price is None:
             return usage
         cached_price = price.input if price.cached_input is None else price.cached_input
-        uncached = max(usage.input_tokens - usage.cached_tokens, 0)
-        cost = (uncached * price.input + usage.cached_tokens * cached_price + usage.output_tokens * price.output) / 1e6
+        write_price = price.input if price.cache_write is None else price.cache_write
+        written = min(usage.cache_write_tokens, usage.uncached)
+        fresh = usage.uncached - written
+        cost = (fresh * price.input + written * write_price + usage.cached_tokens * cached_price
+                + usage.output_tokens * price.output) / 1e6
         return usage.model_copy(update={"cost_usd": round(cost, 6)})
 
-    def _ask(self, ctx: Context, stage: str, system: str, messages: list[dict[str, str]]) -> Reply:
-        req = Request(system, list(messages), ctx.attempt, stage, self.cfg.max_output_tokens)
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """Sent on every call of a tools run, plan included: they lead the cached prefix, so a call
+        without them would miss the cache of everything after them."""
+        from aka.llm.tools import definitions
+
+        return definitions(self.op.name) if self.llm.tools else []
+
+    def _ask(self, ctx: Context, stage: str, system: str, messages: list[dict[str, Any]],
+             cache_tail: bool = False) -> Reply:
+        req = Request(system, list(messages), ctx.attempt, stage, self.cfg.max_output_tokens,
+                      self.tool_definitions(), cache_tail)
         received = [0]
 
         def on_text(chunk: str) -> None:  # streaming progress for the live display
@@ -125,6 +175,8 @@ class LLMBackend:
             raise
         reply.usage = self._cost(reply.usage, reply.model or self.transport.model)
         save_exchange(ctx.run_dir, req, reply, time.monotonic() - t0, self.transport.provider)
+        ctx.trace.setdefault("llm_calls", []).append(
+            {"stage": stage, **reply.usage.model_dump(), "tool_calls": [c.name for c in reply.tool_calls]})
         if ctx.notify:
             u = reply.usage
             ctx.notify(llm=f"{reply.model}: {stage} done, {u.input_tokens} in / {u.output_tokens} out tokens",
@@ -137,26 +189,33 @@ class LLMBackend:
         if planned is not None:  # the offline search runs the last plan's parameter ranges first
             return planned, Usage()
         system = prompts.system_prompt(self.op, ctx, self.llm.lang)
-        messages = [{"role": "user", "content": prompts.plan_prompt(self.op, ctx, self.llm.lang)}]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompts.plan_blocks(self.op, ctx, self.llm.lang)}]
         usage = Usage()
         for i in range(self.llm.plan_retries + 1):
             reply = self._ask(ctx, "plan" if i == 0 else "plan-retry", system, messages)
             usage = usage + reply.usage
-            try:
-                return parse_plan(reply.text), usage
-            except AnswerError as exc:
-                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
-                why = f"{exc}{cut}"
-            messages += [{"role": "assistant", "content": reply.text or "(empty)"},
-                         {"role": "user", "content": prompts.template("plan_retry", error=why)}]
+            if reply.tool_calls:  # the tools are offered on every call (for the cache), used in codegen only
+                why = "tools are for writing the candidate, the next step: answer this one with the plan JSON"
+            else:
+                try:
+                    return parse_plan(reply.text), usage
+                except AnswerError as exc:
+                    cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+                    why = f"{exc}{cut}"
+            messages += answer_turn(reply, why, prompts.template("plan_retry", error=why))
         raise AttemptFailed("plan", f"no valid plan after {self.llm.plan_retries + 1} answers: {why}", usage)
 
     def candidate(self, plan: Plan, ctx: Context) -> tuple[str, Usage]:
         if sweep.is_sweep(plan):
             return sweep.render_point(plan, ctx), Usage()
+        if self.llm.tools:
+            from aka.llm.agent import codegen_with_tools
+
+            return codegen_with_tools(self, plan, ctx)
         entry = self.op.spec.entry
         system = prompts.system_prompt(self.op, ctx, self.llm.lang)
-        messages = [{"role": "user", "content": prompts.codegen_prompt(self.op, ctx, plan, self.llm.lang)}]
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": prompts.codegen_blocks(self.op, ctx, plan, self.llm.lang)}]
         usage = Usage()
         current = ctx.incumbent_source  # what edits apply to: the incumbent, then the last candidate
         source = current
@@ -183,7 +242,21 @@ class LLMBackend:
                     error += f"\n(answer cut at the output limit of {self.cfg.max_output_tokens} tokens: be shorter)"
             if ctx.notify:
                 ctx.notify(llm=f"repair {i + 1}/{self.llm.repairs}: {stage} failed")
-            messages += [{"role": "assistant", "content": reply.text},
-                         {"role": "user", "content": prompts.template("repair", stage=stage, error=error[-4000:],
-                                                                      n=i + 1, of=self.llm.repairs)}]
+            messages += answer_turn(reply, "", repair_text(stage, error, i + 1, self.llm.repairs))
         return source, usage
+
+
+def repair_text(stage: str, error: str, n: int, of: int) -> str:
+    return prompts.template("repair", stage=stage, error=error[-4000:], n=n, of=of)
+
+
+def answer_turn(reply: Reply, why: str, then: str) -> list[dict[str, Any]]:
+    """The model's answer and aka's next message. Tool calls in an answer that is not a tools turn
+    are answered with an error (every provider wants each call answered) before the text."""
+    turn: dict[str, Any] = {"role": "assistant", "content": reply.text or ("" if reply.tool_calls else "(empty)")}
+    if not reply.tool_calls:
+        return [turn, {"role": "user", "content": then}]
+    turn["tool_calls"] = [c.as_dict() for c in reply.tool_calls]
+    results = [{"id": c.id, "name": c.name, "content": f"error: {why or 'no tools in this step'}", "is_error": True}
+               for c in reply.tool_calls]
+    return [turn, {"role": "tool", "results": results, "content": then}]

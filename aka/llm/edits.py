@@ -79,3 +79,17 @@ def _line_starts(source: str, text: str) -> list[int]:
             found.append(i)
         i = source.find(text, i + 1)
     return found
+
+
+def compact_diff(old: str, new: str, max_lines: int = 8, width: int = 160) -> str:
+    """The lines ``new`` changed against ``old`` as '-old | +new' (what an attempts history shows of an
+    edit); a rewrite of more than ``max_lines`` lines is summarised after the first ones."""
+    import difflib
+
+    if old == new:
+        return "(no change)"
+    changed = [ln for ln in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
+               if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    shown = [" ".join(ln.split())[:width] for ln in changed[:max_lines]]
+    more = len(changed) - len(shown)
+    return " | ".join(shown) + (f" | ... (+{more} more changed lines)" if more else "")

@@ -46,6 +46,10 @@ def http_fault(provider: str, status: int, message: str) -> ProviderError:
         return ProviderError(f"{text}: {key_fix(provider)}", True, key_fix(provider))
     if status == 429 or status >= 500:
         return ProviderError(text, True, "wait for the provider's limit or outage to pass")
+    if "tool" in message.lower():  # e.g. vLLM without a tool parser: '"auto" tool choice requires ...'
+        fix = ("start a new run with --no-tools, or enable tool calling on the server (vLLM: "
+               "--enable-auto-tool-choice --tool-call-parser NAME)")
+        return ProviderError(f"{text}: {fix}", False, fix)
     return ProviderError(text, False, "the server refuses this request (model name? context length?)")
 
 

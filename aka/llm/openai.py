@@ -3,6 +3,11 @@
 --base-url points it at vLLM, SGLang, Ollama or LM Studio (…/v1), so a team with a local model
 needs no cloud account; a local endpoint needs no key, and without --model the server's only
 model is used. Retries with backoff on 429/5xx/timeouts are the SDK's (max_retries, retry-after).
+
+Tools go as chat-completions ``tools`` (type function) and come back as ``tool_calls`` (streamed:
+in pieces by index), the format vLLM and SGLang speak too; a server started without a tool parser
+refuses them, which the error says with the fix (--no-tools). Caching is the provider's own
+automatic prefix caching: the prompts put what stays the same first, so it can apply.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 from aka.config import LLMConfig, LLMSettings, api_key, load_config
 from aka.llm import endpoint
 from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request
+from aka.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request, ToolCall, flat
 
 try:
     import openai
@@ -56,18 +61,24 @@ class OpenAITransport:
         # The cloud API wants max_completion_tokens; compatible servers widely accept only max_tokens.
         limit = {"max_tokens" if self.base_url else "max_completion_tokens": req.max_tokens}
         args: dict[str, Any] = dict(model=self.model, messages=[{"role": "system", "content": req.system},
-                                                                *req.messages], **limit)
+                                                                *wire_messages(req.messages)], **limit)
+        if req.tools:
+            args["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                               "parameters": t["parameters"]}} for t in req.tools]
         if self.stream:
             return endpoint.call("openai", openai, self.base_url, lambda: self._streamed(args, on_text), _message)
         resp = endpoint.call("openai", openai, self.base_url, lambda: self.client.chat.completions.create(**args),
                              _message)
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "") if choice else ""
+        calls = [ToolCall(c.id, c.function.name, c.function.arguments or "")
+                 for c in ((choice.message.tool_calls or []) if choice else []) if getattr(c, "function", None)]
         return Reply(text, _usage(resp.usage), resp.model or self.model, (choice.finish_reason or "") if choice else "",
-                     {"id": resp.id})
+                     {"id": resp.id}, calls)
 
     def _streamed(self, args: dict[str, Any], on_text: Callable[[str], None] | None) -> Reply:
         parts, finish, usage, model, rid = [], "", None, self.model, ""
+        calls: dict[int, dict[str, str]] = {}  # index -> id, name, arguments so far
         stream = self.client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True})
         for chunk in stream:
             model, rid = chunk.model or model, chunk.id or rid
@@ -79,8 +90,35 @@ class OpenAITransport:
                     parts.append(delta)
                     if on_text:
                         on_text(delta)
+                for tc in (choice.delta.tool_calls if choice.delta else None) or []:
+                    c = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    c["id"] = tc.id or c["id"]
+                    if tc.function is not None:
+                        c["name"] = tc.function.name or c["name"]
+                        c["arguments"] += tc.function.arguments or ""
                 finish = choice.finish_reason or finish
-        return Reply("".join(parts), _usage(usage), model, finish, {"id": rid})
+        tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
+        return Reply("".join(parts), _usage(usage), model, finish, {"id": rid}, tool_calls)
+
+
+def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """aka's provider-neutral messages (aka.llm.chat) as chat-completions messages."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": m.get("content") or None}
+            if m.get("tool_calls"):
+                msg["tool_calls"] = [{"id": c["id"], "type": "function",
+                                      "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                     for c in m["tool_calls"]]
+            elif msg["content"] is None:
+                msg["content"] = "(empty)"
+            out.append(msg)
+            continue
+        out += [{"role": "tool", "tool_call_id": r["id"], "content": r["content"]} for r in m.get("results") or []]
+        if m.get("content"):
+            out.append({"role": "user", "content": flat(m["content"])})
+    return out
 
 
 def _usage(u: Any) -> Usage:

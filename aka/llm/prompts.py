@@ -1,9 +1,16 @@
 """Prompt rendering for the LLM backends: the op's facts, the run so far, the templates in aka/prompts/.
 
 Pure text assembly, no SDK and no I/O besides reading the templates, the wiki and run.json.
-Exact evaluation shapes are summarised by regime (ranges and sequence-count buckets), never
-listed, so a model cannot special-case the benchmark; per-shape results are keyed by shape id
-with a coarse regime label.
+Cache-friendly order: what stays the same comes first and is marked cacheable (the system prompt:
+contract, policy, shapes, hardware; then the incumbent block: its figures, where its time goes,
+its kernels as compiled, evidence, wiki cards, lessons of earlier runs, its source), what changes
+every call comes last (attempt number, history, in-flight candidates, noise, the plan). The
+incumbent block changes only when a candidate is promoted.
+
+Per-shape results are keyed by shape id with a label giving every dimension exactly except the
+sequence lengths, which stay a count and length buckets (of the total, of each sequence): enough to
+plan tiles and splits (fa4_decode's q_len 1 and 4 differ, so do 16 x 8k and 16 x 32k), not a lookup
+table of the benchmark's lengths.
 """
 
 from __future__ import annotations
@@ -60,12 +67,20 @@ def _bucket(tokens: int) -> str:
 
 
 def regime(case, params: dict) -> str:
-    """A coarse label: sequence count and a length bucket for 'lengths' params, else the case note."""
+    """'batch 2, medium, ragged up to medium; hk 16, hv 32, dim 128': for a 'lengths' param the sequence
+    count and length buckets, then every integer dimension exactly and any other parameter that
+    differs from its default."""
+    head, dims = "", []
     for name, p in params.items():
-        if p.type == "lengths":
-            lens = getattr(case, name)
-            return f"{'batch 1' if len(lens) == 1 else f'batch {len(lens)}'}, {_bucket(sum(lens))}"
-    return "regime " + case.id
+        val = getattr(case, name)
+        if p.type == "lengths":  # the total's bucket, then each sequence's: 16 x 8k and 16 x 32k differ
+            head = f"batch {len(val)}, {_bucket(sum(val))}"
+            if len(val) > 1:
+                head += f", {_bucket(val[0])} each" if len(set(val)) == 1 else f", ragged up to {_bucket(max(val))}"
+        elif p.type == "int" or val != p.default:
+            dims.append(name.replace("_", " ") if val is True else f"{name} {val}")
+    label = "; ".join(x for x in (head, ", ".join(dims)) if x)
+    return label or "regime " + case.id
 
 
 def shapes_text(op) -> str:
@@ -119,7 +134,7 @@ def system_prompt(op, ctx: Context, lang: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# the run so far
+# the incumbent (stable between promotions: one cacheable block)
 
 
 def read_run(ctx: Context) -> dict[str, Any]:
@@ -127,38 +142,80 @@ def read_run(ctx: Context) -> dict[str, Any]:
     return json.loads(path.read_text()) if path and path.is_file() else {}
 
 
+def _promoted(ctx: Context) -> dict[str, Any] | None:
+    recs = [r for r in ctx.history if (r.get("decision") or {}).get("promote")]
+    return recs[-1] if recs else None
+
+
+def _cases(op) -> dict[str, Any]:
+    return {c.id: c for s in ("full", "smoke", "edge") for c in op.cases(s)}
+
+
 def incumbent_results(op, ctx: Context, run: dict[str, Any]) -> str:
-    times = dict((run.get("baseline") or {}).get("incumbent_us") or {})
-    for rec in ctx.history:  # the last promotion's figures are the incumbent's
-        if (rec.get("decision") or {}).get("promote"):
-            times = dict(rec["bench"]["times_us"])
+    """Per shape: time, standing against the baseline, roofline fraction, the competitors' times."""
+    base = run.get("baseline") or {}
+    times = dict(base.get("incumbent_us") or {})
+    roof = dict(base.get("incumbent_roofline") or {})
+    last = _promoted(ctx)
+    if last:  # the last promotion's figures are the incumbent's
+        times = dict(last["bench"]["times_us"])
+        roof = dict(last["bench"].get("roofline") or {})
     if not times:
         return "(not measured)"
-    params = op.spec.case_params
-    by_id = {c.id: c for s in ("full", "smoke", "edge") for c in op.cases(s)}
-    return "\n".join(f"- {s} ({regime(by_id[s], params) if s in by_id else '?'}): {t:.1f}" for s, t in times.items())
+    params, by_id = op.spec.case_params, _cases(op)
+    comp = base.get("competitors_us") or {}
+    lines = []
+    for s, t in times.items():
+        parts = [f"{t:.1f} µs"]
+        b = (base.get("baseline_us") or {}).get(s)
+        if b and t:
+            parts.append(f"{b / t:.2f}x the baseline's speed")
+        if s in roof:
+            parts.append(f"{roof[s]:.0%} of the roofline")
+        parts += [f"{name} {c[s]:.1f} µs" for name, c in comp.items() if s in c]
+        lines.append(f"- {s} ({regime(by_id[s], params) if s in by_id else '?'}): " + ", ".join(parts))
+    notes = base.get("competitors_notes") or []
+    return "\n".join(lines + ([f"(competitors: {'; '.join(notes)[:300]})"] if notes else []))
 
 
-def _fig(x: Any) -> str:
-    return "-" if x is None else f"{x:.3f}x"
-
-
-def history_text(ctx: Context) -> str:
-    recs = ctx.history
-    if not recs:
-        return "(no attempts yet)"
-    out = [f"({len(recs) - _HISTORY_MAX} earlier attempts omitted)"] if len(recs) > _HISTORY_MAX else []
-    for rec in recs[-_HISTORY_MAX:]:
-        plan = rec.get("plan") or {}
-        what = plan.get("structural_change") or plan.get("hypothesis") or "(no plan)"
-        if plan.get("pattern"):
-            what = f"[{plan['pattern']}] {json.dumps(rec.get('config') or {})}"
-        bench = rec.get("bench") or {}
-        stage = rec.get("failed_stage") or "measured"
-        reason = (rec.get("decision") or {}).get("reason", "")
-        out.append(f"- #{rec['n']}: {what[:300]}\n  outcome: {stage}; vs baseline {_fig(rec.get('score'))}, "
-                   f"vs incumbent {_fig(bench.get('vs_incumbent'))}; {reason[:400]}")
+def kernel_times_text(op, ctx: Context, run: dict[str, Any]) -> str:
+    """Per-kernel time of the starting incumbent on its profiled and slowest shapes (run.json profile)."""
+    prof = run.get("profile") or {}
+    if _promoted(ctx):
+        return "(profiled for the starting incumbent only; this incumbent's kernels as compiled are below)"
+    rows: dict[str, dict[str, float]] = dict(prof.get("kernel_times") or {})
+    summary = prof.get("summary") or {}
+    if summary.get("kernels"):
+        per: dict[str, float] = {}
+        for k in summary["kernels"]:
+            per[k["name"]] = per.get(k["name"], 0.0) + (k.get("duration_us") or 0.0)
+        rows = {summary["shape"]: per, **{s: v for s, v in rows.items() if s != summary["shape"]}}
+    if not rows:
+        return f"({prof.get('note') or 'no profile in this run'})"
+    params, by_id = op.spec.case_params, _cases(op)
+    out = []
+    for shape, per in rows.items():
+        whole = sum(per.values()) or 1.0
+        top = sorted(per.items(), key=lambda kv: -kv[1])[:6]
+        label = regime(by_id[shape], params) if shape in by_id else "?"
+        out.append(f"- {shape} ({label}), {whole:.1f} µs in kernels: "
+                   + ", ".join(f"{n} {us:.1f} µs ({us / whole:.0%})" for n, us in top))
     return "\n".join(out)
+
+
+def compile_text(ctx: Context, run: dict[str, Any]) -> str:
+    """Registers, spills, shared memory of each of the incumbent's kernels (its compile statistics)."""
+    from aka.compstats import CompileStats, format_table
+
+    last = _promoted(ctx)
+    stats = ((last.get("compile") or {}).get("compile_stats") if last
+             else (run.get("baseline") or {}).get("incumbent_compile"))
+    if not stats:
+        return "(no compile statistics recorded)"
+    cs = CompileStats.model_validate(stats)
+    if cs.available:  # the largest-register specialisation of each kernel: the one at risk
+        cs = cs.model_copy(update={"kernels": list(cs.by_name().values())})
+    return "\n".join(f"- {line}" for line in format_table(cs))
 
 
 def evidence_text(ctx: Context) -> str:
@@ -178,17 +235,108 @@ def cards_text(op, arch: str | None) -> str:
     return render(cards_for_plan(load_wiki(wdir), op.name, arch)) or "(no card applies)"
 
 
-def plan_prompt(op, ctx: Context, lang: str) -> str:
+def lessons_text(ctx: Context) -> str:
+    return "\n".join(f"- {x}" for x in ctx.lessons) or "(no earlier run of this op recorded lessons)"
+
+
+def incumbent_block(op, ctx: Context, lang: str) -> str:
     run = read_run(ctx)
     _, arch = hardware_text(ctx)
-    timing = (run.get("baseline") or {}).get("timing", "?")
-    return template("plan", op=op.name, attempt=ctx.attempt, lang=lang, incumbent_label=ctx.incumbent_label,
-                    timing=timing, incumbent_results=incumbent_results(op, ctx, run),
-                    incumbent_source=ctx.incumbent_source.rstrip(), cards=cards_text(op, arch),
-                    evidence=evidence_text(ctx), history=history_text(ctx))
+    return template("incumbent", op=op.name, incumbent_label=ctx.incumbent_label,
+                    timing=(run.get("baseline") or {}).get("timing", "?"),
+                    incumbent_results=incumbent_results(op, ctx, run), kernels=kernel_times_text(op, ctx, run),
+                    compile=compile_text(ctx, run), evidence=evidence_text(ctx), cards=cards_text(op, arch),
+                    lessons=lessons_text(ctx), incumbent_source=ctx.incumbent_source.rstrip())
+
+
+# ---------------------------------------------------------------------------------------------
+# the run so far (changes every call: after the cached blocks)
+
+
+def _fig(x: Any) -> str:
+    return "-" if x is None else f"{x:.3f}x"
+
+
+def shape_ratios(rec: dict[str, Any]) -> str:
+    """'G1 1.03, G2 0.97' speedups per shape: the ABBA re-measure's, else the screen's paired ones."""
+    ratios = (rec.get("measurements") or {}).get("ratios") or {}
+    src = "ABBA"
+    if not ratios:
+        bench = rec.get("bench") or {}
+        inc, times = bench.get("incumbent_us") or {}, bench.get("times_us") or {}
+        ratios = {s: inc[s] / t for s, t in times.items() if inc.get(s) and t}
+        src = "screen"
+    if not ratios:
+        return ""
+    return f"per shape vs incumbent ({src}): " + ", ".join(f"{s} {r:.2f}" for s, r in ratios.items())
+
+
+def _what(rec: dict[str, Any]) -> str:
+    plan = rec.get("plan") or {}
+    what = plan.get("structural_change") or plan.get("hypothesis") or "(no plan)"
+    if plan.get("pattern"):  # a sweep's hypothesis names the keys it changed first
+        what = f"[{plan['pattern']}] {plan.get('hypothesis') or json.dumps(rec.get('config') or {})}"
+    return what[:300]
+
+
+def history_text(ctx: Context) -> str:
+    recs = ctx.history
+    flying = list(ctx.pending)
+    if not recs and not flying:
+        return "(no attempts yet)"
+    out = [f"({len(recs) - _HISTORY_MAX} earlier attempts omitted)"] if len(recs) > _HISTORY_MAX else []
+    for rec in recs[-_HISTORY_MAX:]:
+        bench = rec.get("bench") or {}
+        stage = rec.get("failed_stage") or "measured"
+        reason = (rec.get("decision") or {}).get("reason", "")
+        ratios = shape_ratios(rec)
+        out.append(f"- #{rec['n']}: {_what(rec)}" + (f"\n  edit: {rec['edit']}" if rec.get("edit") else "")
+                   + f"\n  outcome: {stage}; vs baseline {_fig(rec.get('score'))}, vs incumbent "
+                   f"{_fig(bench.get('vs_incumbent'))}{'; ' + ratios if ratios else ''}; {reason[:400]}")
+    for rec in flying:
+        out.append(f"- #{rec['n']} IN FLIGHT (written, being measured now: do not propose it again): {_what(rec)}"
+                   + (f"\n  edit: {rec['edit']}" if rec.get("edit") else ""))
+    return "\n".join(out)
+
+
+def noise_text(ctx: Context, run: dict[str, Any]) -> str:
+    rules = (run.get("settings") or {}).get("rules") or {}
+    need = (f"promotion needs a geomean gain above {rules['min_gain']:.1%} and no shape slower than "
+            f"{rules['shape_margin']:.0%}" if rules else "")
+    measured = [(r["n"], r["compare"]["noise"]) for r in ctx.history
+                if (r.get("compare") or {}).get("noise") is not None]
+    if not measured:
+        return "; ".join(x for x in ("no ABBA re-measure in this run yet", need) if x)
+    n, noise = measured[-1]
+    return f"ABBA re-measure noise ±{noise:.1%} of the geomean (attempt {n}, half the 95% interval)" + (
+        f"; {need}" if need else "")
+
+
+def plan_blocks(op, ctx: Context, lang: str) -> list[dict[str, Any]]:
+    """The plan call's user message: the incumbent (cacheable), then this attempt's request."""
+    run = read_run(ctx)
+    ask = template("plan", op=op.name, attempt=ctx.attempt, lang=lang, history=history_text(ctx),
+                   noise=noise_text(ctx, run))
+    return [{"text": incumbent_block(op, ctx, lang), "cache": True}, {"text": ask}]
+
+
+def plan_prompt(op, ctx: Context, lang: str) -> str:
+    return "\n\n".join(b["text"] for b in plan_blocks(op, ctx, lang))
+
+
+def codegen_blocks(op, ctx: Context, plan: Plan, lang: str, tools: int = 0, gpu: bool = False) -> list[dict[str, Any]]:
+    """The codegen call's user message: the same incumbent block (a cache hit), then the plan and the
+    rules; with tools (their cap), what they are for on this machine."""
+    shown = plan.model_dump(exclude={"pattern"}, exclude_defaults=True)
+    ask = template(f"codegen_{lang}", plan=json.dumps(shown, indent=2), entry=op.spec.entry,
+                   outputs=", ".join(op.spec.output_names()))
+    if tools:
+        where = ("time and profile run on this GPU" if gpu else
+                 "this machine has no GPU: compile and check run in Triton's CPU interpreter, time and profile "
+                 "answer with an error")
+        ask += "\n\n" + template("codegen_tools", cap=tools, where=where)
+    return [{"text": incumbent_block(op, ctx, lang), "cache": True}, {"text": ask}]
 
 
 def codegen_prompt(op, ctx: Context, plan: Plan, lang: str) -> str:
-    shown = plan.model_dump(exclude={"pattern"}, exclude_defaults=True)
-    return template(f"codegen_{lang}", plan=json.dumps(shown, indent=2), entry=op.spec.entry,
-                    outputs=", ".join(op.spec.output_names()), incumbent_source=ctx.incumbent_source.rstrip())
+    return "\n\n".join(b["text"] for b in codegen_blocks(op, ctx, plan, lang))

@@ -16,7 +16,7 @@ from typing import Any
 from aka.config import LLMConfig, LLMSettings, load_config
 from aka.errors import AkaError
 from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, Reply, Request, read_exchanges
+from aka.llm.chat import LLMBackend, Reply, Request, ToolCall, read_exchanges
 
 
 class ReplayError(AkaError):
@@ -53,9 +53,10 @@ class ReplayTransport:
         if on_text:
             on_text(ex["response"]["text"])
         same = ex["request"].get("messages") == req.messages and ex["request"].get("system") == req.system
+        calls = [ToolCall(**c) for c in ex["response"].get("tool_calls") or []]
         return Reply(ex["response"]["text"], Usage.model_validate(ex["usage"] or {}), ex["response"].get("model", ""),
                      ex["response"].get("stop_reason", ""),
-                     {"replayed_from": f"{self.source.name}/llm/{ex['n']:04d}.json", "request_matches": same})
+                     {"replayed_from": f"{self.source.name}/llm/{ex['n']:04d}.json", "request_matches": same}, calls)
 
 
 def make_backend(op=None, llm: LLMSettings | None = None, config: LLMConfig | None = None, **_: Any) -> LLMBackend:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_servers import FakeServer  # noqa: E402
+from fake_servers import FakeServer, user_text  # noqa: E402
 
 _BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
@@ -40,11 +40,11 @@ class DemoModel:
 
     def __call__(self, body):
         msgs = [m for m in body["messages"] if m["role"] != "system"]
-        first = msgs[0]["content"]
+        first = user_text(msgs[0])
         blocks = _BLOCK.findall(first)
         incumbent = blocks[-1] if blocks else ""
         kv = _config_key(incumbent) if incumbent else None
-        if first.startswith("Plan the next candidate"):
+        if "Plan the next candidate" in first:
             if "(attempt 0 " in first and len(msgs) == 1:
                 return '```json\n{"hypothesis": "", "expected": "faster"}\n```'  # does not validate
             key, val = kv or ("BLOCK", 64)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from answers_text import BASELINE
@@ -33,3 +37,16 @@ def policy_verify(op):
         rep = check_source(source, op.spec)
         return ("", "") if rep.ok else ("check", rep.message)
     return verify
+
+
+def aka(project, *args, env_extra=None, timeout=240):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(AKA_ROOT=str(project), **(env_extra or {}))
+    code = "import sys; from aka.cli.main import main; sys.argv = ['aka', *sys.argv[1:]]; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=project)
+
+
+def run_dir(project, out):
+    run_id = re.search(r"run (\S+) \(", out).group(1)
+    return project / "runs" / "scale_add" / run_id

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from answers_text import BAD_PLAN, GOOD_CODE, GOOD_PLAN, NOT_JSON, OTHER_OP_CODE, PLAN, PROSE, fenced
+from fake_servers import user_text
 from llm_helpers import TOY, backend, context, policy_verify
 
 from aka.config import LLMConfig, LLMSettings
@@ -31,7 +32,7 @@ def run_dir(tmp_path):
 
 
 def last_user(body):
-    return body["messages"][-1]["content"]
+    return user_text(body["messages"][-1])
 
 
 def test_malformed_plan_is_retried_with_the_validation_error(kind, server, op, run_dir, monkeypatch):
@@ -143,7 +144,7 @@ def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes
     system, plan = prompts.system_prompt(gdn, ctx, "triton"), prompts.plan_prompt(gdn, ctx, "triton")
     assert "exp(g_t)" in system and "tolerances" in system.lower() and "torch.empty" in system
     assert "full (10 cases" in system and "batch 1" not in system  # regimes as ranges
-    assert "G6 (batch 2, medium): 900.0" in plan  # per-shape results keyed by id and regime
+    assert "G6 (batch 2, medium, ragged up to medium; hk 16, hv 32, dim 128): 900.0 µs" in plan  # id, dimensions
     assert "gate failed (S1 round 1): o: rel L2 3e-1" in plan and "# incumbent source" in plan
     assert "[op-gdn-prefill]" in plan  # the op's wiki note
     assert "7168" not in system + plan  # G6's second length appears nowhere
@@ -162,3 +163,18 @@ def test_plan_prompt_lists_the_evidence_the_loop_put_in_the_context(tmp_path):
     assert "- [prof:spills:_fwd_kernel] _fwd_kernel spills: 28 local words" in prompts.plan_prompt(gdn, ctx, "triton")
     ctx.evidence = []
     assert "(no profile in this run" in prompts.evidence_text(ctx)
+
+
+def test_shape_labels_give_every_dimension_but_the_lengths():
+    """fa4_decode's q_len 1 and q_len 4 shapes looked the same to the planner (issue 19)."""
+    from aka.llm.prompts import regime
+
+    fa4 = get_op("fa4_decode")
+    by_id = {c.id: c for c in fa4.cases("full")}
+    one, four = regime(by_id["D1-q1"], fa4.spec.case_params), regime(by_id["D1-q4"], fa4.spec.case_params)
+    assert one != four and "q_len 1" in one and "q_len 4" in four
+    assert regime(by_id["D1-q1"], fa4.spec.case_params) != regime(by_id["D2-q1"], fa4.spec.case_params)  # 8k, 32k
+    assert "8192" not in one + four  # the lengths stay a count and a bucket
+    gdn = get_op("gdn_prefill")
+    g7 = next(c for c in gdn.cases("full") if c.id == "G7")
+    assert regime(g7, gdn.spec.case_params) == "batch 8, medium, short each; hk 16, hv 32, initial state, dim 128"

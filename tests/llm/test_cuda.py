@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 from answers_text import CUDA_BROKEN, CUDA_CODE, PLAN, fenced
+from fake_servers import user_text
 from llm_helpers import TOY, backend, context
 
 from aka.config import LLMSettings
@@ -62,8 +63,8 @@ def test_cuda_compile_error_goes_through_the_repair_loop(server, tmp_path, monke
     be = backend(server.kind, server, op, monkeypatch, lang="cuda")
     src, _ = be.candidate(Plan(**PLAN), context(op, tmp_path, verify=verify))
     assert src == CUDA_CODE
-    assert 'expected a ";"' in server.requests[1]["messages"][-1]["content"]
-    assert "CUDA_SRC" in server.requests[0]["messages"][-1]["content"]  # the CUDA codegen template
+    assert 'expected a ";"' in user_text(server.requests[1]["messages"][-1])
+    assert "CUDA_SRC" in user_text(server.requests[0]["messages"][-1])  # the CUDA codegen template
 
 
 @pytest.mark.gpu

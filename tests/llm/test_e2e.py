@@ -9,14 +9,12 @@ attempt with its reason while the run goes on to its end.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from answers_text import BAD_PLAN, COMPILE_ERROR_CODE, GOOD_CODE, GOOD_PLAN, PROSE, fenced
-from fake_servers import FakeServer, dead_url
+from fake_servers import FakeServer, dead_url, user_text
+from llm_helpers import aka, run_dir
 
 from aka.store import read_attempts
 
@@ -29,8 +27,8 @@ class Model:
 
     def __call__(self, body):
         msgs = [m for m in body["messages"] if m["role"] != "system"]
-        first, last = msgs[0]["content"], msgs[-1]["content"]
-        if first.startswith("Plan the next candidate"):
+        first, last = user_text(msgs[0]), user_text(msgs[-1])
+        if "Plan the next candidate" in first:
             attempt = int(re.search(r"attempt (\d+) of this run", first).group(1))
             return BAD_PLAN if attempt == 0 and len(msgs) == 1 else GOOD_PLAN
         if len(msgs) > 1:  # a repair request
@@ -38,19 +36,6 @@ class Model:
             return fenced(GOOD_CODE)
         self.codegens += 1
         return fenced(COMPILE_ERROR_CODE) if self.codegens == 1 else PROSE
-
-
-def aka(project, *args, env_extra=None, timeout=240):
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(AKA_ROOT=str(project), **(env_extra or {}))
-    code = "import sys; from aka.cli.main import main; sys.argv = ['aka', *sys.argv[1:]]; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=project)
-
-
-def run_dir(project, out):
-    run_id = re.search(r"run (\S+) \(", out).group(1)
-    return project / "runs" / "scale_add" / run_id
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fake_servers import user_text
 from llm_helpers import backend, policy_verify
 
 from aka.llm.base import Context
@@ -72,7 +73,8 @@ def gdn_context(op, tmp_path, verify=None):
 
 
 PLAN = {"hypothesis": "BV 64 -> 32: twice the programs for the serial kernel"}
-_LINE = next(ln for ln in get_op("gdn_prefill").path("baseline").read_text().splitlines() if ln.startswith('    "BV": 64,'))
+_LINE = next(ln for ln in get_op("gdn_prefill").path("baseline").read_text().splitlines()
+             if ln.startswith('    "BV": 64,'))
 OLD, NEW = _LINE, _LINE.replace('"BV": 64,', '"BV": 32,')  # the whole line, its comment included
 
 
@@ -87,7 +89,7 @@ def test_a_one_value_change_as_an_edit_costs_a_fraction_of_the_whole_module(kind
     src_edit, u_edit = be.candidate(Plan(**PLAN), ctx)
     assert src_edit == src_whole == whole  # the same candidate either way
     assert u_edit.output_tokens <= 1500 < 5000 < u_whole.output_tokens, (u_edit.output_tokens, u_whole.output_tokens)
-    codegen = server.requests[0]["messages"][-1]["content"]
+    codegen = user_text(server.requests[0]["messages"][-1])
     assert "<<<<<<< SEARCH" in codegen and "exactly once" in codegen  # the prompt offers the form
 
 
@@ -98,7 +100,7 @@ def test_an_edit_that_does_not_apply_goes_to_the_repair_turn_with_its_reason(kin
                block(OLD + "\n", NEW + "\n"))
     src, usage = backend(kind, server, gdn, monkeypatch, repairs=2).candidate(Plan(**PLAN), ctx)
     assert src == source.replace(OLD, NEW) and len(server.requests) == 2
-    repair = server.requests[1]["messages"][-1]["content"]
+    repair = user_text(server.requests[1]["messages"][-1])
     assert "failed the edit stage" in repair and "is not in the module" in repair and "repair 1 of 2" in repair
     assert [e["stage"] for e in read_exchanges(tmp_path / "runs" / "gdn_prefill" / "r1")] == [
         "codegen", "repair"]
@@ -111,7 +113,7 @@ def test_repairs_edit_the_candidate_not_the_incumbent(kind, server, gdn, tmp_pat
                block(broken + "\n", NEW + "\n"))  # fixed against the candidate's own text, not the incumbent's
     src, _ = backend(kind, server, gdn, monkeypatch, repairs=2).candidate(Plan(**PLAN), ctx)
     assert src == source.replace(OLD, NEW)
-    assert "failed the check stage" in server.requests[1]["messages"][-1]["content"]
+    assert "failed the check stage" in user_text(server.requests[1]["messages"][-1])
 
 
 def test_an_edit_still_broken_after_the_last_repair_fails_the_attempt(kind, server, gdn, tmp_path, monkeypatch):

@@ -58,8 +58,8 @@ def test_show_prints_the_settings_and_json_has_stable_keys(project, op, cli):
     assert set(data) == {"run_id", "op", "status", "started", "device", "settings", "baseline", "stopped", "fault",
                          "best_score", "incumbent", "promotions", "attempts"}
     assert data["incumbent"] == "candidate 0" and data["attempts"][0]["verdict"] == "promoted"
-    assert set(data["attempts"][0]) == {"n", "stage", "plan", "vs_baseline", "vs_incumbent", "tokens", "verdict",
-                                        "reason"}
+    assert set(data["attempts"][0]) == {"n", "stage", "plan", "vs_baseline", "vs_incumbent", "tokens", "usage",
+                                        "llm_calls", "tool_calls", "verdict", "reason"}
 
 
 def test_decision_text_is_cut_at_a_word_boundary():

@@ -10,12 +10,12 @@ import pytest
 from fakes import FakeEvaluator, source
 
 from aka.compstats import CompileStats, KernelStats
-from aka.incumbent_facts import CPU_NOTE, incumbent_evidence, worst_shape
+from aka.incumbent_facts import CPU_NOTE, incumbent_evidence, slowest_shapes, worst_shape
 from aka.llm.base import Context, get_backend
 from aka.llm.offline import read_dict, render, topic_tags
 from aka.llm.scripted import ScriptedBackend
 from aka.loop import prepare_run, run_loop
-from aka.profile import ProfileError, ProfileSummary
+from aka.profile import KernelProfile, ProfileError, ProfileSummary
 from aka.settings import Budget, OptimizeSettings
 from aka.wiki import load_wiki
 
@@ -100,15 +100,20 @@ def settings(**kw) -> OptimizeSettings:
 
 class Profiler:
     def __init__(self, fail: bool = False):
-        self.calls: list[str] = []
+        self.calls: list[str] = []  # ncu profiles
+        self.quick: list[str] = []  # kernel durations only
         self.fail = fail
 
-    def __call__(self, op, path: Path, shape: str, *, timeout: float) -> ProfileSummary:
-        self.calls.append(shape)
+    def __call__(self, op, path: Path, shape: str, *, timeout: float, use_ncu: bool = True) -> ProfileSummary:
+        (self.calls if use_ncu else self.quick).append(shape)
         if self.fail:
             raise ProfileError("ncu exploded")
         spills = KernelStats(name="_fwd_kernel", n_regs=255, n_spills=28, num_warps=8, num_stages=1)
+        kernels = [KernelProfile(name="_fwd_kernel", duration_us=30.0),
+                   KernelProfile(name="_seg_kernel", duration_us=10.0),
+                   KernelProfile(name="_fwd_kernel", launch=1, duration_us=5.0)]
         return ProfileSummary(op=op.name, shape=shape, kernel_file=str(path), source="none",
+                              kernels=[] if use_ncu else kernels,
                               compile=CompileStats(available=True, kernels=[spills]))
 
 
@@ -119,6 +124,10 @@ def test_the_incumbent_is_profiled_once_per_run_and_its_evidence_offered_to_ever
     run_loop(store, settings(budget=Budget(max_candidates=2)), op, ScriptedBackend(steps), ev, profiler=prof)
     run_loop(store, settings(budget=Budget(max_candidates=3)), op, ScriptedBackend(steps), ev, profiler=prof)  # resume
     assert prof.calls == [worst_shape(store.read_run()["baseline"])]  # the resume read run.json instead
+    base = store.read_run()["baseline"]
+    assert prof.quick == slowest_shapes(base, 2, exclude=prof.calls[0]) and len(prof.quick) == 2
+    assert store.read_run()["profile"]["kernel_times"] == {s: {"_fwd_kernel": 35.0, "_seg_kernel": 10.0}
+                                                          for s in prof.quick}
     assert store.read_run()["profile"]["summary"]["shape"] == prof.calls[0]
     assert [r["evidence_offered"] for r in store.attempts()] == [["prof:spills:_fwd_kernel"]] * 3
     # the last one was promoted: the profile was of another kernel, and the fake compiles record no stats
@@ -134,6 +143,7 @@ def test_a_failed_profile_is_a_note_and_the_run_goes_on(project, op):
              profiler=Profiler(fail=True))
     prof = store.read_run()["profile"]
     assert prof["summary"] is None and prof["note"] == "no profile: ProfileError: ncu exploded"
+    assert prof["kernel_times"] == {} and prof["kernel_times_notes"][0].endswith(": ProfileError: ncu exploded")
     assert len(store.attempts()) == 1 and store.attempts()[0]["evidence_offered"] == []
 
 
@@ -200,3 +210,26 @@ def test_worst_shape_is_furthest_from_the_roofline_else_the_slowest():
 def test_cpu_gate_rounds_below_two_is_one_clear_error():
     with pytest.raises(ValueError, match="cpu_gate_rounds=1: the gate needs at least 2 rounds"):
         OptimizeSettings(op="gdn_prefill", cpu_gate_rounds=1)
+
+
+def test_the_next_run_of_an_op_plans_with_the_top_lessons_of_earlier_runs(project, op):
+    ev = FakeEvaluator(op, timing="gpu")
+    s = settings(budget=Budget(max_candidates=2))
+    first = prepare_run(project / "runs", s, op, ev)
+    steps = [{"plan": {"hypothesis": "BV 32 halves the state registers"}, "source": source(1.2)},
+             {"plan": {"hypothesis": "BV 128 for fewer programs"}, "source": source(1.0, gate="fail")}]
+    run_loop(first, s, op, ScriptedBackend(steps), ev, profiler=Profiler())
+    seen = []
+
+    class Seeing(ScriptedBackend):
+        def plan(self, context):
+            seen.append(context.lessons)
+            return super().plan(context)
+
+    second = prepare_run(project / "runs", s, op, ev)
+    lessons = second.read_run()["lessons"]
+    assert first.read_run()["lessons"] == [] and len(lessons) == 2
+    assert lessons[0] == f"worked (run {first.run_id} #0, 1.200x vs baseline): BV 32 halves the state registers"
+    assert lessons[1].startswith(f"failed (run {first.run_id} #1): BV 128 for fewer programs -- gate")
+    run_loop(second, s, op, Seeing([{"source": source(1.0, tag="x")}]), ev, profiler=Profiler())
+    assert seen and all(x == lessons for x in seen)  # what the incumbent block lists (prompts.lessons_text)
