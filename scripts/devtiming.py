@@ -41,7 +41,7 @@ def bench(fn, iters):
     return times[len(times) // 2]
 
 
-def capture(fn) -> "torch.cuda.CUDAGraph":
+def capture(fn) -> torch.cuda.CUDAGraph:
     """fn captured in a CUDA graph, after one call on a side stream (allocator and JIT warm)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
