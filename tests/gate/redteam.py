@@ -179,7 +179,7 @@ _SCALE_ENTRY = ("    if softmax_scale is None:\n        softmax_scale = d ** -0.
 # ---------------------------------------------------------------------------------------------
 # fa4_decode
 
-_DEC_RET = "            num_warps=4,\n        )\n    return o\n"
+_DEC_RET = "            **merge_kw,\n        )\n    return o\n"
 _DEC_NO_MAX = ("            m_new = tl.maximum(m_i, m_blk)\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])",
                "            m_new = m_i * 0.0\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])")
 
@@ -222,10 +222,10 @@ DECODE = [
            doc="right for the gate's calls, zeros from the 4th call of a shape on"),
     Kernel("caches_by_pointer", "fa4_decode", "input caching", r"timed output wrong|cached result", base="baseline",
            where="screen", prologue=_PTR_CACHE,
-           edits=(("    cfg = CONFIG\n    rows, hq, d = q.shape",
+           edits=(("    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape",
                    "    key = (q.data_ptr(), k_cache.data_ptr(), tuple(q.shape))\n    if key in _MEMO:\n"
-                   "        return _MEMO[key]\n    cfg = CONFIG\n    rows, hq, d = q.shape"),
-                  (_DEC_RET, "            num_warps=4,\n        )\n    _MEMO[key] = o\n    return o\n")),
+                   "        return _MEMO[key]\n    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape"),
+                  (_DEC_RET, "            **merge_kw,\n        )\n    _MEMO[key] = o\n    return o\n")),
            doc="memoises by buffer address: free on repeated buffers"),
     Kernel("detects_gate_by_frames", "fa4_decode", "gate detection", r"timed output wrong", base="baseline",
            where="screen", policy=False, refused=r"attribute '\.gi_frame'|dataclasses", prologue=_FRAMES,
