@@ -13,7 +13,7 @@ import hashlib
 import platform
 import random
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,32 @@ from aka.bench import geomean
 from aka.compstats import CompileStats
 from aka.compstats import merge as merge_stats
 from aka.settings import OptimizeSettings
+
+
+def _map_workers(fn, items: list) -> list:
+    """fn over items on one daemon thread each, results in order; the first exception is re-raised.
+
+    Not a ThreadPoolExecutor: Python's exit handler joins its threads, so a run that stopped while a
+    prefetched candidate was still compiling waited for that compile before the process could exit
+    (seen on the H200). The worker processes behind fn die with the parent (aka.lifeline)."""
+    out: list = [None] * len(items)
+    errs: list = [None] * len(items)
+
+    def one(i: int, item) -> None:
+        try:
+            out[i] = fn(item)
+        except BaseException as exc:  # re-raised in the caller's thread below
+            errs[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i, x), daemon=True) for i, x in enumerate(items)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errs:
+        if e is not None:
+            raise e
+    return out
 
 
 @dataclass
@@ -253,9 +279,8 @@ class RealEvaluator:
         ids = sorted({c.id for s in ("smoke", "edge", "full") for c in self.op.cases(s)})
         parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
-        with ThreadPoolExecutor(len(payloads)) as pool:
-            results = list(pool.map(lambda p: _run_task("aka.evaluator:compile_worker", p, self.timeout,
-                                                        self.interpreter), payloads))
+        results = _map_workers(lambda p: _run_task("aka.evaluator:compile_worker", p, self.timeout,
+                                                   self.interpreter), payloads)
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
         detail = {"seconds": seconds, "workers": len(results)}

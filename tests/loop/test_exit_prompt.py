@@ -1,0 +1,61 @@
+"""A run that stops (time limit, budget) while the next candidate still compiles must exit at once.
+
+Seen on the H200 (2026-12-01): `aka optimize` printed its summary at 438 s and then sat in Python's
+exit handler joining the compile pool's worker threads of the prefetched candidate until the
+device script's hard cap killed it. The compile workers must not keep the process alive.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+SCRIPT = textwrap.dedent("""
+    import threading, time
+    import aka.evaluator as ev
+
+    started = threading.Event()
+
+    def slow(*_a, **_k):  # a compile worker that would run for a minute
+        started.set()
+        time.sleep(60)
+        return True, {}, ""
+
+    ev._run_task = slow
+    # the prefetch job's thread is a daemon, as aka.loop.Job makes it; compile() runs inside it
+    t = threading.Thread(target=lambda: ev._map_workers(lambda p: slow(), [1, 2]), daemon=True)
+    t.start()
+    started.wait(10)
+    print("main done", flush=True)
+""")
+
+
+def test_process_exits_while_a_prefetched_compile_still_runs(tmp_path):
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=50)
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr[-800:]
+    assert "main done" in p.stdout
+    assert took < 20, f"exit waited {took:.0f} s for a compile worker"
+
+
+def test_map_workers_returns_results_in_order():
+    from aka.evaluator import _map_workers
+
+    assert _map_workers(lambda x: x * x, [3, 1, 2]) == [9, 1, 4]
+
+
+def test_map_workers_reraises_a_worker_exception():
+    import pytest
+
+    from aka.evaluator import _map_workers
+
+    def boom(x):
+        if x == 2:
+            raise ValueError("worker 2 broke")
+        return x
+
+    with pytest.raises(ValueError, match="worker 2 broke"):
+        _map_workers(boom, [1, 2, 3])
