@@ -133,6 +133,20 @@ VARIANTS = {  # name: CONFIG overrides
     "reg16k": {"prep_algo": "reg16k"},  # K K^T / Q K^T over K in 32-wide steps (2 warps: 272 B spill vs 776)
     "reg16k_w4": {"prep_algo": "reg16k", "prep_warps": 4},  # 128 B spill
     "reg16k_bk64": {"prep_algo": "reg16k", "prep_bk": 64},
+    "reg16k_split": {"prep_algo": "reg16k", "ks_split": True},
+    # knob screen of 2026-12-01 (fourth session), run with --set '{"ks_split": true}'
+    "seg_ls2": {"seg_loop_stages": 2},
+    "pst1": {"prep_stages": 1},
+    "pw4": {"prep_warps": 4},
+    "segmin4": {"cp_min_seg_chunks": 4},
+    "segmin16": {"cp_min_seg_chunks": 16},
+    "cpmin264": {"cp_min_programs": 264},
+    "bvc64": {"BVC": 64},
+    "fw8": {"fwd_warps": 8},
+    "ls3": {"fwd_loop_stages": 3},
+    "warm8": {"cp_warm_chunks": 8},
+    "warm16": {"cp_warm_chunks": 16},  # the default before the screen above
+    "reg16k_w4_split": {"prep_algo": "reg16k", "prep_warps": 4, "ks_split": True},
     "nopk": {"p_kernel": False},  # P inside _prep_kernel, as before
     "pk4": {"p_kernel": True, "p_warps": 4},
     "new_sw": {"fwd_algo": "ks", "fwd_loop_stages": 2, "fwd_warps": 4, "seg_loop_stages": 2},

@@ -7,7 +7,7 @@ input set, then eager and CUDA-graph-replay medians over --reps calls rotating -
 256 MB L2 flush before every timed call, CUDA events; and at --profile-shape the per-kernel GPU time
 (torch profiler, mean of 5 calls). A screen, not the published comparison: `aka bench` is that.
 
-    python3 scripts/gdn_variants.py --variants default,ks,ks_pf --shapes G1,G5,G4 [--fla]
+    python3 scripts/gdn_variants.py --variants default,ks,ks_pf --shapes G1,G5,G4 [--fla] [--flashqla]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _profile(torch, fn, inp):
 def child(args) -> None:
     import torch
 
-    from scripts.bench_gdn_prefill import SHAPES, VARIANTS, fla_fn, make_inputs, ref64, rel
+    from scripts.bench_gdn_prefill import SHAPES, VARIANTS, D, fla_fn, make_inputs, ref64, rel
 
     name = args.child
     if name == "fla":
@@ -82,6 +82,15 @@ def child(args) -> None:
 
         def fn(**inp):
             return run(**inp)
+    elif name == "flashqla":  # same call shape as fla ([1, T, H, D] views, int64 cu_seqlens)
+        from kernels.gdn_prefill.competitors import _flashqla_entry
+
+        qla = _flashqla_entry()
+
+        def fn(q, k, v, g, beta, cu_seqlens, initial_state=None, cu64=None):
+            o, s = qla(q[None], k[None], v[None], g[None], beta[None], scale=D**-0.5,
+                       initial_state=initial_state, output_final_state=True, cu_seqlens=cu64)
+            return o[0], s
     else:
         from kernels.gdn_prefill import baseline as mod
 
@@ -124,6 +133,7 @@ def main() -> None:
     ap.add_argument("--variants", default="default")
     ap.add_argument("--shapes", default="G1,G5,G4")
     ap.add_argument("--fla", action="store_true", help="time fla 0.6 (Triton path) as one more variant")
+    ap.add_argument("--flashqla", action="store_true", help="time FlashQLA (flash_qla) as one more variant")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--nrot", type=int, default=2)
     ap.add_argument("--ref-max-tokens", type=int, default=16384)
@@ -135,7 +145,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         return child(args)
-    names = args.variants.split(",") + (["fla"] if args.fla else [])
+    names = args.variants.split(",") + (["fla"] if args.fla else []) + (["flashqla"] if args.flashqla else [])
     rows = []
     out = os.environ.get("OUT")
     t0 = time.time()
