@@ -6,7 +6,10 @@
 # (apply it to the real repository with `git am` if the lead wants to keep the kernel).
 # Usage (device, repo root): bash scripts/device_optimize.sh
 #   env: OP (gdn_prefill), BUDGET (40), MAX_TIME (loop seconds incl. set-up, 530), CAP (hard wall cap, 570), COMPETITORS (0), PROFILE (0),
-#        GATE_ROUNDS (2: the gate's minimum; the full set's float64 references dominate a promotion), EXTRA
+#        GATE_ROUNDS (2: the gate's minimum; the full set's float64 references dominate a promotion), EXTRA,
+#        RESUME (1: continue the last run of the scratch repository, made by the previous call while the
+#        machine stayed warm; BUDGET and MAX_TIME are then the run's new totals: 2026-12-01, ~25 s per
+#        gdn_prefill candidate, so 30 candidates need two calls)
 set -o pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -20,11 +23,16 @@ SCRATCH=/tmp/aka_optimize_repo
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | tee "$OUT/env.txt"
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' | tee -a "$OUT/env.txt"
 
-rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
-cp -r workloads kernels "$SCRATCH/"
-rm -f "$SCRATCH/kernels/$OP/promoted.py" "$SCRATCH/kernels/$OP/promoted.json"  # start from the baseline
-(cd "$SCRATCH" && printf '/runs/\n__pycache__/\n' > .gitignore && git init -q && git add -A \
-  && git -c user.email=aka@device -c user.name=aka commit -qm "scratch copy of $OP") || exit 1
+if [ "${RESUME:-0}" = 1 ] && [ -d "$SCRATCH/.git" ]; then
+  LAST=$(ls -d "$SCRATCH/runs/$OP"/*/ 2>/dev/null | tail -1)
+  [ -n "$LAST" ] || { echo "RESUME=1 but no run in $SCRATCH (the machine went cold?)"; exit 2; }
+else
+  rm -rf "$SCRATCH"; mkdir -p "$SCRATCH"
+  cp -r workloads kernels "$SCRATCH/"
+  rm -f "$SCRATCH/kernels/$OP/promoted.py" "$SCRATCH/kernels/$OP/promoted.json"  # start from the baseline
+  (cd "$SCRATCH" && printf '/runs/\n__pycache__/\n' > .gitignore && git init -q && git add -A \
+    && git -c user.email=aka@device -c user.name=aka commit -qm "scratch copy of $OP") || exit 1
+fi
 export AKA_ROOT=$SCRATCH GIT_AUTHOR_NAME=aka GIT_AUTHOR_EMAIL=aka@device GIT_COMMITTER_NAME=aka \
   GIT_COMMITTER_EMAIL=aka@device
 
@@ -34,7 +42,10 @@ export AKA_ROOT=$SCRATCH GIT_AUTHOR_NAME=aka GIT_AUTHOR_EMAIL=aka@device GIT_COM
 COMP=--no-competitors; [ "${COMPETITORS:-0}" = 1 ] && COMP=--competitors
 PROF=--no-profile; [ "${PROFILE:-0}" = 1 ] && PROF=--profile
 ARGS=(--budget "$BUDGET" --max-time "$MAX_TIME" --gate-rounds "$ROUNDS" "$COMP" "$PROF" ${EXTRA:-})
-if python3 -c "import typer, rich" 2>/dev/null; then
+if [ -n "${LAST:-}" ]; then  # a resumed run keeps its settings; only the two limits change
+  timeout -s INT -k 20 "$CAP" python3 -m aka optimize --resume "$(basename "$LAST")" --budget "$BUDGET" \
+    --max-time "$MAX_TIME" 2>&1 | tee "$OUT/optimize.log"
+elif python3 -c "import typer, rich" 2>/dev/null; then
   timeout -s INT -k 20 "$CAP" python3 -m aka optimize "$OP" "${ARGS[@]}" 2>&1 | tee "$OUT/optimize.log"
 else  # the image lacks typer/rich: the same loop through aka.loop, with a plain-text view
   echo "typer/rich missing: running aka.loop directly (same functions as the CLI)"

@@ -76,7 +76,8 @@ def _settings(op: str, budget: int, max_time: float | None, max_tokens: int | No
 def optimize(
     op: str = typer.Argument(None, help="operator line, e.g. gdn_prefill (omit with --resume)"),
     budget: int = typer.Option(None, "--budget", help="candidates to evaluate \\[default: 20; CPU: 3]"),
-    max_time: float = typer.Option(None, "--max-time", help="stop after this many seconds of evaluation"),
+    max_time: float = typer.Option(None, "--max-time", help="stop after this many seconds of evaluation (with "
+                                   "--resume: the new limit for the whole run)"),
     max_tokens: int = typer.Option(None, "--max-tokens", help="stop after this many backend tokens"),
     patience: int = typer.Option(None, "--patience", help="stop after this many attempts without a new best"),
     min_gain: float = typer.Option(0.01, "--min-gain", help="geomean gain needed to promote (0.01 = 1%)"),
@@ -118,10 +119,10 @@ def optimize(
     runs_root = project_root() / "runs"
     if resume:
         store = RunStore.open(runs_root, resume)
-        settings = OptimizeSettings.model_validate(store.read_run()["settings"])
-        if budget is not None:
-            settings = settings.model_copy(update={"budget": settings.budget.model_copy(
-                update={"max_candidates": budget})})
+        stored = OptimizeSettings.model_validate(store.read_run()["settings"])
+        settings = resumed_settings(stored, budget, max_time)
+        if settings != stored:  # kept, so `aka show` and a later resume see the limits the run now has
+            store.update_run(settings=settings.model_dump())
         the_op = get_op(settings.op)
     else:
         if not op:
@@ -170,6 +171,13 @@ def optimize(
     print_summary(store.path, summary)
     if summary.get("fault"):
         raise EndpointFault(fault_line(summary["fault"], store.run_id))
+
+
+def resumed_settings(stored: OptimizeSettings, budget: int | None, max_time: float | None) -> OptimizeSettings:
+    """A resumed run keeps its settings; --budget and --max-time, when given, replace the limits (both
+    count the whole run, earlier sessions included), so a run stopped by either can be extended."""
+    limits = {k: v for k, v in (("max_candidates", budget), ("max_time_s", max_time)) if v is not None}
+    return stored.model_copy(update={"budget": stored.budget.model_copy(update=limits)}) if limits else stored
 
 
 def fault_line(fault: dict[str, Any], run_id: str) -> str:

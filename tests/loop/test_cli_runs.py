@@ -179,3 +179,31 @@ def test_a_crash_is_recorded_with_its_error_so_aka_show_prints_it(project, monke
     assert run["status"] == "crashed" and run["error"] == "RuntimeError: planner bug"
     shown = CliRunner().invoke(app, ["show", run["run_id"]], env={"AKA_ROOT": str(project)})
     assert "stopped: crashed (RuntimeError: planner bug)" in shown.stdout
+
+
+def test_resume_with_max_time_extends_a_run_its_time_limit_stopped(project, op, monkeypatch):
+    # a device call's time cap stopped the run; the next call resumes it with a new limit for the whole run
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=2, max_time_s=1e-9), interpreter=True)
+    ev = FakeEvaluator(op, timing="interpreter")
+    first = prepare_run(project / "runs", settings, op, ev)
+    run_loop(first, settings, op, ScriptedBackend([]), ev)
+    first.close()
+    assert json.loads((first.path / "run.json").read_text())["summary"]["attempts"] == 0
+    backend = ScriptedBackend([{"source": source(1.2, "a")}, {"source": source(0.9, "b")}])
+    monkeypatch.setattr(aka.evaluator, "RealEvaluator", lambda op, settings: FakeEvaluator(op, timing="interpreter"))
+    monkeypatch.setattr(aka.llm.base, "get_backend", lambda name, **kw: backend)
+    res = CliRunner().invoke(app, ["optimize", "--resume", first.run_id, "--budget", "2", "--max-time", "1e6"],
+                             env={"AKA_ROOT": str(project)})
+    assert res.exit_code == 0, res.output
+    run = json.loads((first.path / "run.json").read_text())
+    assert run["summary"]["attempts"] == 2 and run["settings"]["budget"]["max_time_s"] == 1e6
+
+
+def test_resumed_settings_replace_only_the_limits_given():
+    from aka.cli.optimize import resumed_settings
+
+    s = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=5, max_time_s=100.0), seed=3)
+    assert resumed_settings(s, None, None) == s
+    t = resumed_settings(s, None, 900.0)
+    assert (t.budget.max_candidates, t.budget.max_time_s, t.seed) == (5, 900.0, 3)
+    assert resumed_settings(s, 30, None).budget.model_dump() == {**s.budget.model_dump(), "max_candidates": 30}
