@@ -92,7 +92,7 @@ CONFIG = {
     "seg_algo": "ks",  # _seg_kernel's chunk step: "w" or "ks", as fwd_algo (G1 seg 85 -> 71 us)
     "seg_loop_stages": 3,
     "BVC": 32,  # column block of the chain kernel
-    "prep_warps": 2,  # _solve_kernel (sub16) or _prep_kernel (blk16, reg16)
+    "prep_warps": 2,  # _solve_kernel (sub16), _prepf_kernel (sub16f) or _prep_kernel (blk16, reg16)
     # precision of the 16x16 merge dots: tf32 since 2026-12-01 (aka optimize promoted it on
     # 2026-11-29, +6.8% end to end; the diagonal inverses are exact fp32 substitutions either way)
     "prep_prec": "tf32",
@@ -100,7 +100,10 @@ CONFIG = {
     # inverses by forward substitution in registers, no fp32 A scratch (134 MB at G1). H200 end to end,
     # eager, vs sub16 at tf32: G1 0.859 / 0.860 ms, G4 2.641 / 2.687, G7 0.782 / 0.816, G9 1.172 / 1.211.
     # "sub16": _kkt_kernel + _solve_kernel (the A rows round-trip through memory). "blk16": _prep_kernel
-    # with series inverses (slowest). docs/perf/gdn_prefill.md
+    # with series inverses (slowest). "sub16f" (2026-12-01, fourth session; interpreter-tested, not yet
+    # timed): sub16's halves in one _prepf_kernel program, FlashQLA's kkt_solve shape (FlashQLA's runs
+    # in 60 us at G1 against this prep's 160). ptxas sm_90 (Triton 3.6), with P: 8 warps 156 regs no
+    # spill, 4 warps 255 + 24 B, 2 warps 255 + 1456 B (reg16 at 2 warps: 255 + 776). docs/perf/gdn_prefill.md
     "prep_algo": "reg16",
     # blk16/reg16 with pre_p: P from _pmat_kernel (one program per key head and chunk) instead of
     # inside _prep_kernel. (Sharing K K^T across those value heads too, in one prep program, was
@@ -121,8 +124,10 @@ CONFIG = {
     # Warm-up (FlashQLA's idea): a segment whose last n <= cp_warm_chunks chunks decay by
     # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
     # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. -18: the dropped term is
-    # below 1.6e-8 of the state it multiplies, far under the contract's 5e-3.
-    "cp_warm_chunks": 16,
+    # below 1.6e-8 of the state it multiplies, far under the contract's 5e-3. 32 since 2026-12-01
+    # (fourth session): more weak-gate heads qualify for the warm-up on long segments (H200, graph, with
+    # ks_split: G4 1578 -> 1491 us, G3 806 -> 770, G9 633 -> 599; G1 unchanged)
+    "cp_warm_chunks": 32,
     "cp_warm_log_decay": -18.0,
 }
 
@@ -155,7 +160,7 @@ SPACE = {
     "BVC": [32, 64],
     "prep_warps": [2, 4, 8],
     "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
-    "prep_algo": ["blk16", "sub16", "reg16", "reg16k"],
+    "prep_algo": ["blk16", "sub16", "sub16f", "reg16", "reg16k"],
     "prep_bk": [32, 64],
     "p_kernel": [False, True],
     "p_warps": [4, 8],
@@ -585,19 +590,9 @@ def _pmat_kernel(
 
 
 @triton.jit
-def _kkt_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, p_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """prep_algo "sub16", first half: A = strictly_lower(diag(beta) (K K^T . Gamma)) as fp32 rows
-    [T, HV, 64] (upper part stored as zeros), and P when PRE_P. One 64x64x128 dot (two with P)."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+def _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV: tl.constexpr,
+              HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, PRE_P: tl.constexpr):
+    """One chunk's A rows (fp32, [T, HV, 64], upper part zeros) and, with PRE_P, its P."""
     i_hk = i_h // (HV // HK)
     rb = tl.arange(0, BT)
     ck = tl.arange(0, K)
@@ -611,6 +606,23 @@ def _kkt_kernel(
     lower = rb[:, None] > rb[None, :]
     A = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(lower, gam[:, None] - gam[None, :], float("-inf")))
     tl.store(a_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], A * b[:, None], mask=m_r[:, None])
+
+
+@triton.jit
+def _kkt_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "sub16", first half: A = strictly_lower(diag(beta) (K K^T . Gamma)) as fp32 rows
+    [T, HV, 64] (upper part stored as zeros), and P when PRE_P. One 64x64x128 dot (two with P)."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV, HK, K, BT, PRE_P)
 
 
 @triton.jit
@@ -664,6 +676,12 @@ def _solve_kernel(
     if seq >= N:
         return
     t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV, BT, PREC)
+
+
+@triton.jit
+def _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Tb of one chunk from its A rows (written by _kkt_rows)."""
     r = tl.arange(0, 16)
     t_1 = t0 + 16 + r
     t_2 = t0 + 32 + r
@@ -679,6 +697,28 @@ def _solve_kernel(
     A31 = _ld(a_ptr + i_h * BT + 16, t_3, m_3, HV * BT, r)
     A32 = _ld(a_ptr + i_h * BT + 32, t_3, m_3, HV * BT, r)
     _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
+
+
+@triton.jit
+def _prepf_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, tb_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "sub16f": sub16's two halves in one program, FlashQLA's kkt_solve shape (one
+    64x64x128 dot for K K^T, the substitution reading the rows the same CTA just wrote, so they come
+    from L1/L2 rather than from the HBM round trip between two launches; one launch fewer). The
+    barrier orders the CTA's own global stores before its loads (CUDA: __syncthreads makes a block's
+    global writes visible to the block)."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV, HK, K, BT, PRE_P)
+    tl.debug_barrier()
+    _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV, BT, PREC)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1231,9 +1271,16 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr
     sub16's fp32 scratch, to prove no unwritten row is read)."""
     T, HK, K = q.shape
     HV = g.shape[1]
+    if cfg["prep_algo"] in ("sub16", "sub16f") and ascr is None:
+        # A rows, read back by _solve_kernel / the second half of _prepf_kernel; freed on return
+        ascr = torch.empty(T, HV, BT, dtype=torch.float32, device=q.device)
+    if cfg["prep_algo"] == "sub16f":
+        _prepf_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, ascr, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"], num_stages=1,
+        )
+        return
     if cfg["prep_algo"] == "sub16":
-        if ascr is None:  # A rows, read back by _solve_kernel; freed on return, before CP buffers
-            ascr = torch.empty(T, HV, BT, dtype=torch.float32, device=q.device)
         _kkt_kernel[(HV, nt_bound)](
             q, k, g, beta, cu, cuc, ascr, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
             PRE_P=cfg["pre_p"], num_warps=cfg["kkt_warps"], num_stages=1,
@@ -1378,7 +1425,7 @@ def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg:
         if cfg["rec_algo"] == "wu":
             later += T * HV * (K + V) * 2
     # sub16's fp32 A rows are freed before anything later is allocated: the peak is the larger of the two
-    scratch = T * HV * BT * 4 if cfg["prep_algo"] == "sub16" else 0
+    scratch = T * HV * BT * 4 if cfg["prep_algo"] in ("sub16", "sub16f") else 0
     return b + max(later, scratch)
 
 

@@ -138,6 +138,7 @@ def test_config_points(cfg):
 # sub16 (A rows through memory, two launches) and blk16 (one launch, series inverses)
 REG = {"prep_algo": "reg16", "prep_warps": 2, "prep_prec": "tf32"}
 SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
+SUBF = {"prep_algo": "sub16f", "prep_warps": 4, "prep_prec": "tf32"}  # sub16's halves in one program
 BLK = {"prep_algo": "blk16", "prep_warps": 4}
 
 
@@ -145,20 +146,22 @@ BLK = {"prep_algo": "blk16", "prep_warps": 4}
     "cfg",
     [
         SUB,
+        SUBF,
         dict(REG, pre_p=False, prep_warps=4, prep_prec="ieee"),
         dict(SUB, pre_p=False, prep_warps=4, kkt_warps=4, prep_prec="tf32x3"),
         dict(SUB, pre_p=False, fuse_output=False),
         dict(BLK, prep_prec="ieee", prep_warps=8, prep_stages=1),
         pytest.param(dict(BLK, prep_prec="tf32", prep_warps=8), marks=pytest.mark.slow),
     ],
-    ids=["sub16", "reg16_nopp_w4_ieee", "sub16_nopp_w4_tf32x3", "sub16_split_nopp", "blk16_ieee", "blk16_tf32"],
+    ids=["sub16", "sub16f", "reg16_nopp_w4_ieee", "sub16_nopp_w4_tf32x3", "sub16_split_nopp", "blk16_ieee",
+         "blk16_tf32"],
 )
 def test_prep_options_ragged_h0(cfg):
     # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
     check([1, 63, 65, 129], 1, 2, cfg=cfg, h0=True, seed=12)
 
 
-@pytest.mark.parametrize("cfg", [SUB, BLK], ids=["sub16", "blk16"])
+@pytest.mark.parametrize("cfg", [SUB, SUBF, BLK], ids=["sub16", "sub16f", "blk16"])
 def test_prep_hv_equals_hk_cp(cfg):
     check([129, 40], 2, 2, cfg=dict(CP, **cfg), seed=13)
 
@@ -209,7 +212,7 @@ def test_prep_tb_vs_float64(corr):
     # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
     errs = {}
     for name, cfg in (("blk16", BLK), ("sub16", SUB), ("sub16_tf32x3", dict(SUB, prep_prec="tf32x3")),
-                      ("reg16", REG)):
+                      ("reg16", REG), ("sub16f", SUBF)):
         tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
         errs[name] = rel(tb, ref)
         assert errs[name] <= 4e-3, (name, errs)
