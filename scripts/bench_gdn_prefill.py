@@ -146,6 +146,12 @@ VARIANTS = {  # name: CONFIG overrides
     "ls3": {"fwd_loop_stages": 3},
     "warm8": {"cp_warm_chunks": 8},
     "warm16": {"cp_warm_chunks": 16},  # the default before the screen above
+    # prepared 2026-12-01 (fourth session), interpreter-tested, not timed: sub16's halves in one
+    # program (FlashQLA's kkt_solve shape)
+    "sub16f_w2": {"prep_algo": "sub16f", "prep_warps": 2},
+    "sub16f_w4": {"prep_algo": "sub16f", "prep_warps": 4},
+    "sub16f_w8": {"prep_algo": "sub16f", "prep_warps": 8},
+    "sub16f_w4_split": {"prep_algo": "sub16f", "prep_warps": 4, "ks_split": True},
     "reg16k_w4_split": {"prep_algo": "reg16k", "prep_warps": 4, "ks_split": True},
     "nopk": {"p_kernel": False},  # P inside _prep_kernel, as before
     "pk4": {"p_kernel": True, "p_warps": 4},
