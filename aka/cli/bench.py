@@ -182,7 +182,8 @@ def bench(
     op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
     kernel: Annotated[Path | None, typer.Option("--kernel", help="a candidate kernel file (policy-checked)")] = None,
     impl: str = typer.Option("baseline,promoted", "--impl", help="comma-separated: baseline, promoted, "
-                             "kernel, a competitor of the op (fla, sdpa), or a .py file; speedups are vs the first"),
+                             "kernel, a competitor of the op (fla, flashqla, sdpa, flash_attn4), or a .py file; "
+                             "speedups are vs the first"),
     shapes: str = typer.Option(None, "--shapes", help="full, smoke, edge, or comma-separated shape ids "
                                "\\[default: full; CPU: smoke]"),
     csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,

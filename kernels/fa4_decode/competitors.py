@@ -62,3 +62,17 @@ def sdpa(inputs: dict):
                 f"(K/V read once per KV head), {len(calls)} call(s) per run (one per equal KV length)"
                 f"{', bottom-right boolean mask' if q_len > 1 else ', no mask'}; scatter into packed output timed")
     return run
+
+
+_cute = load_module(Path(__file__).resolve().parents[1] / "_shared" / "fa4_cute.py", "aka_kernels_shared_fa4_cute")
+
+
+def flash_attn4(inputs: dict):
+    """FlashAttention-4's paged varlen kernel on the contract's inputs: q_len query rows per sequence,
+    the last q_len of its keys (kernels/_shared/fa4_cute.py)."""
+    q, kv_lens = inputs["q"], inputs["kv_lens"]
+    B = kv_lens.numel()
+    q_len = q.shape[0] // B
+    cu = torch.arange(0, B + 1, dtype=torch.int32, device=q.device) * q_len
+    scale = inputs.get("softmax_scale") or _lib.default_scale(q.shape[-1])
+    return _cute.paged_call(inputs, cu, [q_len] * B, scale)

@@ -91,3 +91,15 @@ def sdpa(inputs: dict):
     run.note = (f"torch {torch.__version__} SDPA, dense gather untimed, {len(calls)} call(s) per run "
                 f"(one per equal-length group); {'; '.join(sorted(how))}; scatter into packed output timed")
     return run
+
+
+_cute = load_module(Path(__file__).resolve().parents[1] / "_shared" / "fa4_cute.py", "aka_kernels_shared_fa4_cute")
+
+
+def flash_attn4(inputs: dict):
+    """FlashAttention-4's paged varlen kernel on the contract's inputs (kernels/_shared/fa4_cute.py)."""
+    cu = inputs["cu_seqlens_q"]
+    starts = cu.tolist()
+    q_lens = [b - a for a, b in zip(starts, starts[1:])]
+    scale = inputs.get("softmax_scale") or _lib.default_scale(inputs["q"].shape[-1])
+    return _cute.paged_call(inputs, cu, q_lens, scale)
