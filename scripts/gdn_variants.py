@@ -145,7 +145,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         return child(args)
-    names = args.variants.split(",") + (["fla"] if args.fla else []) + (["flashqla"] if args.flashqla else [])
+    # the competitors first: a call's time cap that cuts the run then cuts a variant, not the reference
+    # every variant is compared with (2026-12-01: fla, last, was cut and the call lost its comparison)
+    names = (["fla"] if args.fla else []) + (["flashqla"] if args.flashqla else []) + args.variants.split(",")
     rows = []
     out = os.environ.get("OUT")
     t0 = time.time()
@@ -179,8 +181,8 @@ def main() -> None:
         if rc != 0:
             tail = " | ".join(text.strip().splitlines()[-3:])[:400]
             print(f"{name:>16} exit {rc} after {time.time() - t0:.0f} s: {tail}", flush=True)
-    if out:
-        Path(out, "gdn_variants.json").write_text(json.dumps(rows, indent=1))
+        if out:  # after every variant, so a cut call keeps what it measured
+            Path(out, "gdn_variants.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
