@@ -16,6 +16,9 @@ class PromotionRules(BaseModel):
     allow_shape_regression: bool = Field(False, description="accept shapes slower than the margin")
 
 
+CPU_MAX_CANDIDATES = 3  # interpreter candidates take ~20 s each on 2 cores: a short out-of-the-box run
+
+
 class Budget(BaseModel):
     """When a run stops: candidates, wall time, tokens, rounds without improvement."""
 
@@ -24,6 +27,11 @@ class Budget(BaseModel):
     max_time_s: float | None = Field(None, gt=0, description="wall-clock seconds of evaluation, summed over resumes")
     max_tokens: int | None = Field(None, gt=0, description="backend tokens (input + output) over the run")
     patience: int | None = Field(None, ge=1, description="stop after this many attempts without a new best")
+
+
+def default_candidates(interpreter: bool) -> int:
+    """`--budget` when not given: the field's default on a GPU, CPU_MAX_CANDIDATES in the interpreter."""
+    return CPU_MAX_CANDIDATES if interpreter else Budget.model_fields["max_candidates"].default
 
 
 class OptimizeSettings(BaseModel):

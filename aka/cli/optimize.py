@@ -14,7 +14,7 @@ from aka.cli.runs import _row, _x, console, cpu_note, print_summary
 from aka.config import LLMSettings
 from aka.errors import AkaError
 from aka.ops import get_op, project_root
-from aka.settings import Budget, OptimizeSettings, PromotionRules
+from aka.settings import Budget, OptimizeSettings, PromotionRules, default_candidates
 from aka.store import RunStore
 
 
@@ -59,23 +59,26 @@ def _tokens(tokens: int, cost: float | None) -> str:
     return f"  tokens {tokens:,}" + (f" (~${cost:.2f})" if cost is not None else "")
 
 
-def _settings(op: str, budget: int, max_time: float | None, max_tokens: int | None, patience: int | None,
+def _settings(op: str, budget: int | None, max_time: float | None, max_tokens: int | None, patience: int | None,
               min_gain: float, margin: float, allow_regression: bool, backend: str, no_commit: bool,
               seed: int, gate_rounds: int, llm: LLMSettings, competitors: bool = True,
               profile: bool = True) -> OptimizeSettings:
     import torch
 
+    interpreter = not torch.cuda.is_available()
+    candidates = default_candidates(interpreter) if budget is None else budget
     return OptimizeSettings(
         op=op, backend=backend, commit=not no_commit, seed=seed, gate_rounds=gate_rounds, llm=llm,
-        interpreter=not torch.cuda.is_available(), competitors=competitors, profile=profile,
-        budget=Budget(max_candidates=budget, max_time_s=max_time, max_tokens=max_tokens, patience=patience),
+        interpreter=interpreter, competitors=competitors, profile=profile,
+        budget=Budget(max_candidates=candidates, max_time_s=max_time, max_tokens=max_tokens, patience=patience),
         rules=PromotionRules(min_gain=min_gain, shape_margin=margin, allow_shape_regression=allow_regression),
     )
 
 
 def optimize(
     op: str = typer.Argument(None, help="operator line, e.g. gdn_prefill (omit with --resume)"),
-    budget: int = typer.Option(None, "--budget", help="candidates to evaluate \\[default: 20; CPU: 3]"),
+    budget: int = typer.Option(None, "--budget", min=1, help=f"candidates to evaluate \\[default: "
+                               f"{default_candidates(False)}; CPU: {default_candidates(True)}]"),
     max_time: float = typer.Option(None, "--max-time", help="stop after this many seconds of evaluation (with "
                                    "--resume: the new limit for the whole run)"),
     max_tokens: int = typer.Option(None, "--max-tokens", help="stop after this many backend tokens"),
@@ -133,11 +136,8 @@ def optimize(
         llm = LLMSettings(model=model, base_url=base_url, repairs=repairs, lang=lang, replay_from=replay_from,
                           tools=default_tools(backend, base_url, runs_root, replay_from) if tools is None else tools,
                           max_tool_calls=max_tool_calls)
-        settings = _settings(op, 20, max_time, max_tokens, patience, min_gain, margin, allow_regression, backend,
-                             no_commit, seed, gate_rounds, llm, competitors, profile)
-        if budget is None and settings.interpreter:
-            budget = 3  # interpreter candidates take ~20 s each on 2 cores; keep the out-of-the-box run short
-        settings.budget = settings.budget.model_copy(update={"max_candidates": budget or 20})
+        settings = _settings(op, budget, max_time, max_tokens, patience, min_gain, margin, allow_regression,
+                             backend, no_commit, seed, gate_rounds, llm, competitors, profile)
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
         settings.prepare_ahead = ahead if ahead is not None else _default_ahead(settings)
     # LLM backends check their SDK and key here, and reach their endpoint once: a missing key or a

@@ -207,3 +207,24 @@ def test_resumed_settings_replace_only_the_limits_given():
     t = resumed_settings(s, None, 900.0)
     assert (t.budget.max_candidates, t.budget.max_time_s, t.seed) == (5, 900.0, 3)
     assert resumed_settings(s, 30, None).budget.model_dump() == {**s.budget.model_dump(), "max_candidates": 30}
+
+
+def test_without_budget_the_interpreter_runs_the_cpu_default(project, monkeypatch):
+    from aka.settings import CPU_MAX_CANDIDATES, default_candidates
+
+    assert default_candidates(True) == CPU_MAX_CANDIDATES and default_candidates(False) == Budget().max_candidates
+    steps = [{"source": source(1.0 + i / 100, str(i))} for i in range(CPU_MAX_CANDIDATES + 2)]
+    monkeypatch.setattr(aka.evaluator, "RealEvaluator", lambda op, settings: FakeEvaluator(op, timing="interpreter"))
+    monkeypatch.setattr(aka.llm.base, "get_backend", lambda name, **kw: ScriptedBackend(steps))
+    res = CliRunner().invoke(app, ["optimize", "gdn_prefill"], env={"AKA_ROOT": str(project)})
+    assert res.exit_code == 0, res.output
+    assert _run_json(project)["summary"]["attempts"] == CPU_MAX_CANDIDATES
+
+
+def test_a_budget_below_one_is_a_usage_error(project):
+    import re
+
+    res = CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "0"], env={"AKA_ROOT": str(project)})
+    text = re.sub(r"[│╭╮╰╯─\s]+", " ", res.output)  # the error box, unwrapped at any terminal width
+    assert res.exit_code == 2 and "--budget" in text and "greater than or equal to 1" in text, res.output
+    assert not (project / "runs" / "gdn_prefill").exists()  # refused before anything is measured
