@@ -125,8 +125,8 @@ CONFIG = {
     # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
     # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. -18: the dropped term is
     # below 1.6e-8 of the state it multiplies, far under the contract's 5e-3. 32 since 2026-12-01
-    # (fourth session): more weak-gate heads qualify for the warm-up on long segments (H200, graph, with
-    # ks_split: G4 1578 -> 1491 us, G3 806 -> 770, G9 633 -> 599; G1 unchanged)
+    # (fourth session): more weak-gate heads qualify for the warm-up on long segments (H200, graph, one
+    # run against 16: G4 1486 -> 1417 us, transition pass 222 -> 195; the other shapes within 1%)
     "cp_warm_chunks": 32,
     "cp_warm_log_decay": -18.0,
 }

@@ -13,8 +13,10 @@ import textwrap
 import time
 
 SCRIPT = textwrap.dedent("""
-    import threading, time
+    import sys, threading, time
     import aka.evaluator as ev
+    from aka.ops import get_op
+    from aka.settings import OptimizeSettings
 
     started = threading.Event()
 
@@ -24,10 +26,13 @@ SCRIPT = textwrap.dedent("""
         return True, {}, ""
 
     ev._run_task = slow
+    op = get_op("gdn_prefill")
+    door = ev.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
     # the prefetch job's thread is a daemon, as aka.loop.Job makes it; compile() runs inside it
-    t = threading.Thread(target=lambda: ev._map_workers(lambda p: slow(), [1, 2]), daemon=True)
+    t = threading.Thread(target=door.compile, args=(op.path("baseline"),), daemon=True)
     t.start()
-    started.wait(10)
+    if not started.wait(20):
+        sys.exit("the compile worker never started")
     print("main done", flush=True)
 """)
 
