@@ -152,6 +152,7 @@ VARIANTS = {  # name: CONFIG overrides
     "sub16f_w4": {"prep_algo": "sub16f", "prep_warps": 4},
     "sub16f_w8": {"prep_algo": "sub16f", "prep_warps": 8},
     "sub16f_w4_split": {"prep_algo": "sub16f", "prep_warps": 4, "ks_split": True},
+    "sub16f_w8_split": {"prep_algo": "sub16f", "prep_warps": 8, "ks_split": True},
     "reg16k_w4_split": {"prep_algo": "reg16k", "prep_warps": 4, "ks_split": True},
     "nopk": {"p_kernel": False},  # P inside _prep_kernel, as before
     "pk4": {"p_kernel": True, "p_warps": 4},

@@ -100,10 +100,11 @@ CONFIG = {
     # inverses by forward substitution in registers, no fp32 A scratch (134 MB at G1). H200 end to end,
     # eager, vs sub16 at tf32: G1 0.859 / 0.860 ms, G4 2.641 / 2.687, G7 0.782 / 0.816, G9 1.172 / 1.211.
     # "sub16": _kkt_kernel + _solve_kernel (the A rows round-trip through memory). "blk16": _prep_kernel
-    # with series inverses (slowest). "sub16f" (2026-12-01, fourth session; interpreter-tested, not yet
-    # timed): sub16's halves in one _prepf_kernel program, FlashQLA's kkt_solve shape (FlashQLA's runs
-    # in 60 us at G1 against this prep's 160). ptxas sm_90 (Triton 3.6), with P: 8 warps 156 regs no
-    # spill, 4 warps 255 + 24 B, 2 warps 255 + 1456 B (reg16 at 2 warps: 255 + 776). docs/perf/gdn_prefill.md
+    # with series inverses (slowest). "sub16f": sub16's halves in one _prepf_kernel program,
+    # FlashQLA's kkt_solve shape. ptxas sm_90 (Triton 3.6), with P: 8 warps 156 regs no spill, 4 warps
+    # 255 + 24 B, 2 warps 255 + 1456 B (reg16 at 2 warps: 255 + 776). Slower on the H200 all the same
+    # (fifth session, graph, G1 prep 207 us at 4 warps, 302 at 8, against reg16's 159; geomean 1.13x /
+    # 0.94x fla against 1.30x): the fusion alone is not what makes FlashQLA's 60. docs/perf/gdn_prefill.md
     "prep_algo": "reg16",
     # blk16/reg16 with pre_p: P from _pmat_kernel (one program per key head and chunk) instead of
     # inside _prep_kernel. (Sharing K K^T across those value heads too, in one prep program, was
