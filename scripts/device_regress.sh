@@ -46,12 +46,12 @@ PY
 
 # The CLI needs typer and rich; without them the same functions run through a few lines of Python.
 if python3 -c "import typer, rich" 2>/dev/null; then AKA=(python3 -m aka regress); else
-  echo "typer/rich missing: calling aka.regress directly (same functions as the CLI)"
+  echo "typer/rich missing: calling aka.report.regress directly (same functions as the CLI)"
   AKA=(python3 -c '
 import argparse, json, pathlib, sys
-from aka.junit import write_junit
+from aka.report.junit import write_junit
 from aka.ops import all_ops, get_op
-from aka.regress import WorkerMeasurer, parse_threshold, run_regress
+from aka.report.regress import WorkerMeasurer, parse_threshold, run_regress
 a = argparse.ArgumentParser(); a.add_argument("--ops", default="all"); a.add_argument("--threshold", default="5%")
 a.add_argument("--junit"); a.add_argument("--json"); a.add_argument("--no-record", action="store_true")
 x = a.parse_args()

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from aka.ops import all_ops, get_op, project_root
-from aka.regress import RegressError, parse_threshold
+from aka.report.regress import RegressError, parse_threshold
 
 console = Console()
 
@@ -25,8 +25,8 @@ def regress(
     timeout: float = typer.Option(600.0, "--timeout", help="seconds per worker call"),
 ) -> None:
     """Exit 0 when every op holds, 1 on a correctness failure, 2 on a performance regression."""
-    from aka.junit import write_junit
-    from aka.regress import WorkerMeasurer, run_regress
+    from aka.report.junit import write_junit
+    from aka.report.regress import WorkerMeasurer, run_regress
 
     th = parse_threshold(threshold)
     root = project_root()

@@ -24,7 +24,7 @@ def report(
     out: str = typer.Option(None, "--out", help="folder for index.html and the PNGs \\[default: inside runs/]"),
 ) -> None:
     """Write an HTML report (figures, attempts, diff) of a run, or of an op's promotion history."""
-    from aka.report_html import write_op_report, write_run_report
+    from aka.report.html import write_op_report, write_run_report
 
     if bool(run_id) == bool(op):
         raise ReportUsageError("give a run id (`aka runs` lists them) or --op OP, not both")

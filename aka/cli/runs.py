@@ -260,7 +260,7 @@ def history(op: str = typer.Argument(..., help="operator line"),
     baseline (aka.standing). --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline,
     device, subject}.
     """
-    from aka.report import rows_from
+    from aka.report.tables import rows_from
 
     the_op = get_op(op)
     rows = rows_from(gitops.history(the_op.root, op)[::-1])[::-1]  # not a repository: a one-line error

@@ -15,7 +15,7 @@ from aka.cli.main import app
 from aka.evaluator import code_hash
 from aka.llm.scripted import ScriptedBackend
 from aka.loop import prepare_run, run_loop
-from aka.report import promotion_rows
+from aka.report.tables import promotion_rows
 from aka.settings import Budget, OptimizeSettings
 
 SHAPES = [f"G{i}" for i in range(1, 11)]

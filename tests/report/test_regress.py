@@ -11,9 +11,9 @@ import xmlschema
 from fakes import source
 
 from aka import gitops
-from aka.junit import junit_xml
 from aka.ops import get_op
-from aka.regress import OpCheck, RegressError, classify, parse_threshold, run_regress
+from aka.report.junit import junit_xml
+from aka.report.regress import OpCheck, RegressError, classify, parse_threshold, run_regress
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).with_name("junit.xsd"))
 SHAPES = ["G1", "G2", "G3"]

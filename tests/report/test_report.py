@@ -14,8 +14,8 @@ import pytest
 from fakes import source
 from report_runs import COMPETITORS, run_loop_in
 
-from aka.report import geomean_us, load_run_report, promotion_rows
-from aka.report_html import write_op_report, write_run_report
+from aka.report.html import write_op_report, write_run_report
+from aka.report.tables import geomean_us, load_run_report, promotion_rows
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -13,7 +13,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from aka.regress import RegressOutcome
+from aka.report.regress import RegressOutcome
 
 
 def junit_xml(outcome: RegressOutcome, device: str = "") -> str:

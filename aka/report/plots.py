@@ -1,6 +1,6 @@
 """The report's figures, drawn with matplotlib's Agg backend into PNG bytes (no display needed).
 
-Each function draws exactly the rows aka.report computed; titles say which timings they show, and
+Each function draws exactly the rows aka.report.tables computed; titles say which timings they show, and
 interpreter timings are labelled as not representative in every title that carries a number.
 """
 
@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # before pyplot: CI and device machines have no display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from aka.report import PromotionRow, RunReport  # noqa: E402
+from aka.report.tables import PromotionRow, RunReport  # noqa: E402
 
 COLORS = {"promoted": "#2e7d32", "rejected": "#9e9e9e", "not promoted": "#f9a825", "baseline": "#1565c0",
           "competitor": "#c62828", "incumbent": "#6a1b9a", "candidate": "#2e7d32", "tokens": "#8d6e63"}

@@ -1,6 +1,6 @@
 """`aka report`: the data behind a run's report, as typed rows (pure functions of a run directory).
 
-Figures (aka.report_plots) and the page (aka.report_html) only draw what these functions return,
+Figures (aka.report.plots) and the page (aka.report.html) only draw what these functions return,
 so the tests check the numbers behind each figure without looking at pixels.
 
 Latencies are geomeans over the run's bench shapes (run.json baseline.shapes). An attempt gets a

@@ -10,8 +10,8 @@ import base64
 import html
 from pathlib import Path
 
-from aka import report_plots
-from aka.report import PromotionRow, RunReport, load_run_report, promotion_rows
+from aka.report import plots as report_plots
+from aka.report.tables import PromotionRow, RunReport, load_run_report, promotion_rows
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}

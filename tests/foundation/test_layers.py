@@ -1,0 +1,120 @@
+"""The package layout's rules, read from the source (issue 20): a stage imports no later stage, and
+no import cycle exists among aka's modules at import time.
+
+Stages are aka's sub-packages in data-flow order (shared/DESIGN.md): a module's folder tells its
+stage. Modules still directly under aka/ are not yet placed; they sit below every placed stage that
+comes after evaluation, so they may not import those either.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+AKA = Path(__file__).resolve().parents[2] / "aka"
+# data-flow order; a stage may import itself and earlier stages only
+STAGES = ("contract", "knowledge", "agent", "evaluate", "run", "report", "cli")
+# what the not-yet-placed modules directly under aka/ must never import
+ABOVE_UNPLACED = ("report", "cli")
+ENTRY = {"aka.__main__"}  # `python -m aka`: the command line's door, above every stage
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(AKA.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, top_level_only: bool) -> set[str]:
+    """aka.* modules `path` imports (with `from aka.x import y`, also aka.x.y when that is a module)."""
+    tree = ast.parse(path.read_text(), str(path))
+    nodes = list(ast.walk(tree)) if not top_level_only else list(_import_time_nodes(tree))
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "aka"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "aka":
+                continue
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names if _exists(f"{node.module}.{a.name}")}
+    return {m for m in out if _exists(m)}
+
+
+def _import_time_nodes(node: ast.AST):
+    """Nodes executed when the module is imported: function bodies (lazy imports) left out."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _import_time_nodes(child)
+
+
+def _exists(mod: str) -> bool:
+    rel = Path(*mod.split(".")[1:]) if "." in mod else Path()
+    return (AKA / rel).with_suffix(".py").is_file() or (AKA / rel / "__init__.py").is_file()
+
+
+def _stage(mod: str) -> str | None:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (AKA / parts[1]).is_dir()) else None
+
+
+MODULES = {_module_name(p): p for p in sorted(AKA.rglob("*.py"))}
+
+
+def test_no_stage_imports_a_later_stage():
+    bad = []
+    for mod, path in MODULES.items():
+        if mod in ENTRY:
+            continue
+        here = _stage(mod)
+        for dep in _imports(path, top_level_only=False):
+            there = _stage(dep)
+            if there is None or there == here:
+                continue
+            if here in STAGES and there in STAGES and STAGES.index(there) > STAGES.index(here):
+                bad.append(f"{mod} ({here}) imports {dep} ({there})")
+            elif here is None and there in ABOVE_UNPLACED:
+                bad.append(f"{mod} (not yet placed) imports {dep} ({there})")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle_at_module_level():
+    graph = {m: {d for d in _imports(p, top_level_only=True) if d != m and not m.startswith(d + ".")}
+             for m, p in MODULES.items()}
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        seen[m] = 1
+        stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if seen.get(d) == 1:
+                return stack[stack.index(d):] + [d]
+            if d not in seen and (cycle := visit(d)):
+                return cycle
+        stack.pop()
+        seen[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in seen and (cycle := visit(m)):
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+def test_the_rules_can_fail(tmp_path, monkeypatch):
+    """A later-stage import and a cycle written into a scratch package are both found."""
+    pkg = tmp_path / "aka"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "report" / "__init__.py").write_text("")
+    (pkg / "report" / "tables.py").write_text("import aka.early\n")
+    (pkg / "early.py").write_text("from aka.report import tables\n")
+    monkeypatch.setattr(__import__(__name__), "AKA", pkg)
+    mods = {_module_name(p): p for p in sorted(pkg.rglob("*.py"))}
+    monkeypatch.setattr(__import__(__name__), "MODULES", mods)
+    with pytest.raises(AssertionError, match="aka.early .not yet placed. imports aka.report.tables"):
+        test_no_stage_imports_a_later_stage()
+    with pytest.raises(pytest.fail.Exception, match="import cycle: aka.early -> aka.report.tables -> aka.early"):
+        test_no_import_cycle_at_module_level()
