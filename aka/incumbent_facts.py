@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aka.run.store import RunStore
 from aka.settings import OptimizeSettings
-from aka.store import RunStore
 
 CPU_NOTE = "no profile: CPU interpreter"
 OFF_NOTE = "no profile: --no-profile"

@@ -47,15 +47,15 @@ if [ -n "${LAST:-}" ]; then  # a resumed run keeps its settings; only the two li
     --max-time "$MAX_TIME" 2>&1 | tee "$OUT/optimize.log"
 elif python3 -c "import typer, rich" 2>/dev/null; then
   timeout -s INT -k 20 "$CAP" python3 -m aka optimize "$OP" "${ARGS[@]}" 2>&1 | tee "$OUT/optimize.log"
-else  # the image lacks typer/rich: the same loop through aka.loop, with a plain-text view
-  echo "typer/rich missing: running aka.loop directly (same functions as the CLI)"
+else  # the image lacks typer/rich: the same loop through aka.run.loop, with a plain-text view
+  echo "typer/rich missing: running aka.run.loop directly (same functions as the CLI)"
   timeout -s INT -k 20 "$CAP" python3 - "$OP" "$BUDGET" "$MAX_TIME" "$ROUNDS" <<'PY' 2>&1 | tee "$OUT/optimize.log"
 import json, os, sys
 
 import torch
 from aka.evaluator import RealEvaluator
 from aka.llm.base import get_backend
-from aka.loop import prepare_run, run_loop
+from aka.run.loop import prepare_run, run_loop
 from aka.ops import get_op, project_root
 from aka.settings import Budget, OptimizeSettings
 

@@ -14,8 +14,8 @@ from aka.cli.runs import _row, _x, console, cpu_note, print_summary
 from aka.config import LLMSettings
 from aka.errors import AkaError
 from aka.ops import get_op, project_root
+from aka.run.store import RunStore
 from aka.settings import Budget, OptimizeSettings, PromotionRules, default_candidates
-from aka.store import RunStore
 
 
 class EndpointFault(AkaError):
@@ -117,7 +117,7 @@ def optimize(
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
     from aka.evaluator import RealEvaluator
     from aka.llm.base import LLM_BACKENDS, get_backend
-    from aka.loop import run_loop, summarize
+    from aka.run.loop import run_loop, summarize
 
     runs_root = project_root() / "runs"
     if resume:
@@ -190,7 +190,7 @@ def fault_line(fault: dict[str, Any], run_id: str) -> str:
 
 
 def _measure_baseline(live: Live, runs_root, settings: OptimizeSettings, op, evaluator) -> RunStore:
-    from aka.loop import prepare_run
+    from aka.run.loop import prepare_run
 
     try:
         return prepare_run(runs_root, settings, op, evaluator)
@@ -208,7 +208,7 @@ def default_tools(backend: str, base_url: str | None, runs_root=None, replay_fro
     if backend == "replay" and replay_from and runs_root is not None:
         import json
 
-        from aka.store import find_run
+        from aka.run.store import find_run
 
         try:
             run = json.loads((find_run(runs_root, replay_from) / "run.json").read_text())

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from aka.errors import AkaError
 from aka.ops import get_op, project_root
-from aka.store import find_run
+from aka.run.store import find_run
 
 console = Console()
 

@@ -12,10 +12,10 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from aka import gitops
 from aka.ops import get_op, project_root
+from aka.run import gitops
+from aka.run.store import find_run, list_runs, read_attempts
 from aka.settings import OptimizeSettings
-from aka.store import find_run, list_runs, read_attempts
 
 console = Console()
 if not console.is_terminal:  # logs (device runs, CI): wide enough that the tables do not wrap
@@ -257,7 +257,7 @@ def history(op: str = typer.Argument(..., help="operator line"),
     """List the promotions of an op (git history of kernels/<op>/promoted.py), newest first.
 
     vs previous: the ABBA speedup over the kernel it replaced; vs baseline: those chained since the
-    baseline (aka.standing). --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline,
+    baseline (aka.run.standing). --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline,
     device, subject}.
     """
     from aka.report.tables import rows_from

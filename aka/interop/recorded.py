@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from aka import gitops
 from aka.evaluator import code_hash
+from aka.run import gitops
 
 LIBS = ("torch", "triton", "cuda", "driver", "python")
 
@@ -43,7 +43,7 @@ def _libs(d: dict[str, Any]) -> dict[str, str]:
 
 
 def _iso_from_run_id(run_id: str) -> str:
-    try:  # run ids start with the UTC start time (aka.store.new_run_id)
+    try:  # run ids start with the UTC start time (aka.run.store.new_run_id)
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.strptime(run_id[:15], "%Y%m%d-%H%M%S"))
     except ValueError:
         return "unknown"

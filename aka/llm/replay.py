@@ -27,7 +27,7 @@ class ReplayTransport:
     provider = "replay"
 
     def __init__(self, runs_root: Path, run_id: str | None):
-        from aka.store import find_run
+        from aka.run.store import find_run
 
         if not run_id:
             raise ReplayError("--backend replay needs --from RUN (a run id from `aka runs`)")

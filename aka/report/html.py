@@ -132,7 +132,7 @@ def _runs_table(runs: list[dict]) -> str:
 
 def write_op_report(root: Path, op: str, out: Path) -> tuple[Path, list[PromotionRow], str]:
     """The op's promotion history (git) and its runs, as one page; returns (page, rows, note)."""
-    from aka.store import list_runs
+    from aka.run.store import list_runs
 
     rows, note = promotion_rows(root, op)
     runs = list_runs(root / "runs", op)

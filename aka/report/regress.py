@@ -24,8 +24,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from aka import gitops
 from aka.errors import AkaError
+from aka.run import gitops
 
 EXIT_OK, EXIT_CORRECTNESS, EXIT_PERFORMANCE = 0, 1, 2
 

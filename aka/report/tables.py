@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aka.store import read_attempts
+from aka.run.store import read_attempts
 
 
 def geomean_us(times: dict[str, float], shapes: list[str]) -> float | None:
@@ -214,7 +214,7 @@ class PromotionRow:
 
 def promotion_rows(root: Path, op: str) -> tuple[list[PromotionRow], str]:
     """The op's promotions from git, oldest first; a note instead when there is no history to read."""
-    from aka import gitops
+    from aka.run import gitops
 
     try:
         entries = gitops.history(root, op)
@@ -225,8 +225,8 @@ def promotion_rows(root: Path, op: str) -> tuple[list[PromotionRow], str]:
 
 
 def rows_from(entries: list[Any]) -> list[PromotionRow]:
-    """gitops.Promotion entries, oldest first, as rows with their figures (aka.standing: one definition)."""
-    from aka.standing import history_figures
+    """gitops.Promotion entries, oldest first, as rows with their figures (aka.run.standing: one definition)."""
+    from aka.run.standing import history_figures
 
     return [PromotionRow(p.rev, p.date, str(p.meta.get("run_id", "-")), p.meta.get("attempt", "-"), vs_prev,
                          vs_base, str(p.meta.get("device", "?")), p.subject)

@@ -22,8 +22,8 @@ from aka.cli.optimize import fault_line  # noqa: E402
 from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.llm.base import ProviderError, get_backend  # noqa: E402
 from aka.llm.endpoint import http_fault  # noqa: E402
-from aka.loop import prepare_run, run_loop  # noqa: E402
 from aka.ops import get_op  # noqa: E402
+from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 

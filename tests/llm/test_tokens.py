@@ -19,8 +19,8 @@ from fakes import REPO, FakeEvaluator, make_project  # noqa: E402
 
 from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.llm.base import get_backend  # noqa: E402
-from aka.loop import prepare_run, run_loop  # noqa: E402
 from aka.ops import get_op  # noqa: E402
+from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 # one-value CONFIG changes of the real gdn_prefill baseline (whole lines, comments included: each occurs once)

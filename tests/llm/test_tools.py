@@ -18,14 +18,14 @@ from standins import ToolModel, is_plan, toy_calls
 from aka.llm.base import AttemptFailed
 from aka.ops import get_op
 from aka.plan import Plan
-from aka.store import read_attempts
+from aka.run.store import read_attempts
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import FakeEvaluator, make_project  # noqa: E402
 
 from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.llm.base import get_backend  # noqa: E402
-from aka.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 

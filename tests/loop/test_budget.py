@@ -6,9 +6,9 @@ import pytest
 from fakes import FakeEvaluator, source
 
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
+from aka.run.loop import prepare_run, run_loop
+from aka.run.supervisor import BudgetUsed, stop_reason
 from aka.settings import Budget, OptimizeSettings
-from aka.supervisor import BudgetUsed, stop_reason
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_max_tokens_stops(project, op):
 
 
 def test_max_time_stops(project, op, monkeypatch):
-    import aka.loop as loop
+    import aka.run.loop as loop
 
     clock = iter(range(0, 10_000, 7))  # every monotonic() call advances 7 s
     monkeypatch.setattr(loop.time, "monotonic", lambda: float(next(clock)))

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 import aka.evaluator
 import aka.llm.base
-import aka.loop
+import aka.run.loop
 from aka.cli.main import app
 from aka.cli.optimize import LiveView
 from aka.cli.runs import attempts_table
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
+from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 
 
@@ -134,7 +134,7 @@ def test_ctrl_c_during_the_baseline_says_so_and_that_nothing_was_recorded(projec
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(aka.loop, "prepare_run", interrupted)
+    monkeypatch.setattr(aka.run.loop, "prepare_run", interrupted)
     res = _optimize(project, monkeypatch, ScriptedBackend([]))
     assert res.exit_code == 130
     assert "interrupted while measuring the baseline; nothing was recorded" in res.stdout

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from aka.run.supervisor import Measurements, decide
 from aka.settings import PromotionRules
-from aka.supervisor import Measurements, decide
 
 SHAPES = ["G1", "G2", "G3"]
 RULES = PromotionRules()

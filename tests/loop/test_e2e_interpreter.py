@@ -15,8 +15,8 @@ import pytest
 
 from aka.evaluator import RealEvaluator
 from aka.llm.base import get_backend
-from aka.loop import prepare_run, run_loop
 from aka.ops import get_op
+from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 
 REPO = Path(__file__).resolve().parents[2]

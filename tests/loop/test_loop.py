@@ -7,9 +7,9 @@ import subprocess
 
 from fakes import FakeEvaluator, source
 
-from aka import gitops
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
+from aka.run import gitops
+from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 
 STEPS = [

@@ -8,9 +8,9 @@ import sys
 
 from fakes import FakeEvaluator, source
 
-from aka import gitops
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
+from aka.run import gitops
+from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 
 

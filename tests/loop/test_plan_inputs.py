@@ -14,8 +14,8 @@ from aka.incumbent_facts import CPU_NOTE, incumbent_evidence, slowest_shapes, wo
 from aka.llm.base import Context, get_backend
 from aka.llm.offline import read_dict, render, topic_tags
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
 from aka.profile import KernelProfile, ProfileError, ProfileSummary
+from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 from aka.wiki import load_wiki
 

@@ -14,9 +14,9 @@ import pytest
 from fakes import FakeEvaluator, source
 
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
+from aka.run.loop import prepare_run, run_loop
+from aka.run.store import RunBusyError, RunStore, UnknownRunError, list_runs
 from aka.settings import Budget, OptimizeSettings
-from aka.store import RunBusyError, RunStore, UnknownRunError, list_runs
 
 HERE = Path(__file__).parent
 
@@ -106,7 +106,7 @@ def test_promotion_interrupted_before_its_commit_is_finished_on_resume(project, 
     settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), commit=True)
     ev = FakeEvaluator(op, timing="gpu")
     store = prepare_run(project / "runs", settings, op, ev)
-    import aka.loop as loop
+    import aka.run.loop as loop
 
     real = loop.finish_pending_promotion
     calls = []

@@ -10,12 +10,12 @@ import pytest
 from fakes import FakeEvaluator, source
 from typer.testing import CliRunner
 
-from aka import gitops
 from aka.cli.main import app
 from aka.evaluator import code_hash
 from aka.llm.scripted import ScriptedBackend
-from aka.loop import prepare_run, run_loop
 from aka.report.tables import promotion_rows
+from aka.run import gitops
+from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 
 SHAPES = [f"G{i}" for i in range(1, 11)]

@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 from fakes import FakeEvaluator, source  # noqa: E402
 
 from aka.llm.scripted import ScriptedBackend  # noqa: E402
-from aka.loop import prepare_run, run_loop  # noqa: E402
 from aka.ops import get_op  # noqa: E402
+from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 # Outcomes of a realistic search: refusals, a wrong kernel, two promotions, a shape regression.

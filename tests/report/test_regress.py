@@ -10,10 +10,10 @@ import pytest
 import xmlschema
 from fakes import source
 
-from aka import gitops
 from aka.ops import get_op
 from aka.report.junit import junit_xml
 from aka.report.regress import OpCheck, RegressError, classify, parse_threshold, run_regress
+from aka.run import gitops
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).with_name("junit.xsd"))
 SHAPES = ["G1", "G2", "G3"]

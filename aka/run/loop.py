@@ -18,17 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from aka import gitops
 from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
 from aka.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.lessons import top_lessons, write_lessons
 from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, ProviderError, Usage
 from aka.llm.edits import compact_diff
-from aka.settings import OptimizeSettings
-from aka.standing import start_standing
-from aka.store import RunStore
-from aka.supervisor import (
+from aka.run import gitops
+from aka.run.standing import start_standing
+from aka.run.store import RunStore
+from aka.run.supervisor import (
     BudgetUsed,
     Decision,
     Measurements,
@@ -37,6 +36,7 @@ from aka.supervisor import (
     promotion_meta,
     stop_reason,
 )
+from aka.settings import OptimizeSettings
 from aka.toolbench import ToolBench
 
 
@@ -91,7 +91,7 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
             st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
             st.incumbent_label = f"candidate {rec['n']}"
             st.incumbent_times = dict(rec["bench"]["times_us"])
-            # the standing over the baseline (aka.standing): the start's chained through each
+            # the standing over the baseline (aka.run.standing): the start's chained through each
             # promotion's ABBA re-measure (the screen's times drift by several % between workers)
             m = rec["measurements"]
             st.incumbent_score *= m["geomean"]

@@ -22,7 +22,7 @@ def start_standing(op, incumbent: Path, figures: dict[str, Any]) -> dict[str, An
     The baseline: 1.0 everywhere. A promoted kernel: what its promoted.json recorded, when the
     record is of this very source (and of this baseline, where the record names it). Otherwise
     (a promoted.py without its record, a hand-written one) the set-up's own timings, said so."""
-    from aka import gitops
+    from aka.run import gitops
 
     base = figures["baseline_us"]
     if incumbent == op.path("baseline"):
