@@ -29,7 +29,7 @@ def _setup(payload: dict[str, Any]):
     """The op, the device and the config; selects the interpreter before any kernel loads on CPU."""
     import torch
 
-    from aka.ops import get_op
+    from aka.contract.ops import get_op
 
     gpu = torch.cuda.is_available() and not payload.get("force_cpu", False)
     if not gpu:

@@ -152,7 +152,7 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from aka.ops import get_op, load_module
+    from aka.contract.ops import get_op, load_module
 
     op = get_op(payload["op"], Path(payload["root"]))
     gpu = torch.cuda.is_available() and not payload.get("force_cpu")

@@ -150,7 +150,7 @@ def device_of() -> tuple[str, bool]:
 
 def gate_on(host, payload: dict[str, Any]) -> GateReport:
     """The gate against an already started candidate process (the screen reuses it for timing)."""
-    from aka.ops import get_op
+    from aka.contract.ops import get_op
     from aka.sandbox import HostError
 
     cfg = GatePayload.model_validate(payload)

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from aka.contract.ops import Op, load_module
 from aka.errors import AkaError
-from aka.ops import Op, load_module
 
 
 class ImplError(AkaError):

@@ -96,7 +96,7 @@ def compile_task(payload: dict[str, Any]) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     from aka.compstats import _unwrap, stats_of
-    from aka.ops import load_module
+    from aka.contract.ops import load_module
 
     module = load_module(Path(payload["path"]))
     stats, failed = [], []

@@ -364,7 +364,7 @@ def run_profile(op, kernel: Path, shape: str, *, timeout: float = 600.0, workdir
                 use_ncu: bool = True) -> ProfileSummary:
     """Profile ``kernel`` on one shape: compile stats + torch profiler in a worker, then ncu.
 
-    ``op`` is an aka.ops.Op. Raises ProfileError when there is no GPU or the worker fails; an ncu
+    ``op`` is an aka.contract.ops.Op. Raises ProfileError when there is no GPU or the worker fails; an ncu
     failure is never an error: the summary falls back to the torch profiler and says why.
     """
     import tempfile

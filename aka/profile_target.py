@@ -29,7 +29,7 @@ def _setup(op_name: str, kernel: str, shape: str, root: str | None, seed: int = 
 
     if not torch.cuda.is_available():
         raise RuntimeError("profiling needs a CUDA GPU: run `aka profile` on the device machine")
-    from aka.ops import get_op, load_module
+    from aka.contract.ops import get_op, load_module
 
     op = get_op(op_name, None if root is None else Path(root))
     (case,) = op.cases(shape)

@@ -70,8 +70,8 @@ def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str
 
 def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     """The judging half: references and speed-of-light floors, in this process."""
+    from aka.contract.ops import get_op
     from aka.gate import device_of
-    from aka.ops import get_op
 
     op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
     device, _ = device_of()
@@ -93,8 +93,8 @@ def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[s
 
 def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
     """aka.bench_worker:compare_host there; here the candidate's (B's) timed outputs and times."""
+    from aka.contract.ops import get_op
     from aka.gate import device_of
-    from aka.ops import get_op
 
     b = payload["b"]["name"]
     payload = {**payload, "verify": {**_verify_settings(payload), "impls": [b]}}

@@ -56,7 +56,7 @@ import torch
 from aka.evaluator import RealEvaluator
 from aka.llm.base import get_backend
 from aka.run.loop import prepare_run, run_loop
-from aka.ops import get_op, project_root
+from aka.contract.ops import get_op, project_root
 from aka.settings import Budget, OptimizeSettings
 
 op_name, budget, max_time, rounds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])

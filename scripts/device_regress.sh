@@ -50,7 +50,7 @@ if python3 -c "import typer, rich" 2>/dev/null; then AKA=(python3 -m aka regress
   AKA=(python3 -c '
 import argparse, json, pathlib, sys
 from aka.report.junit import write_junit
-from aka.ops import all_ops, get_op
+from aka.contract.ops import all_ops, get_op
 from aka.report.regress import WorkerMeasurer, parse_threshold, run_regress
 a = argparse.ArgumentParser(); a.add_argument("--ops", default="all"); a.add_argument("--threshold", default="5%")
 a.add_argument("--junit"); a.add_argument("--json"); a.add_argument("--no-record", action="store_true")

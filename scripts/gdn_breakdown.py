@@ -22,7 +22,7 @@ os.environ.setdefault("FLA_FLASH_QLA", "0")
 
 
 def _impl(name: str, inputs: dict, op):
-    from aka.ops import load_module
+    from aka.contract.ops import load_module
 
     if name in ("baseline", "promoted"):
         fn = getattr(load_module(op.path(name)), op.spec.entry)
@@ -36,7 +36,7 @@ def main() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from aka.ops import get_op
+    from aka.contract.ops import get_op
     from scripts.bench_gdn_prefill import SHAPES, make_inputs
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -27,7 +27,7 @@ def main() -> None:
     import torch
 
     from aka.bench import BenchConfig, CudaTimer, GraphTimer, l2_bytes, time_fn
-    from aka.ops import get_op, load_module
+    from aka.contract.ops import get_op, load_module
     from aka.rotation import Rotation
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -18,9 +18,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aka.bench import NOT_REPRESENTATIVE, geomean
+from aka.contract.ops import get_op
 from aka.errors import AkaError
 from aka.impls import resolve
-from aka.ops import get_op
 from aka.runner import run_task
 
 console = Console()

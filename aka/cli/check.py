@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from aka.contract.ops import get_op
 from aka.errors import AkaError
 from aka.gate import DEFAULT_ROUNDS, MIN_CALLS, GateReport, check_kernel
-from aka.ops import get_op
 
 console = Console()
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
+from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
-from aka.ops import get_op, project_root
 
 FORMATS = ("flashinfer-bench",)
 

@@ -7,9 +7,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from aka.contract.ops import get_op, op_names
+from aka.contract.spec import SHAPE_SETS
 from aka.errors import ContractError
-from aka.ops import get_op, op_names
-from aka.spec import SHAPE_SETS
 
 console = Console()
 

@@ -12,8 +12,8 @@ from rich.panel import Panel
 
 from aka.cli.runs import _row, _x, console, cpu_note, print_summary
 from aka.config import LLMSettings
+from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
-from aka.ops import get_op, project_root
 from aka.run.store import RunStore
 from aka.settings import Budget, OptimizeSettings, PromotionRules, default_candidates
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from aka.ops import all_ops, get_op, project_root
+from aka.contract.ops import all_ops, get_op, project_root
 from aka.report.regress import RegressError, parse_threshold
 
 console = Console()

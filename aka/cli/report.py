@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
-from aka.ops import get_op, project_root
 from aka.run.store import find_run
 
 console = Console()

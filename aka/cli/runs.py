@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from aka.ops import get_op, project_root
+from aka.contract.ops import get_op, project_root
 from aka.run import gitops
 from aka.run.store import find_run, list_runs, read_attempts
 from aka.settings import OptimizeSettings

@@ -10,11 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from aka.contract.ops import op_names, project_root
 from aka.errors import AkaError
 from aka.hardware import Detected, detect, merge
 from aka.lessons import distill as distill_drafts
 from aka.lessons import load_lessons, write_lessons
-from aka.ops import op_names, project_root
 from aka.wiki import check_wiki, get_card, load_wiki, rank, retrieve, wiki_dir
 from aka.wiki.stats import card_stats, ordered, run_logs
 

@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aka.contract.spec import DTYPES, load_contract
 from aka.errors import AkaError, ContractError
 from aka.interop.fib_models import FIB_VERSION, Definition, Trace, error_lines, fib_check, load_fib
-from aka.spec import DTYPES, load_contract
 
 _OP_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _SCALAR_TYPES = {"bool": "bool", **{d: "int" for d in ("int64", "int32", "int16", "int8")}}  # else float

@@ -60,7 +60,7 @@ class ReplayTransport:
 
 
 def make_backend(op=None, llm: LLMSettings | None = None, config: LLMConfig | None = None, **_: Any) -> LLMBackend:
-    from aka.ops import project_root
+    from aka.contract.ops import project_root
 
     llm = llm or LLMSettings()
     runs_root = (op.root if op is not None else project_root()) / "runs"

@@ -26,7 +26,7 @@ _CLAIM = re.compile(r"\d[\d.,]*\s*(?:TFLOP/s|TFLOPS|GFLOP|TB/s|GB/s|µs|us\b|ms\
 
 
 def wiki_dir(root: Path | None = None) -> Path:
-    from aka.ops import project_root
+    from aka.contract.ops import project_root
 
     return (root or project_root()) / "wiki"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from aka.ops import load_module
+from aka.contract.ops import load_module
 
 _lib = load_module(Path(__file__).resolve().parents[1] / "_shared" / "paged.py", "aka_kernels_shared_paged")
 

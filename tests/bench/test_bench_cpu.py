@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from aka.bench import is_gpu_timing
 from aka.bench_worker import bench_worker
 from aka.cli.main import app
+from aka.contract.ops import get_op
 from aka.impls import ImplError, prepare, resolve
-from aka.ops import get_op
 
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}
 

@@ -13,12 +13,12 @@ import textwrap
 import pytest
 import torch
 
+from aka.contract.ops import get_op
 from aka.impls import prepare, resolve
-from aka.ops import get_op
 
 FAKE = '''
 import torch
-from aka.ops import get_op
+from aka.contract.ops import get_op
 
 calls = []
 
@@ -72,7 +72,7 @@ def test_flash_attn4_adapter_computes_the_op(fake_fa4, op_name, shapes):
 
 
 def test_finite_tails_refuses_a_shared_page():
-    from aka.ops import load_module, project_root
+    from aka.contract.ops import load_module, project_root
 
     cute = load_module(project_root() / "kernels" / "_shared" / "fa4_cute.py", "t_fa4_cute")
     cache = torch.zeros(4, 8, 1, 2)

@@ -13,13 +13,13 @@ import textwrap
 
 import pytest
 
+from aka.contract.ops import get_op
 from aka.impls import prepare, resolve
-from aka.ops import get_op
 
 FAKE = '''
 import os
 import torch
-from aka.ops import get_op
+from aka.contract.ops import get_op
 
 CALLS = []
 
@@ -76,7 +76,7 @@ def test_fla_competitor_refuses_flashqla(fake_fla, monkeypatch):
 
 FAKE_QLA = '''
 import torch
-from aka.ops import get_op
+from aka.contract.ops import get_op
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            cu_seqlens=None, **kw):

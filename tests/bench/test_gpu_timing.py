@@ -7,8 +7,8 @@ import torch
 
 from aka.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
 from aka.bench_worker import bench_worker
+from aka.contract.ops import get_op
 from aka.impls import resolve
-from aka.ops import get_op
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aka.ops import get_op
+from aka.contract.ops import get_op
 from aka.rotation import rotated
 from aka.verify import SUSPECT, below_floor, expected_samples, speed_of_light_us
 

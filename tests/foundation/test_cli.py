@@ -68,7 +68,7 @@ def test_version_and_bracketed_defaults_in_help():
 def test_shapes_fit_80_columns_with_every_parameter_and_note_whole(columns):
     import os
 
-    from aka.ops import get_op
+    from aka.contract.ops import get_op
 
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
     r = aka("shapes", "gdn_prefill", "--set", "edge", env=env)

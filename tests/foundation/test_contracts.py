@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aka.contract.ops import get_op, op_names, project_root
+from aka.contract.spec import expand_lengths, load_contract
 from aka.errors import ContractError, ShapeSetError, UnknownOpError
-from aka.ops import get_op, op_names, project_root
-from aka.spec import expand_lengths, load_contract
 
 ROOT = project_root()
 

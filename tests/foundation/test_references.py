@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aka.ops import get_op
-from aka.spec import ShapeCaseBase
+from aka.contract.ops import get_op
+from aka.contract.spec import ShapeCaseBase
 
 GDN = get_op("gdn_prefill")
 PREFILL = get_op("fa4_prefill")

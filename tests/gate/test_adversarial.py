@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from aka.contract.ops import get_op
 from aka.gate import GatePayload, check_kernel
-from aka.ops import get_op
 from aka.runner import run_task
 
 HERE = Path(__file__).parent / "adversarial"

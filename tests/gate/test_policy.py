@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aka.ops import get_op
+from aka.contract.ops import get_op
 from aka.policy import check_source
 
 SPEC = get_op("fa4_prefill").spec

@@ -8,9 +8,9 @@ import re
 import pytest
 from redteam import ALL, materialise
 
+from aka.contract.ops import get_op
 from aka.evaluator import RealEvaluator
 from aka.gate import check_kernel
-from aka.ops import get_op
 from aka.policy import check_source
 from aka.settings import OptimizeSettings
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from aka.contract.ops import get_op
 from aka.evaluator import code_hash
 from aka.interop import blob
 from aka.interop.fib_export import ExportSettings, export
 from aka.interop.fib_models import Definition, Solution, Trace
-from aka.ops import get_op
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "tests" / "llm" / "toyop"

@@ -1,5 +1,5 @@
 """`aka import DEFINITION.json`: FlashInfer-Bench's public GDN prefill definition, a malformed one, and a
-round trip through `aka export`. The judge of every draft is aka's own contract loader (aka/spec.py)."""
+round trip through `aka export`. The judge of every draft is aka's own contract loader (aka/contract/spec.py)."""
 
 import json
 import shutil
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from aka.contract.ops import get_op
+from aka.contract.spec import load_contract
 from aka.interop.fib_export import ExportSettings, export
 from aka.interop.fib_import import ImportProblems, ImportSettings, draft
-from aka.ops import get_op
-from aka.spec import load_contract
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

@@ -11,9 +11,9 @@ from fake_servers import user_text
 from llm_helpers import TOY, backend, context, policy_verify
 
 from aka.config import LLMConfig, LLMSettings
+from aka.contract.ops import get_op
 from aka.llm.base import AttemptFailed, Context, get_backend
 from aka.llm.chat import read_exchanges
-from aka.ops import get_op
 from aka.plan import Plan
 
 

@@ -11,8 +11,8 @@ from fake_servers import user_text
 from llm_helpers import TOY, backend, context
 
 from aka.config import LLMSettings
+from aka.contract.ops import get_op
 from aka.evaluator import RealEvaluator
-from aka.ops import get_op
 from aka.plan import Plan
 from aka.settings import OptimizeSettings
 

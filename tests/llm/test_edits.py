@@ -9,10 +9,10 @@ import pytest
 from fake_servers import user_text
 from llm_helpers import backend, policy_verify
 
+from aka.contract.ops import get_op
 from aka.llm.base import Context
 from aka.llm.chat import read_exchanges
 from aka.llm.edits import Edit, EditError, apply_edits, parse_edits
-from aka.ops import get_op
 from aka.plan import Plan
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from aka.compstats import CompileStats, KernelStats
+from aka.contract.ops import get_op
 from aka.llm import prompts
 from aka.llm.base import Context
-from aka.ops import get_op
 from aka.plan import Plan
 from aka.profile import KernelProfile, ProfileSummary
 

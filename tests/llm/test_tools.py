@@ -15,8 +15,8 @@ from fake_servers import Answer, Call, FakeServer, tool_results, user_text
 from llm_helpers import TOY, aka, backend, context, run_dir
 from standins import ToolModel, is_plan, toy_calls
 
+from aka.contract.ops import get_op
 from aka.llm.base import AttemptFailed
-from aka.ops import get_op
 from aka.plan import Plan
 from aka.run.store import read_attempts
 

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fakes import make_project  # noqa: E402
 
-from aka.ops import get_op  # noqa: E402
+from aka.contract.ops import get_op  # noqa: E402
 
 
 @pytest.fixture

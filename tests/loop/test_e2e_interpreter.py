@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from aka.contract.ops import get_op
 from aka.evaluator import RealEvaluator
 from aka.llm.base import get_backend
-from aka.ops import get_op
 from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 

@@ -15,7 +15,7 @@ import time
 SCRIPT = textwrap.dedent("""
     import sys, threading, time
     import aka.evaluator as ev
-    from aka.ops import get_op
+    from aka.contract.ops import get_op
     from aka.settings import OptimizeSettings
 
     started = threading.Event()

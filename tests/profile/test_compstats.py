@@ -48,7 +48,7 @@ def test_res_usage_parsing():
 
 
 def test_interpreter_gives_an_explicit_unavailable_record():
-    from aka.ops import get_op, load_module
+    from aka.contract.ops import get_op, load_module
 
     op = get_op("gdn_prefill")
     module = load_module(op.path("baseline"))

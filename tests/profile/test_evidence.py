@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from aka.compstats import CompileStats, KernelStats
+from aka.contract.ops import get_op
 from aka.evidence import Constraints, as_prompt, evidence_for_plan, kernel_params, steer
-from aka.ops import get_op
 from aka.profile import ProfileSummary, parse_ncu_csv
 
 DATA = Path(__file__).parent / "data"

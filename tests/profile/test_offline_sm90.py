@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from aka.compstats import CompileStats
+from aka.contract.ops import get_op, load_module
 from aka.interp import interpreter_requested
 from aka.offline_sm90 import capture, signature
-from aka.ops import get_op, load_module
 from aka.runner import run_task
 
 TOY = Path(__file__).parents[1] / "llm" / "toyop"

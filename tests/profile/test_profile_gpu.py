@@ -14,7 +14,7 @@ def ran_baseline():
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from aka.ops import get_op, load_module
+    from aka.contract.ops import get_op, load_module
 
     op = get_op("gdn_prefill")
     module = load_module(op.path("baseline"))

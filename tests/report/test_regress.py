@@ -10,7 +10,7 @@ import pytest
 import xmlschema
 from fakes import source
 
-from aka.ops import get_op
+from aka.contract.ops import get_op
 from aka.report.junit import junit_xml
 from aka.report.regress import OpCheck, RegressError, classify, parse_threshold, run_regress
 from aka.run import gitops

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.ops import op_names, project_root
+from aka.contract.ops import op_names, project_root
 from aka.wiki import check_wiki, load_wiki
 
 

@@ -9,8 +9,8 @@ import types
 import pytest
 
 import aka.hardware
+from aka.contract.ops import project_root
 from aka.hardware import Detected
-from aka.ops import project_root
 
 
 @pytest.fixture

@@ -104,7 +104,7 @@ def test_cli_distill_writes_only_where_asked(run_dir, tmp_path):
     res = CliRunner().invoke(app, ["wiki", "distill", str(run_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir())[0].endswith(".md")
-    from aka.ops import project_root
+    from aka.contract.ops import project_root
 
     res = CliRunner().invoke(app, ["wiki", "distill", str(run_dir), "--out", str(project_root() / "wiki" / "x")])
     assert res.exit_code != 0 and not (project_root() / "wiki" / "x").exists()

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from wiki_pages import GOOD_HARDWARE, GOOD_TECHNIQUE
 
 from aka.cli.main import app
-from aka.ops import project_root
+from aka.contract.ops import project_root
 from aka.wiki import WikiError, check_wiki, load_wiki
 
 

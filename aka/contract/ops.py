@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from aka.contract.spec import Contract, ShapeCaseBase, load_contract
 from aka.errors import ProjectNotFoundError, UnknownOpError
-from aka.spec import Contract, ShapeCaseBase, load_contract
 
 
 def _is_project(path: Path) -> bool:
@@ -33,7 +33,7 @@ def project_root() -> Path:
     for cand in (here, *here.parents):
         if _is_project(cand):
             return cand
-    pkg_parent = Path(__file__).resolve().parent.parent
+    pkg_parent = Path(__file__).resolve().parents[2]  # aka/contract/ops.py -> the checkout
     if _is_project(pkg_parent):
         return pkg_parent
     raise ProjectNotFoundError(
