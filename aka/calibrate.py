@@ -128,7 +128,7 @@ def ceilings(force: bool = False) -> Ceilings:
     name = torch.cuda.get_device_name(torch.cuda.current_device())
     driver = driver_version()
     cached = None if force else load_cached(name, driver)
-    from aka.hardware import datasheet_peaks
+    from aka.knowledge.hardware import datasheet_peaks
 
     if cached is not None and not implausible(cached, datasheet_peaks()):
         return cached

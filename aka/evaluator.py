@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aka.bench import geomean
-from aka.compstats import CompileStats
-from aka.compstats import merge as merge_stats
+from aka.knowledge.compstats import CompileStats
+from aka.knowledge.compstats import merge as merge_stats
 from aka.settings import OptimizeSettings
 
 
@@ -174,7 +174,7 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     seconds = round(time.perf_counter() - t0, 3)
     # registers, spills, wgmma/TMA of the kernels just compiled (issue 9); in the interpreter an
     # explicit "unavailable: interpreter" record, so the log says why there are no numbers
-    from aka.compstats import collect
+    from aka.knowledge.compstats import collect
 
     stats = collect(module, interpreter=not gpu).model_dump()
     return {"seconds": seconds, "cases": len(todo), "compile_stats": stats, "launches": launches}
@@ -182,11 +182,11 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _captured(on: bool, into: list[dict[str, Any]]):
-    """In the interpreter, note the Triton launches (aka.offline_sm90 can compile them for sm_90 later)."""
+    """In the interpreter, note the Triton launches (aka.knowledge.offline_sm90 can compile them for sm_90 later)."""
     if not on:
         yield
         return
-    from aka.offline_sm90 import capture
+    from aka.knowledge.offline_sm90 import capture
 
     with capture() as launches:
         yield
@@ -293,9 +293,9 @@ class RealEvaluator:
         return StageOutcome(not errors, errors[0] if errors else "", detail)
 
     def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
-        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.offline_sm90); the
+        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.knowledge.offline_sm90); the
         compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
-        ok, value, err = _run_task("aka.offline_sm90:compile_task", {"path": str(path), "launches": launches},
+        ok, value, err = _run_task("aka.knowledge.offline_sm90:compile_task", {"path": str(path), "launches": launches},
                                    self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 

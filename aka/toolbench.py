@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aka.compstats import CompileStats, format_table
 from aka.evaluator import Evaluator
+from aka.knowledge.compstats import CompileStats, format_table
 from aka.settings import OptimizeSettings
 
 NEEDS_GPU = ("{what} needs a GPU: this run uses Triton's CPU interpreter, whose timings mean nothing; "
@@ -54,7 +54,7 @@ class ToolBench:
         return True, "\n".join(lines)
 
     def _offline(self, launches: list[dict[str, Any]]) -> list[str]:
-        """What ptxas for sm_90 tells of the launches the interpreter ran (aka.offline_sm90)."""
+        """What ptxas for sm_90 tells of the launches the interpreter ran (aka.knowledge.offline_sm90)."""
         off = self.ev.offline_compile(self.draft, launches)
         if not off.ok:
             return [f"offline sm_90 compile failed: {off.error}"]
@@ -91,7 +91,7 @@ class ToolBench:
     def profile(self, source: str, shape: str) -> tuple[bool, str]:
         if self.settings.interpreter:
             return False, NEEDS_GPU.format(what="profile()")
-        from aka.profile import run_profile
+        from aka.knowledge.profile import run_profile
 
         s = run_profile(self.op, self._write(source), shape, timeout=self.settings.profile_timeout_s)
         return True, "\n".join(profile_lines(s))

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aka.hardware import datasheet_peaks
+from aka.knowledge.hardware import datasheet_peaks
 from aka.worker import TaskFailure
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op

@@ -9,12 +9,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from aka.compstats import INTERPRETER, CompileStats, format_table
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evidence import as_prompt, evidence_for_plan
 from aka.impls import checked_kernel
-from aka.profile import ProfileSummary, needs_gpu_message, run_profile
+from aka.knowledge.compstats import INTERPRETER, CompileStats, format_table
+from aka.knowledge.evidence import as_prompt, evidence_for_plan
+from aka.knowledge.profile import ProfileSummary, needs_gpu_message, run_profile
 
 console = Console()
 

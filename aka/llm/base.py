@@ -99,7 +99,7 @@ class Context:
     pending: list[dict[str, Any]] = field(default_factory=list)  # planned, not yet measured (pipelining)
     incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline (same scale as scores)
     seed: int = 0
-    # aka.evidence.Evidence dicts about the incumbent (profile on its worst-roofline shape, compile
+    # aka.knowledge.evidence.Evidence dicts about the incumbent (profile on its worst-roofline shape, compile
     # stats): prompts list them, the offline planner steers by them; plans cite their ids
     evidence: list[dict[str, Any]] = field(default_factory=list)
     root: str = ""  # project root: wiki/ is read from here ('' : no wiki, plans cite no cards)
@@ -112,7 +112,7 @@ class Context:
     # draft); None: those tools answer that they are not available here
     workbench: Any = None
     tokens_left: int | None = None  # the run's token budget left when this attempt began (None: no limit)
-    lessons: list[str] = field(default_factory=list)  # the op's top lessons from earlier runs (aka.lessons)
+    lessons: list[str] = field(default_factory=list)  # the op's top lessons from earlier runs (aka.knowledge.lessons)
     # filled by the backend for the attempts log: per LLM call its usage, per tool call its record
     trace: dict[str, Any] = field(default_factory=dict)
 

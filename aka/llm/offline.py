@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from aka.errors import AkaError
-from aka.evidence import Constraints, Evidence, kernel_params, steer
+from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
 from aka.llm.base import BackendExhausted, Context, Usage
 from aka.plan import Plan
 from aka.search import Proposal, Structure, Trial, propose
@@ -207,7 +207,7 @@ def cited_cards(prop: Proposal, ctx: Context) -> list[str]:
     start changes from the incumbent, or those a mutation moved) whose tags match its topic."""
     if not ctx.root:
         return []
-    from aka.wiki import cards_for_plan, load_wiki, wiki_dir
+    from aka.knowledge.wiki import cards_for_plan, load_wiki, wiki_dir
 
     wdir = wiki_dir(Path(ctx.root))
     if not wdir.is_dir():

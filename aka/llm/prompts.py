@@ -107,7 +107,7 @@ def shapes_text(op) -> str:
 
 def hardware_text(ctx: Context) -> tuple[str, str | None]:
     """Detected device merged with its wiki page; (text, arch for card filtering)."""
-    from aka.hardware import detect
+    from aka.knowledge.hardware import detect
 
     try:
         facts = detect().summary()
@@ -205,7 +205,7 @@ def kernel_times_text(op, ctx: Context, run: dict[str, Any]) -> str:
 
 def compile_text(ctx: Context, run: dict[str, Any]) -> str:
     """Registers, spills, shared memory of each of the incumbent's kernels (its compile statistics)."""
-    from aka.compstats import CompileStats, format_table
+    from aka.knowledge.compstats import CompileStats, format_table
 
     last = _promoted(ctx)
     stats = ((last.get("compile") or {}).get("compile_stats") if last
@@ -220,14 +220,14 @@ def compile_text(ctx: Context, run: dict[str, Any]) -> str:
 
 def evidence_text(ctx: Context) -> str:
     """The incumbent's profiler and compile-statistics evidence, as the loop put it in the Context."""
-    from aka.evidence import Evidence, as_prompt
+    from aka.knowledge.evidence import Evidence, as_prompt
 
     items = [Evidence.model_validate(e) for e in ctx.evidence]
     return as_prompt(items) if items else "(no profile in this run; reason from the figures above)"
 
 
 def cards_text(op, arch: str | None) -> str:
-    from aka.wiki import cards_for_plan, load_wiki, render, wiki_dir
+    from aka.knowledge.wiki import cards_for_plan, load_wiki, render, wiki_dir
 
     wdir = wiki_dir(op.root)
     if not wdir.is_dir():

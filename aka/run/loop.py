@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from aka.errors import AkaError
 from aka.evaluator import Evaluator, code_hash, speedup
-from aka.incumbent_facts import incumbent_evidence, profile_incumbent
-from aka.lessons import top_lessons, write_lessons
+from aka.knowledge.incumbent_facts import incumbent_evidence, profile_incumbent
+from aka.knowledge.lessons import top_lessons, write_lessons
 from aka.llm.base import AttemptFailed, Backend, BackendExhausted, Context, ProviderError, Usage
 from aka.llm.edits import compact_diff
 from aka.run import gitops

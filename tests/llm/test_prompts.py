@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-from aka.compstats import CompileStats, KernelStats
 from aka.contract.ops import get_op
+from aka.knowledge.compstats import CompileStats, KernelStats
+from aka.knowledge.profile import KernelProfile, ProfileSummary
 from aka.llm import prompts
 from aka.llm.base import Context
 from aka.plan import Plan
-from aka.profile import KernelProfile, ProfileSummary
 
 GDN = get_op("gdn_prefill")
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from aka.compstats import CompileStats, KernelStats
 from aka.contract.ops import get_op
-from aka.evidence import Constraints, as_prompt, evidence_for_plan, kernel_params, steer
-from aka.profile import ProfileSummary, parse_ncu_csv
+from aka.knowledge.compstats import CompileStats, KernelStats
+from aka.knowledge.evidence import Constraints, as_prompt, evidence_for_plan, kernel_params, steer
+from aka.knowledge.profile import ProfileSummary, parse_ncu_csv
 
 DATA = Path(__file__).parent / "data"
 

@@ -25,7 +25,7 @@ def ran_baseline():
 
 
 def test_compile_stats_of_the_baseline_match_cuobjdump(ran_baseline):
-    from aka.compstats import collect, compiled_kernels, find_kernels, res_usage
+    from aka.knowledge.compstats import collect, compiled_kernels, find_kernels, res_usage
 
     _, module = ran_baseline
     cs = collect(module, interpreter=False)
@@ -46,7 +46,7 @@ def test_compile_stats_of_the_baseline_match_cuobjdump(ran_baseline):
 
 
 def test_profile_end_to_end_on_a_small_shape(ran_baseline, tmp_path: Path):
-    from aka.profile import run_profile
+    from aka.knowledge.profile import run_profile
 
     op, _ = ran_baseline
     s = run_profile(op, op.path("baseline"), "S1", timeout=240, workdir=tmp_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aka import profile
+from aka.knowledge import profile
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 from wiki_pages import GOOD_HARDWARE
 
 from aka.cli.main import app
-from aka.hardware import Detected, merge
-from aka.wiki import parse_page
+from aka.knowledge.hardware import Detected, merge
+from aka.knowledge.wiki import parse_page
 
 H200 = Detected(name="NVIDIA H200", capability="9.0", sm_count=132, l2_bytes=62914560,
                 smem_per_sm_bytes=233472, smem_per_block_optin_bytes=232448, regs_per_sm=65536)

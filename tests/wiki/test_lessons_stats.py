@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from aka.cli.main import app
-from aka.lessons import distill, lessons_from_attempts, load_lessons, read_attempts, write_lessons
-from aka.wiki import parse_page
-from aka.wiki.stats import card_stats, ordered, run_logs
+from aka.knowledge.lessons import distill, lessons_from_attempts, load_lessons, read_attempts, write_lessons
+from aka.knowledge.wiki import parse_page
+from aka.knowledge.wiki.stats import card_stats, ordered, run_logs
 
 
 def _rec(n, cited, change, promote=False, failed_stage="", gate_ok=True, reason="", **extra):
@@ -63,7 +63,7 @@ def test_card_stats(run_dir):
 def test_torn_last_line_is_skipped_but_bad_middle_line_fails(run_dir):
     assert len(read_attempts(run_dir / "attempts.jsonl")) == 5
     (run_dir / "attempts.jsonl").write_text('{"n": 0}\nnot json\n{"n": 1}\n')
-    from aka.lessons import LessonError
+    from aka.knowledge.lessons import LessonError
 
     with pytest.raises(LessonError, match="line 2 is not JSON"):
         read_attempts(run_dir / "attempts.jsonl")

@@ -13,7 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from aka.errors import AkaError
-from aka.wiki.model import FOLDERS, Card, CardMeta
+from aka.knowledge.wiki.model import FOLDERS, Card, CardMeta
 
 
 class WikiError(AkaError):

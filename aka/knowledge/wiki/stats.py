@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aka.lessons import read_attempts, view
+from aka.knowledge.lessons import read_attempts, view
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What `aka profile` runs on the GPU: the program ncu profiles, and the worker task beside it.
 
-``python -m aka.profile_target OP KERNEL SHAPE`` warms the kernel up (compilation, autotuning,
+``python -m aka.knowledge.profile_target OP KERNEL SHAPE`` warms the kernel up (compilation, autotuning,
 allocation), then brackets exactly one call with cudaProfilerStart/cudaProfilerStop, so that
 ``ncu --profile-from-start off`` profiles that call's launches and nothing else. It prints nothing
 on stdout (ncu's own output must stay parseable).
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     """The ncu target: warm up, then one call between cudaProfilerStart and cudaProfilerStop."""
     import torch
 
-    p = argparse.ArgumentParser(prog="python -m aka.profile_target")
+    p = argparse.ArgumentParser(prog="python -m aka.knowledge.profile_target")
     p.add_argument("op")
     p.add_argument("kernel")
     p.add_argument("shape")
@@ -127,7 +127,7 @@ def ablations(module, call) -> tuple[dict[str, float], str]:
 
 def profile_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker task. payload: op, kernel, shape, root?, roofline? (default True), ablate? (default True)."""
-    from aka.compstats import collect
+    from aka.knowledge.compstats import collect
 
     op, case, module, call = _setup(payload["op"], payload["kernel"], payload["shape"], payload.get("root"))
     _warm(call)

@@ -3,9 +3,9 @@
 Plans cite card ids; `aka wiki stats` reads the runs to show which cards paid off.
 """
 
-from aka.wiki.load import WikiError, check_wiki, get_card, load_wiki, parse_page, wiki_dir
-from aka.wiki.model import Card, CardMeta, Fact, Facts
-from aka.wiki.search import cards_for_plan, rank, render, retrieve
+from aka.knowledge.wiki.load import WikiError, check_wiki, get_card, load_wiki, parse_page, wiki_dir
+from aka.knowledge.wiki.model import Card, CardMeta, Fact, Facts
+from aka.knowledge.wiki.search import cards_for_plan, rank, render, retrieve
 
 __all__ = [
     "Card", "CardMeta", "Fact", "Facts", "WikiError", "cards_for_plan", "check_wiki", "get_card",

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.wiki.model import Card, Fact
+from aka.knowledge.wiki.model import Card, Fact
 
 # Detected field -> wiki fact it must agree with (both in the same units).
 CROSS_CHECKED = {
@@ -146,7 +146,7 @@ def detect_device(index: int = 0) -> Detected | None:
 def detect(pages: list[Card] | None = None, index: int = 0) -> HardwareFacts:
     """Detected device merged with its wiki page (pages default to the project's wiki)."""
     if pages is None:
-        from aka.wiki import load_wiki
+        from aka.knowledge.wiki import load_wiki
 
         pages = load_wiki()
     return merge(detect_device(index), pages)

@@ -1,7 +1,7 @@
 """Profile summaries: Nsight Compute (ncu) on one shape, condensed into a few typed numbers per kernel.
 
 One profile = the candidate called once on one shape, after warm-up, between cudaProfilerStart and
-cudaProfilerStop (``aka.profile_target``), under ``ncu --profile-from-start off`` so that
+cudaProfilerStop (``aka.knowledge.profile_target``), under ``ncu --profile-from-start off`` so that
 compilation and warm-up launches are never profiled. ``--clock-control none`` because the device's
 clocks are left alone (METHOD.md) and the timings must be comparable with ``aka bench``.
 
@@ -27,8 +27,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.compstats import CompileStats
 from aka.errors import AkaError
+from aka.knowledge.compstats import CompileStats
 
 # Metric names as ncu 2023-2025 spell them on sm_70+ (checked against ncu's section files and
 # public reports). Each maps to a KernelProfile field; absent ones become None.
@@ -332,14 +332,14 @@ def _failure(log: str, code: int) -> str:
 
 
 def target_cmd(op: str, kernel: Path, shape: str, root: Path) -> list[str]:
-    """The program ncu profiles: this Python, aka.profile_target, one call on one shape."""
-    return [sys.executable, "-m", "aka.profile_target", op, str(kernel), shape, "--root", str(root)]
+    """The program ncu profiles: this Python, aka.knowledge.profile_target, one call on one shape."""
+    return [sys.executable, "-m", "aka.knowledge.profile_target", op, str(kernel), shape, "--root", str(root)]
 
 
 def target_env() -> dict[str, str]:
     """The target's environment: this one, with aka importable (the device runs from a checkout)."""
     env = dict(os.environ)
-    pkg_root = str(Path(__file__).resolve().parent.parent)
+    pkg_root = str(Path(__file__).resolve().parents[2])  # aka/knowledge/profile.py -> the checkout
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
     env.pop("TRITON_INTERPRET", None)
     return env
@@ -407,10 +407,10 @@ def _worker(payload: dict, timeout: float) -> dict:
     try:
         from aka.runner import run_task
     except ImportError:  # the runner is optional until it lands: run in this process (trusted code)
-        from aka.profile_target import profile_task
+        from aka.knowledge.profile_target import profile_task
 
         return profile_task(payload)
-    res = run_task("aka.profile_target:profile_task", payload, timeout=timeout, interpreter=False)
+    res = run_task("aka.knowledge.profile_target:profile_task", payload, timeout=timeout, interpreter=False)
     if not res.ok:
         tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
         raise ProfileError(f"profile worker failed at {res.stage}: {res.error} {tail[0]}".strip())

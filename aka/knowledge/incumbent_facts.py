@@ -13,13 +13,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from aka.run.store import RunStore
 from aka.settings import OptimizeSettings
 
 CPU_NOTE = "no profile: CPU interpreter"
 OFF_NOTE = "no profile: --no-profile"
+
+
+class RunRecords(Protocol):
+    """The part of aka.run.store.RunStore used here (knowledge comes before the run stage)."""
+
+    def read_run(self) -> dict[str, Any]: ...
+
+    def update_run(self, **fields: Any) -> None: ...
 
 
 def worst_shape(baseline: dict[str, Any]) -> str:
@@ -45,7 +52,7 @@ def kernel_times(kernels) -> dict[str, float]:
     return out
 
 
-def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
+def profile_incumbent(store: RunRecords, op, settings: OptimizeSettings,
                       profiler: Callable[..., Any] | None = None) -> dict[str, Any]:
     """run.json["profile"], taken now unless this run already has it (resume) or runs on the CPU."""
     run = store.read_run()
@@ -57,7 +64,7 @@ def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
         rec = {"note": OFF_NOTE, "summary": None}
     else:
         if profiler is None:
-            from aka.profile import run_profile as profiler
+            from aka.knowledge.profile import run_profile as profiler
         shape, t0 = worst_shape(run["baseline"]), time.monotonic()
         path = Path(run["incumbent"]["path"])
         rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": "", "kernel_times": {}}
@@ -79,15 +86,15 @@ def profile_incumbent(store: RunStore, op, settings: OptimizeSettings,
 
 
 def incumbent_evidence(run: dict[str, Any], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Evidence items (aka.evidence.Evidence dicts) about the current incumbent.
+    """Evidence items (aka.knowledge.evidence.Evidence dicts) about the current incumbent.
 
     The starting incumbent: its profile (which carries its compile stats), else the compile stats
     prepare_run recorded. A promoted candidate: its own compile stats from its attempt record (the
     profile was of another kernel).
     """
-    from aka.compstats import CompileStats
-    from aka.evidence import evidence_for_plan
-    from aka.profile import ProfileSummary
+    from aka.knowledge.compstats import CompileStats
+    from aka.knowledge.evidence import evidence_for_plan
+    from aka.knowledge.profile import ProfileSummary
 
     promoted = [r for r in history if (r.get("decision") or {}).get("promote")]
     summary = None if promoted else (run.get("profile") or {}).get("summary")
