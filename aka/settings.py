@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from aka.config import LLMSettings
+from aka.agent.config import LLMSettings
 
 
 class PromotionRules(BaseModel):
@@ -41,7 +41,7 @@ class OptimizeSettings(BaseModel):
     op: str = Field(description="operator line to optimize")
     budget: Budget = Field(default_factory=Budget, description="stop conditions")
     rules: PromotionRules = Field(default_factory=PromotionRules, description="promotion thresholds")
-    backend: str = Field("offline", description="planner/codegen backend name (registry in aka.llm.base)")
+    backend: str = Field("offline", description="planner/codegen backend name (registry in aka.agent.llm.base)")
     commit: bool = Field(True, description="commit a promoted kernel to git (--no-commit: only write it)")
     seed: int = Field(0, description="seed for the search and the gate's input rounds")
     gate_rounds: int = Field(3, ge=1, description="gate rounds (fresh inputs each) on every shape set")

@@ -54,7 +54,7 @@ import json, os, sys
 
 import torch
 from aka.evaluator import RealEvaluator
-from aka.llm.base import get_backend
+from aka.agent.llm.base import get_backend
 from aka.run.loop import prepare_run, run_loop
 from aka.contract.ops import get_op, project_root
 from aka.settings import Budget, OptimizeSettings

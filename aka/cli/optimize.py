@@ -10,8 +10,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.panel import Panel
 
+from aka.agent.config import LLMSettings
 from aka.cli.runs import _row, _x, console, cpu_note, print_summary
-from aka.config import LLMSettings
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
 from aka.run.store import RunStore
@@ -115,8 +115,8 @@ def optimize(
                                       "plans (about a minute; counts against --max-time)"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
+    from aka.agent.llm.base import LLM_BACKENDS, get_backend
     from aka.evaluator import RealEvaluator
-    from aka.llm.base import LLM_BACKENDS, get_backend
     from aka.run.loop import run_loop, summarize
 
     runs_root = project_root() / "runs"
@@ -208,7 +208,7 @@ def default_tools(backend: str, base_url: str | None, runs_root=None, replay_fro
     if backend == "replay" and replay_from and runs_root is not None:
         import json
 
-        from aka.run.store import find_run
+        from aka.records import find_run
 
         try:
             run = json.loads((find_run(runs_root, replay_from) / "run.json").read_text())
@@ -222,7 +222,7 @@ def _default_ahead(settings: OptimizeSettings) -> int:
     """GPU: keep most cores compiling while one candidate is timed; LLMs and the interpreter: one."""
     import os
 
-    from aka.llm.base import LLM_BACKENDS
+    from aka.agent.llm.base import LLM_BACKENDS
 
     if settings.interpreter or settings.backend in LLM_BACKENDS:
         return 1

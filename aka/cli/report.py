@@ -9,7 +9,7 @@ from rich.console import Console
 
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
-from aka.run.store import find_run
+from aka.records import find_run
 
 console = Console()
 

@@ -13,8 +13,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 from aka.contract.ops import get_op, project_root
+from aka.records import find_run, read_attempts
 from aka.run import gitops
-from aka.run.store import find_run, list_runs, read_attempts
+from aka.run.store import list_runs
 from aka.settings import OptimizeSettings
 
 console = Console()

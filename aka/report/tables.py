@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aka.run.store import read_attempts
+from aka.records import read_attempts
 
 
 def geomean_us(times: dict[str, float], shapes: list[str]) -> float | None:

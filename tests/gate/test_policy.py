@@ -163,7 +163,7 @@ def test_allowed_torch_comes_from_the_contract():
 
 
 def test_the_codegen_prompt_states_exactly_what_the_policy_allows():
-    from aka.llm.prompts import policy_text
+    from aka.agent.llm.prompts import policy_text
     from aka.policy import _STDLIB_NAMES, rules_text
 
     spec = get_op("fa4_decode").spec

@@ -10,11 +10,11 @@ from answers_text import BAD_PLAN, GOOD_CODE, GOOD_PLAN, NOT_JSON, OTHER_OP_CODE
 from fake_servers import user_text
 from llm_helpers import TOY, backend, context, policy_verify
 
-from aka.config import LLMConfig, LLMSettings
+from aka.agent.config import LLMConfig, LLMSettings
+from aka.agent.llm.base import AttemptFailed, Context, get_backend
+from aka.agent.llm.chat import read_exchanges
+from aka.agent.plan import Plan
 from aka.contract.ops import get_op
-from aka.llm.base import AttemptFailed, Context, get_backend
-from aka.llm.chat import read_exchanges
-from aka.plan import Plan
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_a_plans_parameter_ranges_are_swept_by_the_offline_search(kind, server, 
 
 
 def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes(kind, server, monkeypatch, tmp_path):
-    from aka.llm import prompts
+    from aka.agent.llm import prompts
 
     gdn = get_op("gdn_prefill")
     d = tmp_path / "run"
@@ -153,7 +153,7 @@ def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes
 
 
 def test_plan_prompt_lists_the_evidence_the_loop_put_in_the_context(tmp_path):
-    from aka.llm import prompts
+    from aka.agent.llm import prompts
 
     gdn = get_op("gdn_prefill")
     item = {"id": "prof:spills:_fwd_kernel", "kind": "spills", "kernel": "_fwd_kernel",
@@ -167,7 +167,7 @@ def test_plan_prompt_lists_the_evidence_the_loop_put_in_the_context(tmp_path):
 
 def test_shape_labels_give_every_dimension_but_the_lengths():
     """fa4_decode's q_len 1 and q_len 4 shapes looked the same to the planner (issue 19)."""
-    from aka.llm.prompts import regime
+    from aka.agent.llm.prompts import regime
 
     fa4 = get_op("fa4_decode")
     by_id = {c.id: c for c in fa4.cases("full")}

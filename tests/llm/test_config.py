@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from aka.config import ConfigError, LLMConfig, LLMSettings, api_key, load_config
-from aka.llm.answers import AnswerError, extract_code, parse_plan
-from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend
+from aka.agent.config import ConfigError, LLMConfig, LLMSettings, api_key, load_config
+from aka.agent.llm.answers import AnswerError, extract_code, parse_plan
+from aka.agent.llm.base import Usage
+from aka.agent.llm.chat import LLMBackend
 
 
 def test_config_file_keys_prices_and_env_precedence(tmp_path, monkeypatch):

@@ -10,10 +10,10 @@ from answers_text import CUDA_BROKEN, CUDA_CODE, PLAN, fenced
 from fake_servers import user_text
 from llm_helpers import TOY, backend, context
 
-from aka.config import LLMSettings
+from aka.agent.config import LLMSettings
+from aka.agent.plan import Plan
 from aka.contract.ops import get_op
 from aka.evaluator import RealEvaluator
-from aka.plan import Plan
 from aka.settings import OptimizeSettings
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

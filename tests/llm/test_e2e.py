@@ -16,7 +16,7 @@ from answers_text import BAD_PLAN, COMPILE_ERROR_CODE, GOOD_CODE, GOOD_PLAN, PRO
 from fake_servers import FakeServer, dead_url, user_text
 from llm_helpers import aka, run_dir
 
-from aka.run.store import read_attempts
+from aka.records import read_attempts
 
 
 class Model:

@@ -9,11 +9,11 @@ import pytest
 from fake_servers import user_text
 from llm_helpers import backend, policy_verify
 
+from aka.agent.llm.base import Context
+from aka.agent.llm.chat import read_exchanges
+from aka.agent.llm.edits import Edit, EditError, apply_edits, parse_edits
+from aka.agent.plan import Plan
 from aka.contract.ops import get_op
-from aka.llm.base import Context
-from aka.llm.chat import read_exchanges
-from aka.llm.edits import Edit, EditError, apply_edits, parse_edits
-from aka.plan import Plan
 
 
 def block(search: str, replace: str) -> str:
@@ -117,7 +117,7 @@ def test_repairs_edit_the_candidate_not_the_incumbent(kind, server, gdn, tmp_pat
 
 
 def test_an_edit_still_broken_after_the_last_repair_fails_the_attempt(kind, server, gdn, tmp_path, monkeypatch):
-    from aka.llm.base import AttemptFailed
+    from aka.agent.llm.base import AttemptFailed
 
     _, ctx = gdn_context(gdn, tmp_path, verify=policy_verify(gdn))
     server.add(block("no such line\n", "x\n"), block("no such line\n", "x\n"))

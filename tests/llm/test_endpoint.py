@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import FakeEvaluator, make_project, source  # noqa: E402
 
+from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.llm.base import ProviderError, get_backend  # noqa: E402
+from aka.agent.llm.endpoint import http_fault  # noqa: E402
 from aka.cli.main import app  # noqa: E402
 from aka.cli.optimize import fault_line  # noqa: E402
-from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.llm.base import ProviderError, get_backend  # noqa: E402
-from aka.llm.endpoint import http_fault  # noqa: E402
 from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 

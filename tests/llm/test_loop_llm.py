@@ -13,9 +13,9 @@ from answers_text import GOOD_PLAN, PROSE, fenced
 sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import FakeEvaluator, make_project, source  # noqa: E402
 
-from aka.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.llm.base import get_backend  # noqa: E402
 from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
@@ -53,7 +53,7 @@ def test_max_tokens_stops_the_run_cleanly(kind, server, tmp_path, monkeypatch):
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_without_the_sdk_one_line_names_the_extra(provider):
     code = (f"import sys; sys.modules[{provider!r}] = None\n"
-            "from aka.llm.base import get_backend\n"
+            "from aka.agent.llm.base import get_backend\n"
             "try:\n"
             f"    get_backend({provider!r})\n"
             "except Exception as e:\n"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from aka.agent.llm import prompts
+from aka.agent.llm.base import Context
+from aka.agent.plan import Plan
 from aka.contract.ops import get_op
 from aka.knowledge.compstats import CompileStats, KernelStats
 from aka.knowledge.profile import KernelProfile, ProfileSummary
-from aka.llm import prompts
-from aka.llm.base import Context
-from aka.plan import Plan
 
 GDN = get_op("gdn_prefill")
 

@@ -7,9 +7,9 @@ import time
 import pytest
 from fake_servers import MODEL, Answer, Call, Error
 
-from aka.config import LLMConfig, LLMSettings, MissingKeyError
-from aka.llm.base import get_backend
-from aka.llm.chat import ProviderError, Request, ToolCall
+from aka.agent.config import LLMConfig, LLMSettings, MissingKeyError
+from aka.agent.llm.base import get_backend
+from aka.agent.llm.chat import ProviderError, Request, ToolCall
 
 
 def transport(kind, server, monkeypatch, stream=True, key=True):

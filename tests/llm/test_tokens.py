@@ -17,9 +17,9 @@ from standins import IdeaModel
 sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import REPO, FakeEvaluator, make_project  # noqa: E402
 
-from aka.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.llm.base import get_backend  # noqa: E402
 from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 

@@ -15,16 +15,16 @@ from fake_servers import Answer, Call, FakeServer, tool_results, user_text
 from llm_helpers import TOY, aka, backend, context, run_dir
 from standins import ToolModel, is_plan, toy_calls
 
+from aka.agent.llm.base import AttemptFailed
+from aka.agent.plan import Plan
 from aka.contract.ops import get_op
-from aka.llm.base import AttemptFailed
-from aka.plan import Plan
-from aka.run.store import read_attempts
+from aka.records import read_attempts
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import FakeEvaluator, make_project  # noqa: E402
 
-from aka.config import LLMConfig, LLMSettings  # noqa: E402
-from aka.llm.base import get_backend  # noqa: E402
+from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 

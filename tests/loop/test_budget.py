@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes import FakeEvaluator, source
 
-from aka.llm.scripted import ScriptedBackend
+from aka.agent.llm.scripted import ScriptedBackend
 from aka.run.loop import prepare_run, run_loop
 from aka.run.supervisor import BudgetUsed, stop_reason
 from aka.settings import Budget, OptimizeSettings

@@ -7,7 +7,7 @@ import subprocess
 
 from fakes import FakeEvaluator, source
 
-from aka.llm.scripted import ScriptedBackend
+from aka.agent.llm.scripted import ScriptedBackend
 from aka.run import gitops
 from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
@@ -98,7 +98,7 @@ def test_offline_search_with_parallel_preparation_never_repeats(project, op):
     """Four candidates prepared ahead while one is measured: every attempt distinct, none lost."""
     import shutil
 
-    from aka.llm.base import get_backend
+    from aka.agent.llm.base import get_backend
 
     real = fakes_repo() / "kernels" / "gdn_prefill"
     shutil.copy(real / "baseline.py", project / "kernels/gdn_prefill/baseline.py")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from aka.llm.base import Context, get_backend
-from aka.llm.offline import load_patterns, read_dict, render, structure_of
+from aka.agent.llm.base import Context, get_backend
+from aka.agent.llm.offline import load_patterns, read_dict, render, structure_of
 
 REPO = Path(__file__).resolve().parents[2]
 KDIR = REPO / "kernels" / "gdn_prefill"
@@ -70,7 +70,7 @@ def test_offline_backend_plans_renders_and_replays_from_history():
 def test_unknown_backend_is_one_clear_line():
     import pytest
 
-    from aka.llm.base import UnknownBackendError
+    from aka.agent.llm.base import UnknownBackendError
 
     with pytest.raises(UnknownBackendError, match="unknown backend 'gpt9'; choose one of: .*offline.*scripted"):
         get_backend("gpt9")

@@ -8,7 +8,7 @@ import sys
 
 from fakes import FakeEvaluator, source
 
-from aka.llm.scripted import ScriptedBackend
+from aka.agent.llm.scripted import ScriptedBackend
 from aka.run import gitops
 from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings

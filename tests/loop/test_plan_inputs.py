@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, source
 
+from aka.agent.llm.base import Context, get_backend
+from aka.agent.llm.offline import read_dict, render, topic_tags
+from aka.agent.llm.scripted import ScriptedBackend
 from aka.knowledge.compstats import CompileStats, KernelStats
 from aka.knowledge.incumbent_facts import CPU_NOTE, incumbent_evidence, slowest_shapes, worst_shape
 from aka.knowledge.profile import KernelProfile, ProfileError, ProfileSummary
 from aka.knowledge.wiki import load_wiki
-from aka.llm.base import Context, get_backend
-from aka.llm.offline import read_dict, render, topic_tags
-from aka.llm.scripted import ScriptedBackend
 from aka.run.loop import prepare_run, run_loop
 from aka.settings import Budget, OptimizeSettings
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeEvaluator, source
 
-from aka.llm.scripted import ScriptedBackend
+from aka.agent.llm.scripted import ScriptedBackend
+from aka.records import UnknownRunError
 from aka.run.loop import prepare_run, run_loop
-from aka.run.store import RunBusyError, RunStore, UnknownRunError, list_runs
+from aka.run.store import RunBusyError, RunStore, list_runs
 from aka.settings import Budget, OptimizeSettings
 
 HERE = Path(__file__).parent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aka.search import Structure, Trial, key, propose, value_weights
+from aka.agent.search import Structure, Trial, key, propose, value_weights
 
 FAST = Structure("fast", {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3]}, {"a": 1, "b": 1}, ("a + b <= 7",))
 SLOW = Structure("slow", {"a": [1, 2, 3, 4, 5]}, {"a": 3})

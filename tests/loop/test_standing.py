@@ -10,9 +10,9 @@ import pytest
 from fakes import FakeEvaluator, source
 from typer.testing import CliRunner
 
+from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
 from aka.evaluator import code_hash
-from aka.llm.scripted import ScriptedBackend
 from aka.report.tables import promotion_rows
 from aka.run import gitops
 from aka.run.loop import prepare_run, run_loop

@@ -87,7 +87,7 @@ def forward(q, cfg):
 
 @pytest.fixture(scope="module")
 def baseline():
-    from aka.llm.offline import read_dict
+    from aka.agent.llm.offline import read_dict
 
     return read_dict(HOST, "SPACE"), read_dict(HOST, "CONFIG"), kernel_params(HOST)
 

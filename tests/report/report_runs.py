@@ -9,8 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))
 
 from fakes import FakeEvaluator, source  # noqa: E402
 
+from aka.agent.llm.scripted import ScriptedBackend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.llm.scripted import ScriptedBackend  # noqa: E402
 from aka.run.loop import prepare_run, run_loop  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 

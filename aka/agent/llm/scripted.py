@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aka.llm.base import AttemptFailed, BackendExhausted, Context, Usage
-from aka.plan import Plan
+from aka.agent.llm.base import AttemptFailed, BackendExhausted, Context, Usage
+from aka.agent.plan import Plan
 
 
 class ScriptedBackend:

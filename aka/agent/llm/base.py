@@ -14,8 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from aka.agent.plan import Plan
 from aka.errors import AkaError
-from aka.plan import Plan
 
 
 class UnknownBackendError(AkaError):
@@ -108,7 +108,7 @@ class Context:
     run_dir: str = ""
     verify: Callable[[str], tuple[str, str]] | None = None  # source -> (failed stage, error); ("", "") ok
     notify: Callable[..., None] | None = None
-    # what the loop lends codegen's tools (aka.llm.tools.Workbench: compile, check, time, profile of a
+    # what the loop lends codegen's tools (aka.agent.llm.tools.Workbench: compile, check, time, profile of a
     # draft); None: those tools answer that they are not available here
     workbench: Any = None
     tokens_left: int | None = None  # the run's token budget left when this attempt began (None: no limit)
@@ -128,11 +128,11 @@ class Backend(Protocol):
 
 # name -> module with make_backend(**options)
 REGISTRY: dict[str, str] = {
-    "offline": "aka.llm.offline",
-    "scripted": "aka.llm.scripted",
-    "anthropic": "aka.llm.anthropic",
-    "openai": "aka.llm.openai",
-    "replay": "aka.llm.replay",
+    "offline": "aka.agent.llm.offline",
+    "scripted": "aka.agent.llm.scripted",
+    "anthropic": "aka.agent.llm.anthropic",
+    "openai": "aka.agent.llm.openai",
+    "replay": "aka.agent.llm.replay",
 }
 LLM_BACKENDS = ("anthropic", "openai", "replay")  # make_backend(op=..., llm=LLMSettings) for these
 

@@ -1,4 +1,4 @@
-"""Prompt rendering for the LLM backends: the op's facts, the run so far, the templates in aka/prompts/.
+"""Prompt rendering for the LLM backends: the op's facts, the run so far, the templates in aka/agent/prompts/.
 
 Pure text assembly, no SDK and no I/O besides reading the templates, the wiki and run.json.
 Cache-friendly order: what stays the same comes first and is marked cacheable (the system prompt:
@@ -21,15 +21,15 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from aka.llm.base import Context
-from aka.plan import Plan
+from aka.agent.llm.base import Context
+from aka.agent.plan import Plan
 
 _HISTORY_MAX = 20  # most recent attempts shown in full; older ones are counted
 
 
 def template(name: str, **values: Any) -> str:
-    """aka/prompts/<name>.md with $fields substituted (a missing field is a bug: KeyError)."""
-    text = resources.files("aka").joinpath("prompts", f"{name}.md").read_text()
+    """aka/agent/prompts/<name>.md with $fields substituted (a missing field is a bug: KeyError)."""
+    text = resources.files("aka.agent").joinpath("prompts", f"{name}.md").read_text()
     return Template(text).substitute({k: str(v) for k, v in values.items()})
 
 

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aka.config import LLMConfig, LLMSettings, load_config
+from aka.agent.config import LLMConfig, LLMSettings, load_config
+from aka.agent.llm.base import Usage
+from aka.agent.llm.chat import LLMBackend, Reply, Request, ToolCall, read_exchanges
 from aka.errors import AkaError
-from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, Reply, Request, ToolCall, read_exchanges
 
 
 class ReplayError(AkaError):
@@ -27,7 +27,7 @@ class ReplayTransport:
     provider = "replay"
 
     def __init__(self, runs_root: Path, run_id: str | None):
-        from aka.run.store import find_run
+        from aka.records import find_run
 
         if not run_id:
             raise ReplayError("--backend replay needs --from RUN (a run id from `aka runs`)")

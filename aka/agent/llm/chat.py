@@ -2,9 +2,9 @@
 
 A provider file (anthropic.py, openai.py, replay.py) supplies only a Transport, one call that
 turns a Request into a Reply with token usage; everything else happens here and imports no SDK:
-prompts (aka.llm.prompts), reading answers (aka.llm.answers), the cost estimate, saving every
+prompts (aka.agent.llm.prompts), reading answers (aka.agent.llm.answers), the cost estimate, saving every
 exchange to runs/<op>/<run>/llm/NNNN.json, parameter sweeps run by the offline search
-(aka.llm.sweep) when a plan asks for one, and codegen with tools (aka.llm.agent).
+(aka.agent.llm.sweep) when a plan asks for one, and codegen with tools (aka.agent.llm.agent).
 
 Messages are provider-neutral dicts; each transport turns them into its wire format:
 - ``{"role": "user", "content": str | [{"text": str, "cache": bool}, ...]}``: a block with
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from aka.config import LLMConfig, LLMSettings
+from aka.agent.config import LLMConfig, LLMSettings
+from aka.agent.llm import prompts, sweep
+from aka.agent.llm.answers import AnswerError, EditError, candidate_source, parse_plan
+from aka.agent.llm.base import AttemptFailed, Context, ProviderError, Usage  # noqa: F401 (ProviderError: re-export)
+from aka.agent.plan import Plan
 from aka.errors import AkaError
-from aka.llm import prompts, sweep
-from aka.llm.answers import AnswerError, EditError, candidate_source, parse_plan
-from aka.llm.base import AttemptFailed, Context, ProviderError, Usage  # noqa: F401 (ProviderError: re-export)
-from aka.plan import Plan
 
 
 class MissingSDKError(AkaError):
@@ -121,7 +121,7 @@ def read_exchanges(run_dir: Path) -> list[dict[str, Any]]:
 
 
 class LLMBackend:
-    """Backend protocol over any Transport (see aka.llm.base.Backend)."""
+    """Backend protocol over any Transport (see aka.agent.llm.base.Backend)."""
 
     def __init__(self, name: str, transport: Transport, op, llm: LLMSettings, cfg: LLMConfig):
         self.name = name
@@ -152,7 +152,7 @@ class LLMBackend:
     def tool_definitions(self) -> list[dict[str, Any]]:
         """Sent on every call of a tools run, plan included: they lead the cached prefix, so a call
         without them would miss the cache of everything after them."""
-        from aka.llm.tools import definitions
+        from aka.agent.llm.tools import definitions
 
         return definitions(self.op.name) if self.llm.tools else []
 
@@ -209,7 +209,7 @@ class LLMBackend:
         if sweep.is_sweep(plan):
             return sweep.render_point(plan, ctx), Usage()
         if self.llm.tools:
-            from aka.llm.agent import codegen_with_tools
+            from aka.agent.llm.agent import codegen_with_tools
 
             return codegen_with_tools(self, plan, ctx)
         entry = self.op.spec.entry

@@ -17,10 +17,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from aka.config import LLMConfig, LLMSettings, api_key, load_config
-from aka.llm import endpoint
-from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, MissingSDKError, Reply, Request, ToolCall, blocks
+from aka.agent.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.agent.llm import endpoint
+from aka.agent.llm.base import Usage
+from aka.agent.llm.chat import LLMBackend, MissingSDKError, Reply, Request, ToolCall, blocks
 
 try:
     import anthropic
@@ -89,7 +89,7 @@ def _input(arguments: str) -> dict[str, Any]:
 
 
 def wire_messages(messages: list[dict[str, Any]], cache_tail: bool) -> list[dict[str, Any]]:
-    """aka's provider-neutral messages (aka.llm.chat) as Messages API content blocks."""
+    """aka's provider-neutral messages (aka.agent.llm.chat) as Messages API content blocks."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if m["role"] == "assistant":

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aka.config import LLMConfig, LLMSettings, api_key, load_config
-from aka.llm import endpoint
-from aka.llm.base import Usage
-from aka.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request, ToolCall, flat
+from aka.agent.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.agent.llm import endpoint
+from aka.agent.llm.base import Usage
+from aka.agent.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request, ToolCall, flat
 
 try:
     import openai
@@ -102,7 +102,7 @@ class OpenAITransport:
 
 
 def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """aka's provider-neutral messages (aka.llm.chat) as chat-completions messages."""
+    """aka's provider-neutral messages (aka.agent.llm.chat) as chat-completions messages."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if m["role"] == "assistant":

@@ -22,11 +22,11 @@ from typing import Any
 
 import yaml
 
+from aka.agent.llm.base import BackendExhausted, Context, Usage
+from aka.agent.plan import Plan
+from aka.agent.search import Proposal, Structure, Trial, propose
 from aka.errors import AkaError
 from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
-from aka.llm.base import BackendExhausted, Context, Usage
-from aka.plan import Plan
-from aka.search import Proposal, Structure, Trial, propose
 
 
 class PatternError(AkaError):

@@ -1,6 +1,6 @@
 """Codegen with tools: the model edits, compiles, checks and times a working candidate, then submits it.
 
-One attempt's codegen is a conversation: each model turn either calls tools (aka.llm.tools answers
+One attempt's codegen is a conversation: each model turn either calls tools (aka.agent.llm.tools answers
 every call, errors included, and the conversation goes on) or answers in text, which is read as
 before (edits or a whole module, against the working candidate) and verified, with repair turns.
 It ends at ``submit``, at a text answer that verifies, or when a bound is reached: the per-attempt
@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aka.llm import prompts
-from aka.llm.answers import AnswerError, EditError, candidate_source
-from aka.llm.base import AttemptFailed, Context, Usage
-from aka.llm.chat import _CUT, Reply, repair_text
-from aka.llm.tools import Session
-from aka.plan import Plan
+from aka.agent.llm import prompts
+from aka.agent.llm.answers import AnswerError, EditError, candidate_source
+from aka.agent.llm.base import AttemptFailed, Context, Usage
+from aka.agent.llm.chat import _CUT, Reply, repair_text
+from aka.agent.llm.tools import Session
+from aka.agent.plan import Plan
 
 GRACE = 4  # calls past the cap (each an error result) before the attempt is ended for the model
 

@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from aka.llm.edits import Edit, EditError, apply_edits
+from aka.agent.llm.edits import Edit, EditError, apply_edits
 
 READ_LIMIT = 24_000  # characters of one read_file result (~6k tokens): the incumbent is in the prompt already
 CLIP = 300  # characters of arguments and results kept in the attempts log

@@ -1,4 +1,4 @@
-"""What the loop lends a model's tools for one attempt (aka.llm.tools.Workbench), over the Evaluator.
+"""What the loop lends a model's tools for one attempt (aka.agent.llm.tools.Workbench), over the Evaluator.
 
 Every measurement goes through the same Evaluator door the loop uses (policy check, compile, the
 gate, the ABBA comparison, the profiler), on a draft file runs/<op>/<run>/candidates/<n>.tool.py:

@@ -1,7 +1,7 @@
 """Parameter sweeps of an LLM-written candidate, run by the offline search without asking the model.
 
 When the latest LLM candidate passed the gate and its plan gave several values for keys of the
-candidate's module-level CONFIG dict, the next plans are points of aka.search over those ranges
+candidate's module-level CONFIG dict, the next plans are points of aka.agent.search over those ranges
 (at most LLMSettings.sweep of them), rendered into that candidate's source by the offline
 backend's render(). State comes from the history only, so a resumed run sweeps the same points.
 """
@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aka.llm.base import Context
-from aka.llm.offline import PatternError, read_dict, render
-from aka.plan import Plan
-from aka.search import Structure, Trial, propose
+from aka.agent.llm.base import Context
+from aka.agent.llm.offline import PatternError, read_dict, render
+from aka.agent.plan import Plan
+from aka.agent.search import Structure, Trial, propose
 
 PREFIX = "sweep:"
 
