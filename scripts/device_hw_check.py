@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 HEAD = ("field", "device", "page", "status")
-# torch property -> page fact; the same pairs as aka.knowledge.hardware.CROSS_CHECKED
+# torch property -> page fact; the same pairs as aka.hardware.CROSS_CHECKED
 PROPS = {
     "multi_processor_count": "sm_count",
     "L2_cache_size": "l2_bytes",
@@ -34,7 +34,7 @@ def _norm(name: str) -> str:
 
 def with_aka():
     """(detected dict, page id, page facts {key: value}, names, reason) through aka itself."""
-    from aka.knowledge.hardware import detect_device, merge
+    from aka.hardware import detect_device, merge
     from aka.knowledge.wiki import load_wiki
 
     pages = load_wiki(ROOT / "wiki")
@@ -69,7 +69,7 @@ def main() -> int:
     try:
         import pydantic  # noqa: F401
 
-        path, (det, page_id, facts, names, reason) = "aka.knowledge.hardware", with_aka()
+        path, (det, page_id, facts, names, reason) = "aka.hardware", with_aka()
     except ImportError:
         path, (det, page_id, facts, names, reason) = "fallback (no pydantic)", without_aka()
     print(f"path:   {path}")

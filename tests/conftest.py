@@ -10,7 +10,7 @@ import pytest
 
 if os.environ.get("AKA_TEST_ON_GPU") != "1":
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from aka.interp import install_bf16_dot_shim
+    from aka.evaluate.interp import install_bf16_dot_shim
 
     install_bf16_dot_shim()
 

@@ -17,14 +17,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aka.bench import NOT_REPRESENTATIVE, geomean
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.impls import resolve
-from aka.runner import run_task
+from aka.evaluate.bench import NOT_REPRESENTATIVE, geomean
+from aka.evaluate.impls import resolve
+from aka.evaluate.runner import run_task
 
 console = Console()
-WORKER = "aka.bench_worker:bench_worker"
+WORKER = "aka.evaluate.bench_worker:bench_worker"
 
 
 class BenchRunError(AkaError):

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.gate import DEFAULT_ROUNDS, MIN_CALLS, GateReport, check_kernel
+from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, GateReport, check_kernel
 
 console = Console()
 

@@ -116,7 +116,7 @@ def optimize(
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
     from aka.agent.llm.base import LLM_BACKENDS, get_backend
-    from aka.evaluator import RealEvaluator
+    from aka.evaluate.evaluator import RealEvaluator
     from aka.run.loop import run_loop, summarize
 
     runs_root = project_root() / "runs"

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.impls import checked_kernel
-from aka.knowledge.compstats import INTERPRETER, CompileStats, format_table
+from aka.evaluate.compstats import INTERPRETER, CompileStats, format_table
+from aka.evaluate.impls import checked_kernel
 from aka.knowledge.evidence import as_prompt, evidence_for_plan
 from aka.knowledge.profile import ProfileSummary, needs_gpu_message, run_profile
 

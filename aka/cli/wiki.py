@@ -12,7 +12,7 @@ from rich.table import Table
 
 from aka.contract.ops import op_names, project_root
 from aka.errors import AkaError
-from aka.knowledge.hardware import Detected, detect, merge
+from aka.hardware import Detected, detect, merge
 from aka.knowledge.lessons import distill as distill_drafts
 from aka.knowledge.lessons import load_lessons, write_lessons
 from aka.knowledge.wiki import check_wiki, get_card, load_wiki, rank, retrieve, wiki_dir

@@ -92,7 +92,7 @@ def incumbent_evidence(run: dict[str, Any], history: list[dict[str, Any]]) -> li
     prepare_run recorded. A promoted candidate: its own compile stats from its attempt record (the
     profile was of another kernel).
     """
-    from aka.knowledge.compstats import CompileStats
+    from aka.evaluate.compstats import CompileStats
     from aka.knowledge.evidence import evidence_for_plan
     from aka.knowledge.profile import ProfileSummary
 

@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from aka.errors import AkaError
-from aka.knowledge.compstats import CompileStats
+from aka.evaluate.compstats import CompileStats
 
 # Metric names as ncu 2023-2025 spell them on sm_70+ (checked against ncu's section files and
 # public reports). Each maps to a KernelProfile field; absent ones become None.
@@ -405,7 +405,7 @@ def run_profile(op, kernel: Path, shape: str, *, timeout: float = 600.0, workdir
 
 def _worker(payload: dict, timeout: float) -> dict:
     try:
-        from aka.runner import run_task
+        from aka.evaluate.runner import run_task
     except ImportError:  # the runner is optional until it lands: run in this process (trusted code)
         from aka.knowledge.profile_target import profile_task
 

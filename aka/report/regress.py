@@ -3,7 +3,7 @@
 The decision is :func:`classify`, a pure function of what was measured (gate results per shape,
 timings per shape, the numbers recorded for this device model) and a threshold; tests drive it with
 injected timings. :func:`run_regress` does the I/O through a :class:`Measurer` (the real one runs the
-gate and the bench in worker processes, aka.runner) and records first measurements.
+gate and the bench in worker processes, aka.evaluate.runner) and records first measurements.
 
 Exit codes: 0 all hold, 1 a correctness failure (it wins over 2: a wrong kernel's speed is moot),
 2 a performance regression beyond the threshold.
@@ -214,7 +214,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
     if kernel == "promoted":
         meta = gitops.read_promoted_meta(op.root, op.name)
         c.recorded_us = recorded_for(meta, device["name"])
-        from aka.evaluator import code_hash
+        from aka.evaluate.evaluator import code_hash
 
         if meta.get("code_hash") and meta["code_hash"] != code_hash(path.read_text()):
             c.notes.append("promoted.py differs from the code hash in promoted.json (edited by hand?)")
@@ -247,7 +247,7 @@ def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -
 
 
 class WorkerMeasurer:
-    """The real stages: aka.gate's worker and aka.bench_worker, each in a fresh process."""
+    """The real stages: aka.evaluate.gate's worker and aka.evaluate.bench_worker, each in a fresh process."""
 
     def __init__(self, timeout_s: float = 600.0, rounds: int = 2, interpreter: bool | None = None):
         import torch
@@ -260,14 +260,14 @@ class WorkerMeasurer:
         """The device model names the recorded numbers (same fields as the loop's run.json)."""
         import torch
 
-        from aka.evaluator import versions
+        from aka.evaluate.evaluator import versions
 
         if self.interpreter:
             return {"name": "cpu (Triton interpreter)", "interpreter": True, **versions()}
         return {"name": torch.cuda.get_device_name(0), "interpreter": False, **versions()}
 
     def gate(self, op, kernel: Path, sets: list[str]) -> tuple[dict[str, bool], dict[str, str], str]:
-        from aka.gate import check_kernel
+        from aka.evaluate.gate import check_kernel
 
         rep = check_kernel(op, kernel, shapes=",".join(sets), rounds=self.rounds, timeout=self.timeout,
                            seed=int(time.time()) % 100_000, interpreter=self.interpreter)  # fresh inputs nightly
@@ -276,12 +276,13 @@ class WorkerMeasurer:
         return passed, reasons, "" if rep.passed else (rep.reason or rep.summary or "gate failed")
 
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]:
-        from aka.runner import run_task
+        from aka.evaluate.runner import run_task
 
         impls = [{"name": n, "kind": "kernel", "path": str(p), "function": op.spec.entry} for n, p in kernels.items()]
         # Eager only: the recorded numbers are eager medians, and graph capture would double the bench time.
         payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": False}
-        res = run_task("aka.bench_worker:bench_worker", payload, timeout=self.timeout, interpreter=self.interpreter)
+        res = run_task("aka.evaluate.bench_worker:bench_worker", payload, timeout=self.timeout,
+                       interpreter=self.interpreter)
         if not res.ok:
             return {}, f"{res.stage}: {res.error}"
         times: dict[str, dict[str, float]] = {n: {} for n in kernels}
@@ -289,7 +290,8 @@ class WorkerMeasurer:
         for row in res.value["rows"]:
             for name in kernels:
                 r = row["results"][name]
-                if "eager" in r:  # eager medians, as the loop's bench records them (aka.evaluator.bench_outcome)
+                # eager medians, as the loop's bench records them (aka.evaluate.evaluator.bench_outcome)
+                if "eager" in r:
                     times[name][row["shape"]] = r["eager"]["median_us"]
                 else:
                     errors.append(f"{name} {row['shape']}: {r.get('error') or r.get('skipped')}")

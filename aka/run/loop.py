@@ -1,7 +1,7 @@
 """The optimisation loop: plan -> candidate -> check -> compile -> gate -> bench -> decide -> record.
 
 Read run_loop() top to bottom: one round per candidate until the budget says stop. Every stage
-is reached through the Evaluator (aka.evaluator), the backend (aka.agent.llm) or the Supervisor's pure
+is reached through the Evaluator (aka.evaluate.evaluator), the backend (aka.agent.llm) or the Supervisor's pure
 decide(); this module only sequences them and records what happened. State that matters for the
 next round (budget used, best score, incumbent) is rebuilt from attempts.jsonl, so a resumed run
 continues exactly where the log ends: finished attempts are never repeated, the one in flight
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from aka.agent.llm.base import AttemptFailed, Backend, BackendExhausted, Context, ProviderError, Usage
 from aka.agent.llm.edits import compact_diff
 from aka.errors import AkaError
-from aka.evaluator import Evaluator, code_hash, speedup
+from aka.evaluate.evaluator import Evaluator, code_hash, speedup
 from aka.knowledge.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.knowledge.lessons import top_lessons, write_lessons
 from aka.run import gitops

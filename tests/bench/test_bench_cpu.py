@@ -8,11 +8,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from aka.bench import is_gpu_timing
-from aka.bench_worker import bench_worker
 from aka.cli.main import app
 from aka.contract.ops import get_op
-from aka.impls import ImplError, prepare, resolve
+from aka.evaluate.bench import is_gpu_timing
+from aka.evaluate.bench_worker import bench_worker
+from aka.evaluate.impls import ImplError, prepare, resolve
 
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}
 
@@ -116,16 +116,16 @@ def test_cli_bad_shape_set_fails_in_one_line():
 
 def test_the_harness_takes_its_ceilings_from_the_checker_and_never_calibrates():
     """The calibration must not run beside the candidate (a patched timer would poison its cache)."""
-    import aka.calibrate
-    from aka.bench_worker import bench_host
+    import aka.evaluate.calibrate
+    from aka.evaluate.bench_worker import bench_host
 
     payload, _ = _payload("fa4_decode", ["baseline"], "S1")
     payload["ceilings"] = {"device": "x", "driver": "y", "copy_tbps": 1.0, "gemm_tflops": 1.0}
-    original, aka.calibrate.ceilings = aka.calibrate.ceilings, None  # calling it here would raise
+    original, aka.evaluate.calibrate.ceilings = aka.evaluate.calibrate.ceilings, None  # calling it here would raise
     try:
         res = bench_host(payload)
     finally:
-        aka.calibrate.ceilings = original
+        aka.evaluate.calibrate.ceilings = original
     assert res["ceilings"]["copy_tbps"] == 1.0 and res["rows"][0]["floor_us"] > 0
 
 

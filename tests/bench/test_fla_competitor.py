@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from aka.contract.ops import get_op
-from aka.impls import prepare, resolve
+from aka.evaluate.impls import prepare, resolve
 
 FAKE = '''
 import os
@@ -107,7 +107,7 @@ def test_flashqla_competitor_converts_layouts(tmp_path, monkeypatch):
 
 
 def test_a_missing_flashqla_is_a_one_line_skip():
-    from aka.bench_worker import bench_worker
+    from aka.evaluate.bench_worker import bench_worker
 
     op = get_op("gdn_prefill")
     refs, _ = resolve(op, ["baseline", "flashqla"])

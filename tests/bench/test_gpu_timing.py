@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aka.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
-from aka.bench_worker import bench_worker
 from aka.contract.ops import get_op
-from aka.impls import resolve
+from aka.evaluate.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
+from aka.evaluate.bench_worker import bench_worker
+from aka.evaluate.impls import resolve
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -1,4 +1,4 @@
-"""The timing's own checks (aka.verify, aka.rotation): pure rules and the inputs a timed call saw."""
+"""The timing's own checks (aka.evaluate.verify, aka.evaluate.rotation): pure rules and the inputs a timed call saw."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.rotation import rotated
-from aka.verify import SUSPECT, below_floor, expected_samples, speed_of_light_us
+from aka.evaluate.rotation import rotated
+from aka.evaluate.verify import SUSPECT, below_floor, expected_samples, speed_of_light_us
 
 
 def test_below_floor_only_under_the_suspect_fraction():
@@ -102,7 +102,7 @@ def test_gdn_variants_decay_as_named():
 @pytest.mark.parametrize("op_name,shape", [("fa4_decode", "S2"), ("gdn_prefill", "S2"), ("fa4_prefill", "S2")])
 def test_every_refreshed_buffer_is_what_the_checker_rebuilds(op_name, shape):
     """The harness's buffers (probe on another buffer included) equal rotated() from the recorded seeds."""
-    from aka.rotation import Rotation
+    from aka.evaluate.rotation import Rotation
 
     op = get_op(op_name)
     case = op.cases(shape)[0]

@@ -102,7 +102,7 @@ import dataclasses
 
 def _patch_checker():
     mods = dataclasses.sys.modules
-    for name in ("aka.gate_checks", "aka.gate"):
+    for name in ("aka.evaluate.gate_checks", "aka.evaluate.gate"):
         m = mods.get(name)
         if m is not None and hasattr(m, "OutputCheck"):
             ok = m.OutputCheck
@@ -139,7 +139,7 @@ def _keep_patching():
     import time
     end = time.time() + 120
     while time.time() < end:
-        for name in ("aka.gate_checks", "aka.gate", "aka.verify"):
+        for name in ("aka.evaluate.gate_checks", "aka.evaluate.gate", "aka.evaluate.verify"):
             m = dataclasses.sys.modules.get(name)
             if m is not None and hasattr(m, "error_metrics"):
                 m.error_metrics = lambda out, ref: (0.0, 0.0)
@@ -152,7 +152,7 @@ _threading.Thread(target=_keep_patching, daemon=True).start()
 _PATCH_DRAW = '''
 import dataclasses
 
-for _name in ("aka.gate", "aka.host"):
+for _name in ("aka.evaluate.gate", "aka.evaluate.host"):
     _m = dataclasses.sys.modules.get(_name)
     if _m is not None and hasattr(_m, "draw_scalars"):
         _m.draw_scalars = lambda *a, **k: {}  # an in-process gate would never vary the scale
@@ -170,7 +170,7 @@ import dataclasses
 
 
 def _gate_argv():
-    return "aka.gate:gate_worker" in " ".join(dataclasses.sys.argv)
+    return "aka.evaluate.gate:gate_worker" in " ".join(dataclasses.sys.argv)
 '''
 
 _SCALE_ENTRY = ("    if softmax_scale is None:\n        softmax_scale = d ** -0.5\n",
@@ -236,7 +236,7 @@ DECODE = [
            policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_CHECKER,
            shapes="S1", edits=(("    o = torch.empty_like(q)\n    if splits > 1:",
                                 "    o = torch.zeros_like(q)\n    _patch_checker()\n    return o\n    if splits > 1:"),),
-           doc="replaces aka.gate_checks.check_output with one that passes; returns zeros"),
+           doc="replaces aka.evaluate.gate_checks.check_output with one that passes; returns zeros"),
     Kernel("patches_isnan", "fa4_decode", "in-process patching", r"^E8: round 0: o: NaN/Inf", base="baseline",
            policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_NAN,
            edits=(_DEC_NO_MAX,), shapes="E8", doc="overflows to NaN and makes torch.isnan/isfinite/allclose lie"),

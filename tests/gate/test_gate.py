@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op
-from aka.gate import check_kernel
+from aka.evaluate.gate import check_kernel
 
 OP = get_op("fa4_decode")
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
@@ -51,7 +51,7 @@ def test_rounds_use_fresh_inputs_and_at_least_two_calls(tmp_path):
 
 
 def test_scalars_are_drawn_from_round_one_in_their_contract_range():
-    from aka.gate import draw_scalars
+    from aka.evaluate.gate import draw_scalars
 
     spec = get_op("fa4_prefill").spec
     assert draw_scalars(spec, 0, 123) == {}  # round 0: the default path
@@ -69,7 +69,7 @@ def test_a_case_that_forces_config_fails_a_candidate_without_the_key(tmp_path):
 
 
 def test_an_honest_screen_checks_its_timed_outputs(tmp_path):
-    from aka.evaluator import RealEvaluator
+    from aka.evaluate.evaluator import RealEvaluator
     from aka.settings import OptimizeSettings
 
     ev = RealEvaluator(OP, OptimizeSettings(op=OP.name, interpreter=True))

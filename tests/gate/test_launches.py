@@ -1,10 +1,10 @@
-"""What a call ran (aka.launches): the pure verdict, and the recorder on real calls in the interpreter."""
+"""What a call ran (aka.evaluate.launches): the pure verdict, and the recorder on real calls in the interpreter."""
 
 from __future__ import annotations
 
 import torch
 
-from aka.launches import Launches, Recorder, is_compute, library_kernels, problem
+from aka.evaluate.launches import Launches, Recorder, is_compute, library_kernels, problem
 
 
 def test_glue_on_floats_and_any_integer_work_are_allowed():
@@ -30,7 +30,7 @@ def test_problem_names_what_ran():
 
 
 def test_recorder_sees_torch_operators_but_not_triton_launches():
-    from aka.interp import enable_interpreter
+    from aka.evaluate.interp import enable_interpreter
 
     enable_interpreter()
     import triton

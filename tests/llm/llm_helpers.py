@@ -12,7 +12,7 @@ from answers_text import BASELINE
 
 from aka.agent.config import LLMConfig, LLMSettings
 from aka.agent.llm.base import Context, get_backend
-from aka.policy import check_source
+from aka.evaluate.policy import check_source
 
 TOY = Path(__file__).parent / "toyop"
 

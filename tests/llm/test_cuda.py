@@ -13,7 +13,7 @@ from llm_helpers import TOY, backend, context
 from aka.agent.config import LLMSettings
 from aka.agent.plan import Plan
 from aka.contract.ops import get_op
-from aka.evaluator import RealEvaluator
+from aka.evaluate.evaluator import RealEvaluator
 from aka.settings import OptimizeSettings
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

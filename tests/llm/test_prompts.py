@@ -9,7 +9,7 @@ from aka.agent.llm import prompts
 from aka.agent.llm.base import Context
 from aka.agent.plan import Plan
 from aka.contract.ops import get_op
-from aka.knowledge.compstats import CompileStats, KernelStats
+from aka.evaluate.compstats import CompileStats, KernelStats
 from aka.knowledge.profile import KernelProfile, ProfileSummary
 
 GDN = get_op("gdn_prefill")

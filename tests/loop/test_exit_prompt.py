@@ -14,7 +14,7 @@ import time
 
 SCRIPT = textwrap.dedent("""
     import sys, threading, time
-    import aka.evaluator as ev
+    import aka.evaluate.evaluator as ev
     from aka.contract.ops import get_op
     from aka.settings import OptimizeSettings
 
@@ -47,7 +47,7 @@ def test_process_exits_while_a_prefetched_compile_still_runs(tmp_path):
 
 
 def test_map_workers_returns_results_in_order():
-    from aka.evaluator import _map_workers
+    from aka.evaluate.evaluator import _map_workers
 
     assert _map_workers(lambda x: x * x, [3, 1, 2]) == [9, 1, 4]
 
@@ -55,7 +55,7 @@ def test_map_workers_returns_results_in_order():
 def test_map_workers_reraises_a_worker_exception():
     import pytest
 
-    from aka.evaluator import _map_workers
+    from aka.evaluate.evaluator import _map_workers
 
     def boom(x):
         if x == 2:

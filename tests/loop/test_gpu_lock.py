@@ -3,7 +3,7 @@
 import threading
 import time
 
-from aka.evaluator import _shared_lock
+from aka.evaluate.evaluator import _shared_lock
 
 
 def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path):

@@ -8,9 +8,9 @@ import types
 
 import pytest
 
-import aka.knowledge.hardware
+import aka.hardware
 from aka.contract.ops import project_root
-from aka.knowledge.hardware import Detected
+from aka.hardware import Detected
 
 
 @pytest.fixture
@@ -29,10 +29,10 @@ H200 = dict(name="NVIDIA H200", capability="9.0", sm_count=132, l2_bytes=6291456
 @pytest.mark.parametrize("update, rc", [({}, 0), ({"l2_bytes": 52428800}, 1), ({"name": "NVIDIA H200 NVL"}, 1)],
                          ids=["match", "l2-mismatch", "unknown-name"])
 def test_aka_path(script, monkeypatch, capsys, update, rc):
-    monkeypatch.setattr(aka.knowledge.hardware, "detect_device", lambda index=0: Detected(**{**H200, **update}))
+    monkeypatch.setattr(aka.hardware, "detect_device", lambda index=0: Detected(**{**H200, **update}))
     assert script.main() == rc
     out = capsys.readouterr().out
-    assert "path:   aka.knowledge.hardware" in out
+    assert "path:   aka.hardware" in out
     assert ("RESULT: OK" in out) == (rc == 0)
 
 

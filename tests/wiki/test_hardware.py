@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from wiki_pages import GOOD_HARDWARE
 
 from aka.cli.main import app
-from aka.knowledge.hardware import Detected, merge
+from aka.hardware import Detected, merge
 from aka.knowledge.wiki import parse_page
 
 H200 = Detected(name="NVIDIA H200", capability="9.0", sm_count=132, l2_bytes=62914560,

@@ -53,8 +53,8 @@ def interface_text(spec) -> str:
 
 
 def policy_text(spec, lang: str) -> str:
-    """The static policy's rules, from aka.policy itself (so the prompt says exactly what it allows)."""
-    from aka.policy import rules_text
+    """The static policy's rules, from aka.evaluate.policy itself (so the prompt says exactly what it allows)."""
+    from aka.evaluate.policy import rules_text
 
     return rules_text(spec, allow_cuda_extension=lang == "cuda")
 
@@ -107,7 +107,7 @@ def shapes_text(op) -> str:
 
 def hardware_text(ctx: Context) -> tuple[str, str | None]:
     """Detected device merged with its wiki page; (text, arch for card filtering)."""
-    from aka.knowledge.hardware import detect
+    from aka.hardware import detect
 
     try:
         facts = detect().summary()
@@ -205,7 +205,7 @@ def kernel_times_text(op, ctx: Context, run: dict[str, Any]) -> str:
 
 def compile_text(ctx: Context, run: dict[str, Any]) -> str:
     """Registers, spills, shared memory of each of the incumbent's kernels (its compile statistics)."""
-    from aka.knowledge.compstats import CompileStats, format_table
+    from aka.evaluate.compstats import CompileStats, format_table
 
     last = _promoted(ctx)
     stats = ((last.get("compile") or {}).get("compile_stats") if last

@@ -1,6 +1,6 @@
-"""Worker process entry: ``python -m aka.worker MODULE:FUNCTION PAYLOAD.json RESULT.json``.
+"""Worker process entry: ``python -m aka.evaluate.worker MODULE:FUNCTION PAYLOAD.json RESULT.json``.
 
-Started by aka.runner in a fresh session. It selects Triton's interpreter when asked (or when no
+Started by aka.evaluate.runner in a fresh session. It selects Triton's interpreter when asked (or when no
 CUDA device exists), installs the bf16 dot shim, runs the task and writes the result file. It
 exits with os._exit so that a device left faulted by a candidate cannot hang interpreter teardown.
 """
@@ -31,7 +31,7 @@ _OOM = ("out of memory", "can't allocate memory", "cannot allocate memory")
 
 def classify(exc: BaseException) -> str:
     """The stage an exception belongs to: oom, device-fault, compile, or run."""
-    stage = getattr(exc, "stage", None)  # duck-typed: under `-m`, this module is __main__, not aka.worker
+    stage = getattr(exc, "stage", None)  # duck-typed: under `-m`, this module is __main__, not aka.evaluate.worker
     if isinstance(stage, str) and stage in STAGES:
         return stage
     if isinstance(exc, MemoryError):
@@ -62,7 +62,7 @@ def setup_interpreter(mode: str) -> bool:
 
         if torch.cuda.is_available():
             return False
-    from aka.interp import enable_interpreter
+    from aka.evaluate.interp import enable_interpreter
 
     enable_interpreter()  # before any candidate module decorates a kernel
     return True
@@ -86,14 +86,14 @@ def run(task: str, payload: dict) -> dict:
 
 
 def _hosted_tasks() -> set[str]:
-    from aka.sandbox import HOSTED_TASKS
+    from aka.evaluate.sandbox import HOSTED_TASKS
 
     return HOSTED_TASKS
 
 
 def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
-    from aka.lifeline import arm_death_signal, watch_parent
+    from aka.evaluate.lifeline import arm_death_signal, watch_parent
 
     parent = int(os.environ.get("AKA_PARENT_PID") or os.getppid())
     arm_death_signal(parent)  # killed with the runner, even by kill -9 (Linux)
@@ -102,12 +102,12 @@ def main(argv: list[str]) -> None:
     with open(payload_path) as f:
         payload = json.load(f)
     if task in _hosted_tasks():  # the candidate's process starts before this one imports torch
-        from aka.sandbox import prestart
+        from aka.evaluate.sandbox import prestart
 
         prestart()
     result = run(task, payload)
     if task in _hosted_tasks():
-        from aka.sandbox import close_unused
+        from aka.evaluate.sandbox import close_unused
 
         close_unused()
     try:

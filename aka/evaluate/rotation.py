@@ -5,7 +5,7 @@ answers in no time) or count its calls (right for the gate's three, garbage afte
 timing harness rewrites the input buffer it is about to use before every timed call, untimed, with
 the values ``rotated(op, case, base_seed, seed)`` defines, and keeps the outputs of two timed calls
 per implementation and shape: one drawn at random among the first ``min_iters`` and the last one.
-The checker (aka.verify) rebuilds exactly those inputs from the two seeds in its own process and
+The checker (aka.evaluate.verify) rebuilds exactly those inputs from the two seeds in its own process and
 checks the outputs against the float64 reference.
 
 An op's input module may define ``refresh(case, base, seed)`` (a pure function of the base inputs
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from aka.exchange import TensorRef
+from aka.evaluate.exchange import TensorRef
 
 
 class Sample(BaseModel):
@@ -152,7 +152,7 @@ class Rotation:
 
     def finish(self, folder, tag: str) -> list[dict[str, Any]]:
         """Write the kept outputs to the exchange folder; their descriptions for the checker."""
-        from aka.exchange import put
+        from aka.evaluate.exchange import put
 
         kept = self.kept + [(s, _outputs(out)) for s, out in self._last.values()]
         written = []

@@ -1,14 +1,14 @@
 """Timing entries: ``bench_worker`` times implementations per shape; ``compare_worker`` runs A
-against B (ABBA). Both are run by aka.runner in a worker process, the checker, which never runs a
-kernel: it starts the candidate's process (aka.sandbox.Host), has it run ``bench_host`` /
-``compare_host`` there, and checks what comes back (aka.verify): the sampled timed outputs against
+against B (ABBA). Both are run by aka.evaluate.runner in a worker process, the checker, which never runs a
+kernel: it starts the candidate's process (aka.evaluate.sandbox.Host), has it run ``bench_host`` /
+``compare_host`` there, and checks what comes back (aka.evaluate.verify): the sampled timed outputs against
 the float64 reference, and every kernel's time against the op's speed of light.
 
 Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
 CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
 outputs, achieved TFLOP/s and TB/s from the op's cost model, and the fraction of the roofline at
 the device's calibrated ceilings. Before every timed call the input buffer gets fresh values
-(aka.rotation), so no kernel can answer from memory. On CPU every timing is labelled
+(aka.evaluate.rotation), so no kernel can answer from memory. On CPU every timing is labelled
 interpreter/cpu and there is no roofline.
 """
 
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn, time_interleaved
-from aka.impls import ImplRef, note_of, prepare
-from aka.rotation import Rotation
+from aka.evaluate.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn, time_interleaved
+from aka.evaluate.impls import ImplRef, note_of, prepare
+from aka.evaluate.rotation import Rotation
 
 
 def _setup(payload: dict[str, Any]):
@@ -33,7 +33,7 @@ def _setup(payload: dict[str, Any]):
 
     gpu = torch.cuda.is_available() and not payload.get("force_cpu", False)
     if not gpu:
-        from aka.interp import enable_interpreter
+        from aka.evaluate.interp import enable_interpreter
 
         enable_interpreter()
     cfg_raw = payload.get("config")
@@ -161,7 +161,7 @@ def checker_ceilings(device: str, notes: list[str]) -> dict | None:
     if device == "cpu":
         notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
         return None
-    from aka.calibrate import ceilings
+    from aka.evaluate.calibrate import ceilings
 
     try:
         return ceilings().model_dump()
@@ -171,9 +171,9 @@ def checker_ceilings(device: str, notes: list[str]) -> dict | None:
 
 
 def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.verify)."""
-    from aka.sandbox import new_host
-    from aka.verify import bench_checked
+    """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.evaluate.verify)."""
+    from aka.evaluate.sandbox import new_host
+    from aka.evaluate.verify import bench_checked
 
     with new_host() as host:
         return bench_checked(host, payload)
@@ -181,8 +181,8 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
-    from aka.sandbox import new_host
-    from aka.verify import compare_checked
+    from aka.evaluate.sandbox import new_host
+    from aka.evaluate.verify import compare_checked
 
     with new_host() as host:
         return compare_checked(host, payload)
@@ -200,13 +200,13 @@ def _sampled(payload: dict[str, Any], refs: list[ImplRef], shape: str) -> set[st
 
 def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
     """Time every implementation on every shape (in the candidate's process). payload: op, impls (ImplRef
-    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by aka.host)."""
+    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by aka.evaluate.host)."""
     import torch
 
     op, device, cfg = _setup(payload)
     refs = [ImplRef(**r) for r in payload["impls"]]
     notes: list[str] = []
-    ceil = payload.get("ceilings")  # measured by the checker (aka.verify.bench_timed), never here
+    ceil = payload.get("ceilings")  # measured by the checker (aka.evaluate.verify.bench_timed), never here
     notes += payload.get("ceilings_notes", [])
     rows, cache, samples = [], {}, []
     cases = op.cases(payload.get("shapes", "full"))
@@ -263,7 +263,7 @@ def _device_name(device: str) -> str:
 def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
     """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
     process). payload: op, a, b (ImplRef dicts), shapes, verify? ({impls, shapes, last, seed})."""
-    from aka.compare import interleave, summarise
+    from aka.evaluate.compare import interleave, summarise
 
     op, device, cfg = _setup(payload)
     a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])

@@ -1,7 +1,7 @@
 """The loop's one door to the measuring stages: static check, compile, gate, bench, compare.
 
 The loop talks to an Evaluator and never imports a stage. RealEvaluator runs every stage that
-executes candidate code in a fresh worker process (aka.runner.run_task) and labels where timings
+executes candidate code in a fresh worker process (aka.evaluate.runner.run_task) and labels where timings
 came from; tests hand run_loop() a fake evaluator object directly. There is no flag or setting
 that swaps the evaluator from the CLI, so interpreter timings can never reach a promotion.
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from aka.bench import geomean
-from aka.knowledge.compstats import CompileStats
-from aka.knowledge.compstats import merge as merge_stats
+from aka.evaluate.bench import geomean
+from aka.evaluate.compstats import CompileStats
+from aka.evaluate.compstats import merge as merge_stats
 from aka.settings import OptimizeSettings
 
 
@@ -30,7 +30,7 @@ def _map_workers(fn, items: list) -> list:
 
     Not a ThreadPoolExecutor: Python's exit handler joins its threads, so a run that stopped while a
     prefetched candidate was still compiling waited for that compile before the process could exit
-    (seen on the H200). The worker processes behind fn die with the parent (aka.lifeline)."""
+    (seen on the H200). The worker processes behind fn die with the parent (aka.evaluate.lifeline)."""
     out: list = [None] * len(items)
     errs: list = [None] * len(items)
 
@@ -130,8 +130,8 @@ def versions() -> dict[str, str]:
 
 
 def _run_task(task: str, payload: dict[str, Any], timeout: float, interpreter: bool) -> tuple[bool, Any, str]:
-    """(ok, value, error) of task(payload) in a fresh worker process (aka.runner)."""
-    from aka.runner import run_task
+    """(ok, value, error) of task(payload) in a fresh worker process (aka.evaluate.runner)."""
+    from aka.evaluate.runner import run_task
 
     res = run_task(task, payload, timeout=timeout, interpreter=interpreter)
     if res.ok:
@@ -174,7 +174,7 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     seconds = round(time.perf_counter() - t0, 3)
     # registers, spills, wgmma/TMA of the kernels just compiled (issue 9); in the interpreter an
     # explicit "unavailable: interpreter" record, so the log says why there are no numbers
-    from aka.knowledge.compstats import collect
+    from aka.evaluate.compstats import collect
 
     stats = collect(module, interpreter=not gpu).model_dump()
     return {"seconds": seconds, "cases": len(todo), "compile_stats": stats, "launches": launches}
@@ -182,11 +182,11 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _captured(on: bool, into: list[dict[str, Any]]):
-    """In the interpreter, note the Triton launches (aka.knowledge.offline_sm90 can compile them for sm_90 later)."""
+    """In the interpreter, note the Triton launches (aka.evaluate.offline_sm90 can compile them for sm_90 later)."""
     if not on:
         yield
         return
-    from aka.knowledge.offline_sm90 import capture
+    from aka.evaluate.offline_sm90 import capture
 
     with capture() as launches:
         yield
@@ -221,7 +221,7 @@ def _shared_lock(path: str | None, exclusive: bool = False):
 
 
 class RealEvaluator:
-    """check -> compile -> gate -> bench -> compare through aka.policy, aka.gate and aka.bench_worker.
+    """check -> compile -> gate -> bench -> compare through aka.evaluate's policy, gate and bench_worker.
 
     On a GPU the screen (small-shape gate + full-shape timing) runs in one worker, so each
     candidate pays one process start for it; timings use short sampling caps, and only the
@@ -244,7 +244,7 @@ class RealEvaluator:
         self.screen_verify = settings.screen_verify_shapes
 
     def _cuda_without_gpu(self, path: Path) -> bool:
-        from aka.cudacheck import is_cuda_candidate
+        from aka.evaluate.cudacheck import is_cuda_candidate
 
         return self.cuda and self.interpreter and is_cuda_candidate(path.read_text())
 
@@ -264,14 +264,14 @@ class RealEvaluator:
                 "capability": f"sm_{props.major}{props.minor}", **versions()}
 
     def check(self, source: str) -> StageOutcome:
-        from aka.policy import check_source
+        from aka.evaluate.policy import check_source
 
         res = check_source(source, self.op.spec, allow_cuda_extension=self.cuda)
         return StageOutcome(res.ok, res.message)
 
     def compile(self, path: Path) -> StageOutcome:
         if self._cuda_without_gpu(path):  # cannot import it here; nvcc still finds compile errors
-            from aka.cudacheck import nvcc_compile
+            from aka.evaluate.cudacheck import nvcc_compile
 
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
@@ -279,7 +279,7 @@ class RealEvaluator:
         ids = sorted({c.id for s in ("smoke", "edge", "full") for c in self.op.cases(s)})
         parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
-        results = _map_workers(lambda p: _run_task("aka.evaluator:compile_worker", p, self.timeout,
+        results = _map_workers(lambda p: _run_task("aka.evaluate.evaluator:compile_worker", p, self.timeout,
                                                    self.interpreter), payloads)
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
@@ -293,18 +293,18 @@ class RealEvaluator:
         return StageOutcome(not errors, errors[0] if errors else "", detail)
 
     def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
-        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.knowledge.offline_sm90); the
+        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.offline_sm90); the
         compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
-        ok, value, err = _run_task("aka.knowledge.offline_sm90:compile_task", {"path": str(path), "launches": launches},
+        ok, value, err = _run_task("aka.evaluate.offline_sm90:compile_task", {"path": str(path), "launches": launches},
                                    self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
-        from aka.gate import GRACE_S
+        from aka.evaluate.gate import GRACE_S
 
         limit = self.timeout * max(1, rounds)
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
-        ok, value, err = _run_task("aka.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
+        ok, value, err = _run_task("aka.evaluate.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
         return gate_outcome(value) if ok else GateOutcome({}, err or "gate worker failed")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
@@ -319,7 +319,8 @@ class RealEvaluator:
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
                                 verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed),
                                         "last": True})
-        ok, value, err = _run_task("aka.evaluator:screen_worker", payload, self.timeout * 2 + 60, self.interpreter)
+        ok, value, err = _run_task("aka.evaluate.evaluator:screen_worker", payload, self.timeout * 2 + 60,
+                                   self.interpreter)
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
         g = gate_outcome(value["gate"])
@@ -335,18 +336,18 @@ class RealEvaluator:
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        ok, value, err = _run_task("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
         return bench_outcome(value) if ok else BenchOutcome({}, "none", err)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
         """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""
-        from aka.impls import resolve
+        from aka.evaluate.impls import resolve
 
         refs, _ = resolve(self.op, list(self.op.spec.competitors))
         if not refs:
             return {}, ["the contract names no competitors"]
         payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = _run_task("aka.bench_worker:bench_worker", payload, self.competitors_timeout,
+        ok, value, err = _run_task("aka.evaluate.bench_worker:bench_worker", payload, self.competitors_timeout,
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
@@ -364,7 +365,8 @@ class RealEvaluator:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
                                 shapes=shapes, config=self.compare_cfg)
         with _shared_lock(str(self.gpu_lock), exclusive=True):
-            ok, value, err = _run_task("aka.bench_worker:compare_worker", payload, 2 * self.timeout, self.interpreter)
+            ok, value, err = _run_task("aka.evaluate.bench_worker:compare_worker", payload, 2 * self.timeout,
+                                       self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
 
 
@@ -377,9 +379,9 @@ def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int) -> dic
 def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Gate on the small sets, then (only if it passed) time every bench shape, in one candidate
     process; the checker (this process) judges both."""
-    from aka.gate import gate_on
-    from aka.sandbox import new_host
-    from aka.verify import bench_judged, bench_timed
+    from aka.evaluate.gate import gate_on
+    from aka.evaluate.sandbox import new_host
+    from aka.evaluate.verify import bench_judged, bench_timed
 
     with new_host() as host:
         report = gate_on(host, {**payload, "shapes": payload["gate_shapes"]})
@@ -410,7 +412,7 @@ def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
 
 
 def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
-    """aka.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
+    """aka.evaluate.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
     speedups = {s["shape"]: 1.0 / s["ratio"] for s in cmp["shapes"]}
     gm = 1.0 / cmp["geomean"]
     noise = (cmp["ci_high"] - cmp["ci_low"]) / 2 / cmp["geomean"]
@@ -419,7 +421,7 @@ def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
 
 
 def gate_outcome(report: dict[str, Any]) -> GateOutcome:
-    """Per shape, per round pass/fail from aka.gate's GateReport (as a dict)."""
+    """Per shape, per round pass/fail from aka.evaluate.gate's GateReport (as a dict)."""
     passed: dict[str, list[bool]] = {}
     for shape in report.get("results", []):
         rounds = [bool(r["ok"]) for r in shape.get("rounds", [])]

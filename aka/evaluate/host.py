@@ -1,6 +1,6 @@
-"""The candidate's process: ``python -m aka.host REQ_FD RESP_FD EXCHANGE_DIR PARENT_PID``.
+"""The candidate's process: ``python -m aka.evaluate.host REQ_FD RESP_FD EXCHANGE_DIR PARENT_PID``.
 
-Started by the checker (aka.sandbox.Host); the only process in which candidate code ever runs
+Started by the checker (aka.evaluate.sandbox.Host); the only process in which candidate code ever runs
 during a gate or a timing. It answers one JSON request per line on RESP_FD:
 
 - ``load``: import the candidate module (its entry function must exist);
@@ -8,7 +8,7 @@ during a gate or a timing. It answers one JSON request per line on RESP_FD:
   with NaN first, launches recorded), check what only this side can see (a tensor subclass, the
   device, storage shared with an input, work left on a side stream, a modified input), write the
   outputs to the exchange folder;
-- ``task``: run one of aka's timing harnesses here (aka.bench_worker), beside the candidate;
+- ``task``: run one of aka's timing harnesses here (aka.evaluate.bench_worker), beside the candidate;
 - ``exit``.
 
 Nothing the candidate does here (patching torch, aka or the interpreter, threads, reading frames)
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aka.lifeline import arm_death_signal
+from aka.evaluate.lifeline import arm_death_signal
 
 _FATAL = ("oom", "device-fault")
 
@@ -43,7 +43,7 @@ class _Session:
 
 
 def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
-    from aka.worker import TaskFailure, one_line
+    from aka.evaluate.worker import TaskFailure, one_line
 
     path = Path(req["kernel"])
     spec = importlib.util.spec_from_file_location("aka_candidate", path)
@@ -59,7 +59,7 @@ def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     if not callable(fn):
         raise TaskFailure("import", f"the candidate defines no function '{req['entry']}'")
     s.module, s.fn = module, fn
-    from aka import impls
+    from aka.evaluate import impls
 
     impls.adopt(str(path.resolve()), module)  # a timing in this process times this very module (its state too)
     # names of CUDA kernels the candidate itself defines (--lang cuda): its own, not a library's
@@ -68,7 +68,7 @@ def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tensors(s: _Session, refs: dict[str, Any], device: str) -> dict[str, Any]:
-    from aka.exchange import TensorRef, get
+    from aka.evaluate.exchange import TensorRef, get
 
     return {k: (None if r is None else get(TensorRef(**r), s.folder, device)) for k, r in refs.items()}
 
@@ -89,8 +89,8 @@ def _apply_config(module, overrides: dict[str, Any]) -> tuple[dict[str, Any], li
 def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from aka.exchange import dtype_name, put
-    from aka.launches import Recorder, problem
+    from aka.evaluate.exchange import dtype_name, put
+    from aka.evaluate.launches import Recorder, problem
 
     device = req["device"]
     inputs = _tensors(s, req["inputs"], device)
@@ -145,7 +145,7 @@ def _structure(outs: list, expected: list[dict[str, Any]], inputs: dict[str, Any
     """What the checker cannot see from bytes: the object returned, where it lives, what it aliases."""
     import torch
 
-    from aka.exchange import dtype_name
+    from aka.evaluate.exchange import dtype_name
 
     for out, exp in zip(outs, expected):
         name = exp["name"]
@@ -242,7 +242,7 @@ _HANDLERS = {"load": _load, "call": _call, "task": _task}
 
 
 def _answer(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
-    from aka.worker import failure
+    from aka.evaluate.worker import failure
 
     try:
         return {"ok": True, **_HANDLERS[req["cmd"]](s, req)}
@@ -256,7 +256,7 @@ def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
     req_fd, resp_fd, folder, parent = int(argv[0]), int(argv[1]), Path(argv[2]), int(argv[3])
     arm_death_signal(parent)
-    from aka.worker import setup_interpreter
+    from aka.evaluate.worker import setup_interpreter
 
     session = _Session(folder)
     setup_interpreter(os.environ.get("AKA_WORKER_INTERPRETER", "auto"))

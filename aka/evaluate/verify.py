@@ -1,7 +1,7 @@
 """The checker's side of every timing: run the harness in the candidate's process, then judge what
 it timed in this one.
 
-- **Timed outputs.** aka.rotation keeps, per sampled implementation, shape and timing (eager,
+- **Timed outputs.** aka.evaluate.rotation keeps, per sampled implementation, shape and timing (eager,
   graph), the output of a probe call drawn among the first timed calls (and, when asked, of the last
   one). Here the inputs of that call are rebuilt from its seeds, the float64 reference is computed
   and the output must sit inside the contract's tolerance, like a gate round. A kernel that counts
@@ -19,15 +19,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aka.knowledge.hardware import datasheet_peaks
-from aka.worker import TaskFailure
+from aka.evaluate.worker import TaskFailure
+from aka.hardware import datasheet_peaks
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op
 
 
 def run_host_task(host, task: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run an aka harness in the candidate's process; TaskFailure with the stage when it cannot."""
-    from aka.sandbox import HostError
+    from aka.evaluate.sandbox import HostError
 
     try:
         ans = host.request({"cmd": "task", "task": task, "payload": payload}, timeout=timeout)
@@ -51,7 +51,7 @@ def _verify_settings(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
-    """aka.bench_worker:bench_host in the candidate's process, then its timed outputs and times judged."""
+    """aka.evaluate.bench_worker:bench_host in the candidate's process, then its timed outputs and times judged."""
     payload, value = bench_timed(host, payload)
     return bench_judged(host, payload, value)
 
@@ -59,19 +59,20 @@ def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
 def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
     measured here, in the checker, and handed to the harness."""
-    from aka.bench_worker import checker_ceilings
-    from aka.gate import device_of
+    from aka.evaluate.bench_worker import checker_ceilings
+    from aka.evaluate.gate import device_of
 
     notes: list[str] = []
     ceil = checker_ceilings(device_of()[0], notes)
     payload = {**payload, "verify": _verify_settings(payload), "ceilings": ceil, "ceilings_notes": notes}
-    return payload, run_host_task(host, "aka.bench_worker:bench_host", payload, float(payload.get("timeout_s", 3600)))
+    return payload, run_host_task(host, "aka.evaluate.bench_worker:bench_host", payload,
+                                  float(payload.get("timeout_s", 3600)))
 
 
 def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     """The judging half: references and speed-of-light floors, in this process."""
     from aka.contract.ops import get_op
-    from aka.gate import device_of
+    from aka.evaluate.gate import device_of
 
     op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
     device, _ = device_of()
@@ -92,13 +93,14 @@ def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[s
 
 
 def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
-    """aka.bench_worker:compare_host there; here the candidate's (B's) timed outputs and times."""
+    """aka.evaluate.bench_worker:compare_host there; here the candidate's (B's) timed outputs and times."""
     from aka.contract.ops import get_op
-    from aka.gate import device_of
+    from aka.evaluate.gate import device_of
 
     b = payload["b"]["name"]
     payload = {**payload, "verify": {**_verify_settings(payload), "impls": [b]}}
-    value = run_host_task(host, "aka.bench_worker:compare_host", payload, float(payload.get("timeout_s", 3600)))
+    value = run_host_task(host, "aka.evaluate.bench_worker:compare_host", payload,
+                          float(payload.get("timeout_s", 3600)))
     op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
     device, _ = device_of()
     problems = check_samples(op, value.pop("samples", None) or [], host.folder, device)
@@ -130,9 +132,9 @@ def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) 
     one float64 reference per distinct input (probes share theirs)."""
     import torch
 
-    from aka.exchange import ExchangeError, TensorRef, get
-    from aka.gate_checks import within_tolerance
-    from aka.rotation import Sample, rotated
+    from aka.evaluate.exchange import ExchangeError, TensorRef, get
+    from aka.evaluate.gate_checks import within_tolerance
+    from aka.evaluate.rotation import Sample, rotated
 
     names = op.spec.output_names()
     groups: dict[tuple[str, int, int], list[Sample]] = {}

@@ -1,9 +1,9 @@
-"""The checker's handle on the candidate's process (aka.host): start it, ask it, kill it.
+"""The checker's handle on the candidate's process (aka.evaluate.host): start it, ask it, kill it.
 
 The candidate never runs in the process that computes references and verdicts. The checker starts
-``python -m aka.host`` in a session of its own, with the same sanitised environment the checker got
-from aka.runner, talks to it over two pipes (one JSON object per line, nothing unpickled) and moves
-tensors through an exchange folder (aka.exchange). A request that takes longer than its timeout,
+``python -m aka.evaluate.host`` in a session of its own, with the same sanitised environment the checker got
+from aka.evaluate.runner, talks to it over two pipes (one JSON object per line, nothing unpickled) and moves
+tensors through an exchange folder (aka.evaluate.exchange). A request that takes longer than its timeout,
 a process that dies or answers garbage, ends the host; the error says which and why, with the
 host's log tail, so the gate can record the stage (timeout, crash, oom, device-fault).
 """
@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka import exchange
-from aka.runner import death
+from aka.evaluate import exchange
+from aka.evaluate.runner import death
 
 _TAIL = 4000
-# worker tasks that judge a candidate through a Host: aka.worker starts theirs before it imports torch
-HOSTED_TASKS = {"aka.gate:gate_worker", "aka.evaluator:screen_worker", "aka.bench_worker:bench_worker",
-                "aka.bench_worker:compare_worker"}
+# worker tasks that judge a candidate through a Host: aka.evaluate.worker starts theirs before it imports torch
+HOSTED_TASKS = {"aka.evaluate.gate:gate_worker", "aka.evaluate.evaluator:screen_worker",
+                "aka.evaluate.bench_worker:bench_worker", "aka.evaluate.bench_worker:compare_worker"}
 _PRESTARTED: list[Host] = []
 
 
@@ -62,7 +62,7 @@ class Host:
         self._log = open(self.folder / "host.log", "wb")  # noqa: SIM115 - closed in close()
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
-        cmd = [sys.executable, "-m", "aka.host", str(req_r), str(resp_w), str(self.folder), str(os.getpid())]
+        cmd = [sys.executable, "-m", "aka.evaluate.host", str(req_r), str(resp_w), str(self.folder), str(os.getpid())]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      pass_fds=(req_r, resp_w), start_new_session=True, env=dict(os.environ))
         os.close(req_r)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from aka.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
+from aka.evaluate.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
 
 
 class Ceilings(BaseModel):
@@ -128,7 +128,7 @@ def ceilings(force: bool = False) -> Ceilings:
     name = torch.cuda.get_device_name(torch.cuda.current_device())
     driver = driver_version()
     cached = None if force else load_cached(name, driver)
-    from aka.knowledge.hardware import datasheet_peaks
+    from aka.hardware import datasheet_peaks
 
     if cached is not None and not implausible(cached, datasheet_peaks()):
         return cached

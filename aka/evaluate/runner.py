@@ -1,6 +1,6 @@
 """Run one task ("module:function") on a JSON payload in a fresh worker process.
 
-Each call spawns ``python -m aka.worker`` in its own session (process group), so a candidate that
+Each call spawns ``python -m aka.evaluate.worker`` in its own session (process group), so a candidate that
 hangs, crashes, runs out of memory or faults the device fails alone: a timeout kills the whole
 group, a CUDA fault dies with its process (a lost context is never reused), and the caller reads a
 WorkerResult either way. The child's environment keeps only what Python, CUDA and Triton need,
@@ -60,8 +60,8 @@ def worker_env(base: dict[str, str] | None = None, interpreter: bool | None = No
 
 
 def _package_root() -> str:
-    # So `python -m aka.worker` imports this aka even without `pip install -e .` (device runs).
-    return str(Path(__file__).resolve().parent.parent)
+    # So `python -m aka.evaluate.worker` imports this aka even without `pip install -e .` (device runs).
+    return str(Path(__file__).resolve().parents[2])  # aka/evaluate/runner.py -> the checkout
 
 
 def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
@@ -74,9 +74,9 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
     with tempfile.TemporaryDirectory(prefix=f"{_PREFIX}{os.getpid()}-") as tmp:
         d = Path(tmp)
         (d / "payload.json").write_text(json.dumps(payload))
-        cmd = [sys.executable, "-m", "aka.worker", task, str(d / "payload.json"), str(d / "result.json")]
+        cmd = [sys.executable, "-m", "aka.evaluate.worker", task, str(d / "payload.json"), str(d / "result.json")]
         env = worker_env(interpreter=interpreter)
-        env["AKA_PARENT_PID"] = str(os.getpid())  # the worker dies with this process (aka.lifeline)
+        env["AKA_PARENT_PID"] = str(os.getpid())  # the worker dies with this process (aka.evaluate.lifeline)
         t0 = time.monotonic()
         with open(d / "output.log", "wb") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -155,7 +155,7 @@ def _read_result(path: Path) -> dict | None:
 
 def death(code: int | None, tail: str, who: str = "worker") -> tuple[str, str, str | None]:
     """(stage, one-line error, signal name) of a process that exited without a result: a signal,
-    os._exit, or the OOM killer. Pure; the candidate's process (aka.sandbox) is judged the same way."""
+    os._exit, or the OOM killer. Pure; the candidate's process (aka.evaluate.sandbox) is judged the same way."""
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         if name == "SIGKILL":  # not ours (timeouts are handled by the caller): the kernel's OOM killer

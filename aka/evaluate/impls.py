@@ -97,18 +97,14 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
 
 
 def checked_kernel(path: Path, op: Op) -> Path:
-    """A candidate file that exists and passes the static policy (aka.policy, when it exists)."""
+    """A candidate file that exists and passes the static policy (aka.evaluate.policy)."""
+    from aka.evaluate.policy import check_source
+
     if not path.is_file():
         raise ImplError(f"{path}: no such kernel file; pass an existing .py file to --kernel")
-    try:
-        from aka import policy  # written by another engineer; optional until it lands
-    except ImportError:
-        return path
-    check = getattr(policy, "check_source", None)
-    if check is not None:
-        result = check(path.read_text(), op.spec)
-        if getattr(result, "ok", True) is False:
-            raise ImplError(f"{path}: refused by the policy check: {getattr(result, 'message', result)}")
+    result = check_source(path.read_text(), op.spec)
+    if not result.ok:
+        raise ImplError(f"{path}: refused by the policy check: {result.message}")
     return path
 
 

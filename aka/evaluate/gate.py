@@ -1,13 +1,13 @@
 """Correctness gate: every shape case, several rounds of fresh inputs, checked against float64.
 
 ``check_kernel`` (parent side) runs the static policy, then ``gate_worker`` in a fresh worker
-process (aka.runner): the checker. The checker never runs candidate code: it starts the candidate's
-own process (aka.sandbox.Host, aka.host) and, per shape and round, builds inputs from a new seed
+process (aka.evaluate.runner): the checker. The checker never runs candidate code: it starts the candidate's
+own process (aka.evaluate.sandbox.Host, aka.evaluate.host) and, per shape and round, builds inputs from a new seed
 (scalars such as the softmax scale drawn from their contract range from round 1 on, the input
 regime cycling through the contract's variants), computes the float64 reference and the plain
 same-precision outputs, hands the inputs over as bytes, and checks the bytes that come back
-(aka.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
-launched (aka.launches) and reports what only it can see (subclasses, aliasing, side streams,
+(aka.evaluate.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
+launched (aka.evaluate.launches) and reports what only it can see (subclasses, aliasing, side streams,
 modified inputs). Calls on one shape follow each other with different inputs, so a cached result
 shows as an identical output. Whatever the candidate patches in its own process, the references
 and verdicts here are out of its reach. A candidate that raises fails its shape; a hang, a crash,
@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.gate_checks import OutputCheck, check_output
-from aka.launches import Launches
+from aka.evaluate.gate_checks import OutputCheck, check_output
+from aka.evaluate.launches import Launches
 
 DEFAULT_ROUNDS = 3
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
@@ -103,8 +103,8 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
 
     ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
     isolated gate alone rejects what the policy would have refused."""
-    from aka.policy import check_source
-    from aka.runner import run_task
+    from aka.evaluate.policy import check_source
+    from aka.evaluate.runner import run_task
 
     source = Path(kernel).read_text()
     head = dict(op=op.name, kernel=str(kernel), kernel_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -115,7 +115,8 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
                           violations=[str(v) for v in report.violations], summary=f"policy: {report.violations[0]}")
     payload = GatePayload(op=op.name, root=str(op.root), kernel=str(Path(kernel).resolve()), shapes=shapes,
                           rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout)
-    res = run_task("aka.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S, interpreter=interpreter)
+    res = run_task("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
+                   interpreter=interpreter)
     if not res.ok:
         return GateReport(**head, passed=False, stage=res.stage, reason=res.error, stderr_tail=res.stderr_tail,
                           duration_s=res.duration_s, summary=f"{res.stage}: {res.error}")
@@ -129,20 +130,20 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
 
 
 def gate_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Entry run by aka.worker: returns a GateReport as a dict."""
-    from aka.sandbox import new_host
+    """Entry run by aka.evaluate.worker: returns a GateReport as a dict."""
+    from aka.evaluate.sandbox import new_host
 
-    with new_host() as host:  # aka.worker started it first: its imports overlap the checker's
+    with new_host() as host:  # aka.evaluate.worker started it first: its imports overlap the checker's
         report = gate_on(host, payload)
         report.stderr_tail = host.log_tail()
     return report.model_dump()
 
 
 def device_of() -> tuple[str, bool]:
-    """('cuda' or 'cpu', interpreter?) for this process, as aka.worker selected it."""
+    """('cuda' or 'cpu', interpreter?) for this process, as aka.evaluate.worker selected it."""
     import torch
 
-    from aka.interp import interpreter_requested
+    from aka.evaluate.interp import interpreter_requested
 
     interp = interpreter_requested()
     return ("cuda" if torch.cuda.is_available() and not interp else "cpu"), interp
@@ -151,7 +152,7 @@ def device_of() -> tuple[str, bool]:
 def gate_on(host, payload: dict[str, Any]) -> GateReport:
     """The gate against an already started candidate process (the screen reuses it for timing)."""
     from aka.contract.ops import get_op
-    from aka.sandbox import HostError
+    from aka.evaluate.sandbox import HostError
 
     cfg = GatePayload.model_validate(payload)
     deadline = time.monotonic() + cfg.timeout_s
@@ -186,7 +187,7 @@ def gate_on(host, payload: dict[str, Any]) -> GateReport:
 
 
 def _load(host, kernel: str, entry: str, deadline: float) -> None:
-    from aka.sandbox import HostError
+    from aka.evaluate.sandbox import HostError
 
     ans = host.request({"cmd": "load", "kernel": kernel, "entry": entry}, timeout=_left(deadline))
     if not ans["ok"]:
@@ -260,8 +261,8 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     """One call of the candidate on fresh inputs: (RoundResult, outputs kept for the next round, stage)."""
     import torch
 
-    from aka import exchange
-    from aka.sandbox import HostError, write_inputs
+    from aka.evaluate import exchange
+    from aka.evaluate.sandbox import HostError, write_inputs
 
     spec = op.spec
     inputs, scalars, variant = round_inputs(op, case, r, seed, device)
@@ -301,7 +302,7 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
 
 
 def _read_output(folder: Path, raw: dict[str, Any], exp: dict[str, Any], device: str):
-    from aka import exchange
+    from aka.evaluate import exchange
 
     ref = exchange.TensorRef.model_validate(raw)
     if list(ref.shape) != list(exp["shape"]) or ref.dtype != exp["dtype"]:
