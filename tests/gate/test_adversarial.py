@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.contract.ops import get_op
+from aka.contract.ops import get_op, op_names
 from aka.evaluate.gate import GatePayload, check_kernel
 from aka.evaluate.runner import run_task
 
@@ -70,7 +70,7 @@ def test_hung_candidate_is_killed_and_the_run_goes_on():
     assert after.stage == "check" and "returns input 'q'" in after.reason
 
 
-@pytest.mark.parametrize("op", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+@pytest.mark.parametrize("op", op_names())  # every contract in workloads/
 def test_baseline_passes_on_cpu(op):
     o = get_op(op)
     report = check_kernel(o, o.path("baseline"), shapes="smoke,edge", rounds=2, timeout=600, interpreter=True)
@@ -112,7 +112,7 @@ def test_side_stream_caught_by_the_gate_itself():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("op", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+@pytest.mark.parametrize("op", op_names())  # every contract in workloads/
 def test_baseline_passes_on_gpu(op):
     o = get_op(op)
     report = check_kernel(o, o.path("baseline"), shapes="smoke,edge", rounds=3, timeout=300, interpreter=False)
@@ -122,7 +122,7 @@ def test_baseline_passes_on_gpu(op):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.parametrize("op", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+@pytest.mark.parametrize("op", op_names())  # every contract in workloads/
 def test_baseline_passes_on_gpu_full_set(op):
     o = get_op(op)
     report = check_kernel(o, o.path("baseline"), shapes="full", rounds=3, timeout=590, interpreter=False)

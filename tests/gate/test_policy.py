@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aka.contract.ops import get_op
+from aka.contract.ops import get_op, op_names
 from aka.evaluate.policy import check_source
 
 SPEC = get_op("fa4_prefill").spec
@@ -149,7 +149,7 @@ def test_cpp_extension_behind_a_flag():
     assert check_source(src, SPEC, allow_cuda_extension=True).ok
 
 
-@pytest.mark.parametrize("op", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+@pytest.mark.parametrize("op", op_names())  # every contract in workloads/
 def test_baselines_pass(op):
     o = get_op(op)
     report = check_source(o.path("baseline").read_text(), o.spec)
