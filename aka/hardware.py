@@ -121,6 +121,25 @@ def _driver() -> str | None:
     return line[0].strip() if out.returncode == 0 and line else None
 
 
+def device_record(interpreter: bool) -> dict[str, object]:
+    """What a measurement was made on, as run.json, promoted.json and `aka regress` record it: the
+    device model (its name keys recorded numbers), SMs, capability and the software versions."""
+    import platform
+
+    import torch
+    import triton
+
+    out: dict[str, object] = {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0}
+    if not interpreter:
+        p = torch.cuda.get_device_properties(0)
+        out = {"name": p.name, "interpreter": False, "sms": p.multi_processor_count,
+               "capability": f"sm_{p.major}{p.minor}"}
+    out.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__)
+    if torch.cuda.is_available():
+        out.update(cuda=str(torch.version.cuda), driver=_driver() or "?")
+    return out
+
+
 def detect_device(index: int = 0) -> Detected | None:
     """Query torch (and nvidia-smi for the driver); None when there is no CUDA device."""
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import platform
 import random
 import tempfile
 import threading
@@ -105,24 +104,6 @@ def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float |
     """Geomean over common shapes of reference time / candidate time."""
     common = [s for s in reference if s in candidate and candidate[s] > 0]
     return geomean([reference[s] / candidate[s] for s in common]) if common else None
-
-
-def versions() -> dict[str, str]:
-    import torch
-    import triton
-
-    out = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
-    if torch.cuda.is_available():
-        out["cuda"] = str(torch.version.cuda)
-        try:
-            import subprocess
-
-            drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=20)
-            out["driver"] = drv.stdout.strip().splitlines()[0] if drv.returncode == 0 else "?"
-        except (OSError, IndexError, Exception):
-            out["driver"] = "?"
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,13 +236,9 @@ class RealEvaluator:
         return {"name": name, "kind": "kernel", "path": str(path), "function": self.op.spec.entry}
 
     def device(self) -> dict[str, Any]:
-        if self.interpreter:
-            return {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0, **versions()}
-        import torch
+        from aka.hardware import device_record
 
-        props = torch.cuda.get_device_properties(0)
-        return {"name": props.name, "interpreter": False, "sms": props.multi_processor_count,
-                "capability": f"sm_{props.major}{props.minor}", **versions()}
+        return device_record(self.interpreter)
 
     def check(self, source: str) -> StageOutcome:
         from aka.evaluate.policy import check_source

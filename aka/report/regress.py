@@ -258,13 +258,9 @@ class WorkerMeasurer:
 
     def device(self) -> dict[str, Any]:
         """The device model names the recorded numbers (same fields as the loop's run.json)."""
-        import torch
+        from aka.hardware import device_record
 
-        from aka.evaluate.evaluator import versions
-
-        if self.interpreter:
-            return {"name": "cpu (Triton interpreter)", "interpreter": True, **versions()}
-        return {"name": torch.cuda.get_device_name(0), "interpreter": False, **versions()}
+        return device_record(self.interpreter)
 
     def gate(self, op, kernel: Path, sets: list[str]) -> tuple[dict[str, bool], dict[str, str], str]:
         from aka.evaluate.gate import check_kernel
