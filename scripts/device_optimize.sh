@@ -55,7 +55,8 @@ import json, os, sys
 import torch
 from aka.evaluate.evaluator import RealEvaluator
 from aka.agent.llm.base import get_backend
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.contract.ops import get_op, project_root
 from aka.settings import Budget, OptimizeSettings
 

@@ -190,7 +190,7 @@ def fault_line(fault: dict[str, Any], run_id: str) -> str:
 
 
 def _measure_baseline(live: Live, runs_root, settings: OptimizeSettings, op, evaluator) -> RunStore:
-    from aka.run.loop import prepare_run
+    from aka.run.setup import prepare_run
 
     try:
         return prepare_run(runs_root, settings, op, evaluator)

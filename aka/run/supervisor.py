@@ -116,7 +116,7 @@ def promotion_meta(run: dict[str, Any], rec: dict[str, Any],
     """promoted.json: what was promoted, measured where, and how much faster than what.
 
     `standing`: the promoted kernel's geomean and per-shape speedup over the baseline: the run's
-    starting standing (aka.run.standing) times the ABBA re-measures of its promotions (aka.run.loop.rebuild)."""
+    starting standing (aka.run.standing) times the ABBA re-measures of its promotions (aka.run.state.rebuild)."""
     times = rec["bench"]["times_us"]
     dev = run["device"]
     # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's

@@ -23,7 +23,8 @@ from aka.agent.llm.endpoint import http_fault  # noqa: E402
 from aka.cli.main import app  # noqa: E402
 from aka.cli.optimize import fault_line  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.run.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import run_loop  # noqa: E402
+from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 

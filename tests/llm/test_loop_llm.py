@@ -16,7 +16,8 @@ from fakes import FakeEvaluator, make_project, source  # noqa: E402
 from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.run.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import run_loop  # noqa: E402
+from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 

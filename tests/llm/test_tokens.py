@@ -20,7 +20,8 @@ from fakes import REPO, FakeEvaluator, make_project  # noqa: E402
 from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.run.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import run_loop  # noqa: E402
+from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 # one-value CONFIG changes of the real gdn_prefill baseline (whole lines, comments included: each occurs once)

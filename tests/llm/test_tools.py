@@ -25,7 +25,8 @@ from fakes import FakeEvaluator, make_project  # noqa: E402
 
 from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402
-from aka.run.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import run_loop  # noqa: E402
+from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 

@@ -14,7 +14,8 @@ from fakes import FakeEvaluator  # noqa: E402
 
 from aka.agent.llm.scripted import ScriptedBackend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.run.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import run_loop  # noqa: E402
+from aka.run.setup import prepare_run  # noqa: E402
 from aka.run.store import RunStore  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 

@@ -6,7 +6,8 @@ import pytest
 from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.run.supervisor import BudgetUsed, stop_reason
 from aka.settings import Budget, OptimizeSettings
 

@@ -20,7 +20,8 @@ from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
 from aka.cli.optimize import LiveView
 from aka.cli.runs import attempts_table
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
 
 

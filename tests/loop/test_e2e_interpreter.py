@@ -16,7 +16,8 @@ import pytest
 from aka.agent.llm.base import get_backend
 from aka.contract.ops import get_op
 from aka.evaluate.evaluator import RealEvaluator
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
 
 REPO = Path(__file__).resolve().parents[2]

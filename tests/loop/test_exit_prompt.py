@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
     ev._run_task = slow
     op = get_op("gdn_prefill")
     door = ev.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
-    # the prefetch job's thread is a daemon, as aka.run.loop.Job makes it; compile() runs inside it
+    # the prefetch job's thread is a daemon, as aka.run.prefetch.Job makes it; compile() runs inside it
     t = threading.Thread(target=door.compile, args=(op.path("baseline"),), daemon=True)
     t.start()
     if not started.wait(20):

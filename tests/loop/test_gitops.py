@@ -72,7 +72,7 @@ def test_no_commit_run_may_replace_its_own_earlier_promotion_but_not_an_edit(pro
 def test_an_edited_promoted_kernel_stops_a_run_before_it_is_measured_on_every_device(project, op, interpreter):
     from fakes import FakeEvaluator
 
-    from aka.run.loop import prepare_run
+    from aka.run.setup import prepare_run
     from aka.settings import Budget, OptimizeSettings
 
     gitops.promote(project, "gdn_prefill", "# v1\n", {"code_hash": "a1"}, "v1", True)

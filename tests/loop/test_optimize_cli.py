@@ -10,7 +10,8 @@ from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.run import gitops
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
 
 

@@ -16,7 +16,8 @@ from aka.evaluate.compstats import CompileStats, KernelStats
 from aka.knowledge.incumbent_facts import CPU_NOTE, incumbent_evidence, slowest_shapes, worst_shape
 from aka.knowledge.profile import KernelProfile, ProfileError, ProfileSummary
 from aka.knowledge.wiki import load_wiki
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.records import UnknownRunError
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.run.store import RunBusyError, RunStore, list_runs
 from aka.settings import Budget, OptimizeSettings
 

@@ -15,7 +15,8 @@ from aka.cli.main import app
 from aka.evaluate.evaluator import code_hash
 from aka.report.tables import promotion_rows
 from aka.run import gitops
-from aka.run.loop import prepare_run, run_loop
+from aka.run.loop import run_loop
+from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
 
 SHAPES = [f"G{i}" for i in range(1, 11)]

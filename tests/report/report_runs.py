@@ -11,7 +11,8 @@ from fakes import FakeEvaluator, source  # noqa: E402
 
 from aka.agent.llm.scripted import ScriptedBackend  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
-from aka.run.loop import prepare_run, run_loop  # noqa: E402
+from aka.run.loop import run_loop  # noqa: E402
+from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402
 
 # Outcomes of a realistic search: refusals, a wrong kernel, two promotions, a shape regression.

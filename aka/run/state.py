@@ -1,0 +1,63 @@
+"""What the next round needs, rebuilt from run.json and attempts.jsonl alone (so a resumed run
+continues exactly where its log ends), and which shape sets each stage uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aka.evaluate.evaluator import speedup
+from aka.run.store import RunStore
+from aka.run.supervisor import BudgetUsed
+from aka.settings import OptimizeSettings
+
+
+@dataclass
+class State:
+    """What the next round needs; a pure function of run.json and the attempts log."""
+
+    used: BudgetUsed
+    best: float | None  # best geomean speedup over the baseline (bench screen)
+    incumbent: Path
+    incumbent_label: str
+    incumbent_times: dict[str, float]
+    incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline
+    incumbent_shapes: dict[str, float] = field(default_factory=dict)  # ... and per shape
+    seen: dict[str, int] = field(default_factory=dict)  # code hash -> attempt that measured it
+
+
+def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
+    """Gate stages, bench shapes and gate rounds: the full set only off the interpreter."""
+    if settings.interpreter:
+        return [list(settings.cpu_gate_sets)], settings.cpu_bench_shapes, settings.cpu_gate_rounds
+    return [["smoke", "edge"], ["full"]], "full", settings.gate_rounds
+
+
+def rebuild(store: RunStore, run: dict[str, Any]) -> State:
+    base, inc = run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]
+    # runs recorded before the standing was: the set-up's timings
+    start = run["incumbent"].get("standing") or {"geomean": speedup(base, inc) or 1.0,
+                                                 "shapes": {s: b / inc[s] for s, b in base.items() if inc.get(s)}}
+    st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
+               run["incumbent"]["label"], dict(inc), start["geomean"], dict(start["shapes"]))
+    st.seen[run["incumbent"]["hash"]] = -1
+    for rec in store.attempts():
+        st.used.candidates += 1
+        st.used.elapsed_s += rec.get("duration_s", 0.0)
+        st.used.tokens += rec.get("tokens", 0)
+        st.used.since_improvement = 0 if rec.get("improved") else st.used.since_improvement + 1
+        if rec.get("score") is not None:
+            st.best = rec["score"] if st.best is None else max(st.best, rec["score"])
+        if rec.get("code_hash"):
+            st.seen.setdefault(rec["code_hash"], rec["n"])
+        if rec["decision"]["promote"]:
+            st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
+            st.incumbent_label = f"candidate {rec['n']}"
+            st.incumbent_times = dict(rec["bench"]["times_us"])
+            # the standing over the baseline (aka.run.standing): the start's chained through each
+            # promotion's ABBA re-measure (the screen's times drift by several % between workers)
+            m = rec["measurements"]
+            st.incumbent_score *= m["geomean"]
+            st.incumbent_shapes = {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m["ratios"].items()}
+    return st
