@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> None:
     import torch
 
-    from aka.evaluate.bench import BenchConfig, CudaTimer, GraphTimer, l2_bytes, time_fn
     from aka.contract.ops import get_op, load_module
+    from aka.evaluate.bench import BenchConfig, CudaTimer, GraphTimer, l2_bytes, time_fn
     from aka.evaluate.rotation import Rotation
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -25,7 +25,7 @@ from aka.evaluate.runner import death
 
 _TAIL = 4000
 # worker tasks that judge a candidate through a Host: aka.evaluate.worker starts theirs before it imports torch
-HOSTED_TASKS = {"aka.evaluate.gate:gate_worker", "aka.evaluate.evaluator:screen_worker",
+HOSTED_TASKS = {"aka.evaluate.gate:gate_worker", "aka.evaluate.tasks:screen_worker",
                 "aka.evaluate.bench_worker:bench_worker", "aka.evaluate.bench_worker:compare_worker"}
 _PRESTARTED: list[Host] = []
 

@@ -24,7 +24,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from aka.errors import AkaError
-from aka.evaluate.evaluator import code_hash
+from aka.evaluate.outcomes import code_hash
 from aka.interop import blob, recorded
 from aka.interop.axes import Dim, bind, parse_shape
 from aka.interop.fib_models import (

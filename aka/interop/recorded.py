@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from aka.evaluate.evaluator import code_hash
+from aka.evaluate.outcomes import code_hash
 from aka.run import gitops
 
 LIBS = ("torch", "triton", "cuda", "driver", "python")

@@ -214,7 +214,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
     if kernel == "promoted":
         meta = gitops.read_promoted_meta(op.root, op.name)
         c.recorded_us = recorded_for(meta, device["name"])
-        from aka.evaluate.evaluator import code_hash
+        from aka.evaluate.outcomes import code_hash
 
         if meta.get("code_hash") and meta["code_hash"] != code_hash(path.read_text()):
             c.notes.append("promoted.py differs from the code hash in promoted.json (edited by hand?)")
@@ -286,7 +286,7 @@ class WorkerMeasurer:
         for row in res.value["rows"]:
             for name in kernels:
                 r = row["results"][name]
-                # eager medians, as the loop's bench records them (aka.evaluate.evaluator.bench_outcome)
+                # eager medians, as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)
                 if "eager" in r:
                     times[name][row["shape"]] = r["eager"]["median_us"]
                 else:

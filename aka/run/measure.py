@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aka.evaluate.evaluator import Evaluator, speedup
+from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.outcomes import speedup
 from aka.run.prefetch import Prepared, View
 from aka.run.state import State, shape_plan
 from aka.run.supervisor import Measurements, decide

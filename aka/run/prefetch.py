@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 from aka.agent.llm.base import AttemptFailed, Backend, Context, Usage
 from aka.agent.llm.edits import compact_diff
-from aka.evaluate.evaluator import Evaluator, code_hash
+from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.outcomes import code_hash
 from aka.knowledge.incumbent_facts import incumbent_evidence
 from aka.run.state import State, shape_plan
 from aka.run.store import RunStore

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from aka.errors import AkaError
-from aka.evaluate.evaluator import Evaluator, code_hash
+from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.outcomes import code_hash
 from aka.knowledge.lessons import top_lessons
 from aka.run import gitops
 from aka.run.standing import start_standing

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.evaluator import code_hash, speedup
+from aka.evaluate.outcomes import code_hash, speedup
 
 
 def start_standing(op, incumbent: Path, figures: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.evaluator import speedup
+from aka.evaluate.outcomes import speedup
 from aka.run.store import RunStore
 from aka.run.supervisor import BudgetUsed
 from aka.settings import OptimizeSettings

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.evaluator import BenchOutcome, CompareOutcome, GateOutcome, StageOutcome
+from aka.evaluate.outcomes import BenchOutcome, CompareOutcome, GateOutcome, StageOutcome
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
-"""aka.evaluate.evaluator.gate_outcome: what the loop keeps of a gate report (and promoted.json shows)."""
+"""aka.evaluate.outcomes.gate_outcome: what the loop keeps of a gate report (and promoted.json shows)."""
 
-from aka.evaluate.evaluator import gate_outcome
+from aka.evaluate.outcomes import gate_outcome
 
 
 def _round(i, ok, o_rel, s_rel, seconds=1.5):
@@ -38,7 +38,7 @@ def test_a_parent_measured_duration_wins():
 
 
 def test_bench_outcome_reads_the_incumbent_timed_beside_the_candidate():
-    from aka.evaluate.evaluator import bench_outcome
+    from aka.evaluate.outcomes import bench_outcome
 
     rows = [{"shape": "G1", "results": {"incumbent": {"eager": {"median_us": 110.0}},
                                         "candidate": {"eager": {"median_us": 100.0}, "roofline_frac": 0.2}}},

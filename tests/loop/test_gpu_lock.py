@@ -3,7 +3,7 @@
 import threading
 import time
 
-from aka.evaluate.evaluator import _shared_lock
+from aka.evaluate.gpulock import gpu_lock
 
 
 def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path):
@@ -13,7 +13,7 @@ def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path):
 
     def hold(name, exclusive, start, seconds):
         time.sleep(start)
-        with _shared_lock(path, exclusive=exclusive):
+        with gpu_lock(path, exclusive=exclusive):
             got[name] = time.monotonic() - t0
             time.sleep(seconds)
 
@@ -33,7 +33,7 @@ def test_shared_holders_overlap(tmp_path):
     lock = threading.Lock()
 
     def hold():
-        with _shared_lock(path):
+        with gpu_lock(path):
             with lock:
                 inside[0] += 1
                 peak[0] = max(peak[0], inside[0])

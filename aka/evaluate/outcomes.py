@@ -1,0 +1,113 @@
+"""What a measuring stage returns to the loop, as typed records, and the parsing of the workers'
+payloads into them: one reading of a gate report, a bench run and an ABBA comparison."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from aka.evaluate.bench import geomean
+
+
+@dataclass
+class StageOutcome:
+    ok: bool
+    error: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GateOutcome:
+    passed: dict[str, list[bool]]  # shape id -> pass per round
+    error: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BenchOutcome:
+    times_us: dict[str, float]  # shape id -> median microseconds
+    timing: str  # "gpu" or "interpreter"
+    error: str = ""
+    roofline: dict[str, float] = field(default_factory=dict)  # shape id -> fraction of the roofline (GPU)
+    # the incumbent timed interleaved with the candidate in the same worker (GPU screen): a paired
+    # ratio, free of the drift between the setup's baseline timing and this one
+    incumbent_us: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CompareOutcome:
+    speedups: dict[str, float]  # shape id -> incumbent time / candidate time
+    geomean: float | None
+    noise: float | None
+    timing: str
+    error: str = ""
+
+
+def code_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float | None:
+    """Geomean over common shapes of reference time / candidate time."""
+    common = [s for s in reference if s in candidate and candidate[s] > 0]
+    return geomean([reference[s] / candidate[s] for s in common]) if common else None
+
+
+def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
+    times, errors, roofline, inc = {}, [], {}, {}
+    for row in value["rows"]:
+        ref = row["results"].get("incumbent") or {}
+        if "eager" in ref:
+            inc[row["shape"]] = ref["eager"]["median_us"]
+        res = row["results"]["candidate"]
+        if "eager" in res:
+            times[row["shape"]] = res["eager"]["median_us"]
+            if res.get("roofline_frac") is not None:
+                roofline[row["shape"]] = res["roofline_frac"]
+        else:
+            errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
+    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors), roofline, inc)
+
+
+def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
+    """aka.evaluate.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
+    speedups = {s["shape"]: 1.0 / s["ratio"] for s in cmp["shapes"]}
+    gm = 1.0 / cmp["geomean"]
+    noise = (cmp["ci_high"] - cmp["ci_low"]) / 2 / cmp["geomean"]
+    timing = "gpu" if str(cmp.get("kind", "")).startswith("gpu") else "interpreter"
+    return CompareOutcome(speedups, gm, noise, timing)
+
+
+def gate_outcome(report: dict[str, Any]) -> GateOutcome:
+    """Per shape, per round pass/fail from aka.evaluate.gate's GateReport (as a dict)."""
+    passed: dict[str, list[bool]] = {}
+    for shape in report.get("results", []):
+        rounds = [bool(r["ok"]) for r in shape.get("rounds", [])]
+        passed[shape["id"]] = rounds if rounds and shape["passed"] == all(rounds) else [bool(shape["passed"])]
+    error = "" if report.get("passed") else (report.get("reason") or report.get("summary") or "gate failed")
+    if report.get("passed") and not passed:
+        error = "gate passed no shapes"
+    # the worker's own report has no duration (the parent times the process): sum the rounds
+    seconds = report.get("duration_s") or sum(r.get("seconds", 0.0) for s in report.get("results", [])
+                                               for r in s.get("rounds", []))
+    detail = {"summary": report.get("summary", ""), "device": report.get("device", ""),
+              "rounds": report.get("n_rounds", 0), "seconds": round(seconds, 3), "errors": gate_errors(report)}
+    return GateOutcome(passed, error[:500], detail)
+
+
+def gate_errors(report: dict[str, Any]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Per shape and output, the worst round's rel L2 against float64 beside the plain same-precision
+    implementation's: the figures an engineer reads before trusting a promoted kernel."""
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for shape in report.get("results", []):
+        worst: dict[str, dict[str, Any]] = {}
+        for r in shape.get("rounds", []):
+            for o in r.get("outputs", []):
+                key = (not o.get("ok", False), o.get("rel_l2") if o.get("rel_l2") is not None else float("inf"))
+                w = worst.get(o["name"])
+                if w is None or key > w["key"]:
+                    worst[o["name"]] = {"key": key, "rel_l2": o.get("rel_l2"), "plain_rel_l2": o.get("plain_rel_l2")}
+        if worst:
+            out[shape["id"]] = {n: {"rel_l2": w["rel_l2"], "plain_rel_l2": w["plain_rel_l2"]} for n, w in worst.items()}
+    return out
