@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import aka.agent.llm.base
 import aka.evaluate.evaluator
-import aka.run.loop
+import aka.run.setup
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
 from aka.cli.optimize import LiveView
@@ -136,7 +136,7 @@ def test_ctrl_c_during_the_baseline_says_so_and_that_nothing_was_recorded(projec
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(aka.run.loop, "prepare_run", interrupted)
+    monkeypatch.setattr(aka.run.setup, "prepare_run", interrupted)
     res = _optimize(project, monkeypatch, ScriptedBackend([]))
     assert res.exit_code == 130
     assert "interrupted while measuring the baseline; nothing was recorded" in res.stdout
