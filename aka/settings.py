@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aka.agent.config import LLMSettings
+from aka.contract.shapes import ShapeSet, gated_sets
 
 
 class PromotionRules(BaseModel):
@@ -48,10 +49,10 @@ class OptimizeSettings(BaseModel):
     interpreter: bool = Field(False, description="run kernels in Triton's CPU interpreter (set when no GPU)")
     cpu_gate_rounds: int = Field(2, description="gate rounds in the interpreter (at least 2: what actually runs)")
     cpu_gate_sets: list[str] = Field(
-        default_factory=lambda: ["smoke", "edge"],
+        default_factory=lambda: [s.value for s in gated_sets(gpu=False)],
         description="shape sets gated in the interpreter (gdn_prefill: ~60 s for 3 candidates on 2 cores)",
     )
-    cpu_bench_shapes: str = Field("smoke", description="shape set (or ids) timed in the interpreter")
+    cpu_bench_shapes: str = Field(ShapeSet.SMOKE.value, description="shape set (or ids) timed in the interpreter")
     timeout_s: float = Field(300.0, gt=0, description="per worker call: a hung candidate fails after this")
     prepare_ahead: int = Field(
         1, ge=0, description="later candidates generated and compiled (in parallel) while one is timed"

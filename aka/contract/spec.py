@@ -15,9 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
+from aka.contract.shapes import ALL_SETS
 from aka.errors import ContractError
 
-SHAPE_SETS = ("full", "smoke", "edge")
+SHAPE_SETS = tuple(s.value for s in ALL_SETS)  # what every contract must define, exactly
 DTYPES = ("bfloat16", "float16", "float32", "float64", "int32", "int64")
 
 

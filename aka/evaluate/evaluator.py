@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from aka.contract.shapes import every_case
 from aka.evaluate.compstats import CompileStats
 from aka.evaluate.compstats import merge as merge_stats
 from aka.evaluate.gpulock import gpu_lock
@@ -129,7 +130,7 @@ class RealEvaluator:
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
         # on a GPU the shapes are split over `compile_split` workers compiling side by side
-        ids = sorted({c.id for s in ("smoke", "edge", "full") for c in self.op.cases(s)})
+        ids = sorted(every_case(self.op))
         parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
         results = _map_workers(lambda p: _run_task("aka.evaluate.tasks:compile_worker", p, self.timeout,

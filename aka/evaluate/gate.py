@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from aka.contract.shapes import gated_sets
 from aka.evaluate.gate_checks import OutputCheck, check_output
 from aka.evaluate.launches import Launches
 
@@ -201,7 +202,7 @@ def _left(deadline: float) -> float:
 def resolve_cases(op, shapes: str, device: str) -> list:
     """'auto' -> smoke+edge (+full on a GPU); else comma-separated set names and shape ids."""
     if shapes == "auto":
-        tokens = ["smoke", "edge"] + (["full"] if device == "cuda" else [])
+        tokens = [s.value for s in gated_sets(gpu=device == "cuda")]
     else:
         tokens = [t.strip() for t in shapes.split(",") if t.strip()]
     cases, seen = [], set()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aka.contract.shapes import every_case
 from aka.evaluate.gpulock import gpu_lock
 
 
@@ -31,7 +32,7 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     module = load_module(Path(payload["path"]))
     fn = getattr(module, op.spec.entry)
-    cases = {c.id: c for s in ("smoke", "edge", "full") for c in op.cases(s)}
+    cases = every_case(op)
     if payload.get("cases"):  # this worker's share of the cases (the evaluator splits them)
         cases = {i: cases[i] for i in payload["cases"]}
     todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]

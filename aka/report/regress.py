@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from aka.contract.shapes import gated_sets
 from aka.errors import AkaError
 from aka.run import gitops
 
@@ -192,7 +193,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
     kernel = "promoted" if promoted.is_file() else "baseline"
     path = promoted if kernel == "promoted" else op.path("baseline")
     gpu = not device.get("interpreter")
-    sets = ["smoke", "edge", "full"] if gpu else ["smoke", "edge"]
+    sets = [s.value for s in gated_sets(gpu)]
     shapes = list(dict.fromkeys(c.id for s in sets for c in op.cases(s)))
     passed, reasons, err = m.gate(op, path, sets)
     c = OpCheck(op=op.name, kernel=kernel, gate_shapes=shapes, gate=passed, gate_reasons=reasons, gate_error=err,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aka.contract.shapes import ShapeSet, gated_stages
 from aka.evaluate.outcomes import speedup
 from aka.run.store import RunStore
 from aka.run.supervisor import BudgetUsed
@@ -31,7 +32,7 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
     """Gate stages, bench shapes and gate rounds: the full set only off the interpreter."""
     if settings.interpreter:
         return [list(settings.cpu_gate_sets)], settings.cpu_bench_shapes, settings.cpu_gate_rounds
-    return [["smoke", "edge"], ["full"]], "full", settings.gate_rounds
+    return [[s.value for s in stage] for stage in gated_stages(gpu=True)], ShapeSet.FULL.value, settings.gate_rounds
 
 
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from aka.contract.shapes import ShapeSet
 from aka.settings import Budget, PromotionRules
 
 Timing = Literal["gpu", "interpreter", "none"]
@@ -82,7 +83,7 @@ def decide(m: Measurements, rules: PromotionRules) -> Decision:
         worst = min(slow, key=slow.__getitem__)
         return _no(f"{worst} slower by {1 - slow[worst]:.1%} (margin {rules.shape_margin:.0%})")
     ungated = [s for s in m.expected_shapes if s not in m.gate]
-    if "full" not in m.gate_sets or ungated:  # last: the loop gates the full set only for would-be promotions
+    if ShapeSet.FULL not in m.gate_sets or ungated:  # last: the loop gates the full set only for would-be promotions
         return _no(f"gate covered only {'+'.join(m.gate_sets) or 'nothing'}, not the full set")
     extra = f"; allowed regressions on {', '.join(sorted(slow))}" if slow else ""
     return Decision(promote=True, verdict="promoted", reason=f"geomean gain {gain:+.2%} (noise {noise:.2%}){extra}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aka.contract.shapes import every_case
 from aka.evaluate.compstats import CompileStats, format_table
 from aka.evaluate.evaluator import Evaluator
 from aka.settings import OptimizeSettings
@@ -76,7 +77,7 @@ class ToolBench:
     def time(self, source: str, shapes: list[str]) -> tuple[bool, str]:
         if self.settings.interpreter:
             return False, NEEDS_GPU.format(what="time()")
-        known = {c.id for s in ("full", "smoke", "edge") for c in self.op.cases(s)}
+        known = set(every_case(self.op))
         bad = [s for s in shapes if s not in known]
         if bad:
             return False, f"unknown shape ids {bad}; e.g. {', '.join(sorted(known)[:6])}"

@@ -23,6 +23,7 @@ from typing import Any
 
 from aka.agent.llm.base import Context
 from aka.agent.plan import Plan
+from aka.contract.shapes import every_case
 
 _HISTORY_MAX = 20  # most recent attempts shown in full; older ones are counted
 
@@ -148,7 +149,7 @@ def _promoted(ctx: Context) -> dict[str, Any] | None:
 
 
 def _cases(op) -> dict[str, Any]:
-    return {c.id: c for s in ("full", "smoke", "edge") for c in op.cases(s)}
+    return every_case(op)
 
 
 def incumbent_results(op, ctx: Context, run: dict[str, Any]) -> str:
