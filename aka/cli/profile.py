@@ -14,7 +14,8 @@ from aka.errors import AkaError
 from aka.evaluate.compstats import INTERPRETER, CompileStats, format_table
 from aka.evaluate.impls import checked_kernel
 from aka.knowledge.evidence import as_prompt, evidence_for_plan
-from aka.knowledge.profile import ProfileSummary, needs_gpu_message, run_profile
+from aka.knowledge.ncu_report import ProfileSummary
+from aka.knowledge.profile import needs_gpu_message, run_profile
 
 console = Console()
 

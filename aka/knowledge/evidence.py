@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.knowledge.profile import KernelProfile, ProfileSummary
+from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 
 Kind = Literal["spills", "low-occupancy", "memory-bound", "compute-bound", "latency-bound", "bank-conflicts",
                "time-share", "roofline-gap"]

@@ -94,7 +94,7 @@ def incumbent_evidence(run: dict[str, Any], history: list[dict[str, Any]]) -> li
     """
     from aka.evaluate.compstats import CompileStats
     from aka.knowledge.evidence import evidence_for_plan
-    from aka.knowledge.profile import ProfileSummary
+    from aka.knowledge.ncu_report import ProfileSummary
 
     promoted = [r for r in history if (r.get("decision") or {}).get("promote")]
     summary = None if promoted else (run.get("profile") or {}).get("summary")

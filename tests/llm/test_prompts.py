@@ -10,7 +10,7 @@ from aka.agent.llm.base import Context
 from aka.agent.plan import Plan
 from aka.contract.ops import get_op
 from aka.evaluate.compstats import CompileStats, KernelStats
-from aka.knowledge.profile import KernelProfile, ProfileSummary
+from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 
 GDN = get_op("gdn_prefill")
 

@@ -14,7 +14,8 @@ from aka.agent.llm.offline import read_dict, render, topic_tags
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.evaluate.compstats import CompileStats, KernelStats
 from aka.knowledge.incumbent_facts import CPU_NOTE, incumbent_evidence, slowest_shapes, worst_shape
-from aka.knowledge.profile import KernelProfile, ProfileError, ProfileSummary
+from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
+from aka.knowledge.profile import ProfileError
 from aka.knowledge.wiki import load_wiki
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.knowledge.profile import METRICS, ncu_collect_cmd, ncu_export_cmd, parse_ncu_csv
+from aka.knowledge.ncu_report import METRICS, ncu_collect_cmd, ncu_export_cmd, parse_ncu_csv
 
 DATA = Path(__file__).parent / "data"
 
