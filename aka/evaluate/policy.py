@@ -25,44 +25,21 @@ import importlib
 import types
 from dataclasses import dataclass, field
 
-# Modules a candidate may import, and attribute roots under them.
-_ALLOWED_MODULES = {
-    "__future__", "torch", "triton", "triton.language", "math", "functools", "typing",
-    "dataclasses", "itertools", "operator", "triton.tools.tensor_descriptor",
-}
-_ALLOWED_PREFIXES = ("triton.language.",)  # triton.language.extra.cuda.libdevice etc.
-_FREE_MODULES = {"math", "functools", "typing", "dataclasses", "itertools", "__future__"}
-# Names a candidate may take from the standard modules it may import ("*": any public non-module name).
-_STDLIB_NAMES = {
-    "math": "*",
-    "itertools": "*",
-    "__future__": {"annotations"},
-    "functools": {"lru_cache", "cache", "partial", "reduce", "wraps", "cached_property", "total_ordering",
-                  "cmp_to_key"},
-    "typing": {"Any", "Optional", "Union", "Tuple", "List", "Dict", "Callable", "Sequence", "Iterable",
-               "Mapping", "TYPE_CHECKING", "NamedTuple", "Literal", "Final", "ClassVar", "cast"},
-    "dataclasses": {"dataclass", "field", "fields", "replace", "asdict", "astuple"},
-}
-# Attributes that reach frames, code, globals, the interpreter or the environment, on any object.
-_ATTRS_REFUSED = {"gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
-                  "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next",
-                  "co_code", "co_consts", "co_names", "func_globals", "func_code", "mro", "_getframe", "modules",
-                  "builtins", "argv", "environ", "getenv", "putenv", "system", "popen", "spawn"}
-# Dunder methods a candidate's own classes may define (others change how Python or torch treat values).
-_DUNDER_DEFS_OK = {"__init__", "__post_init__", "__call__", "__repr__", "__str__", "__len__", "__iter__",
-                   "__getitem__", "__eq__", "__hash__", "__lt__", "__le__", "__enter__", "__exit__"}
-_TRITON_TOP = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language",
-               "constexpr", "tools", "set_allocator", "TensorDescriptor"}
-_TRITON_TOOLS = {"tensor_descriptor"}
-# torch.cuda: device queries only (no streams, graphs or events: work must stay on the caller's stream).
-_TORCH_CUDA = {"is_available", "current_device", "device_count", "get_device_properties",
-               "get_device_capability", "get_device_name", "synchronize", "current_stream", "device"}
-_OPERATOR_REFUSED = {"matmul", "imatmul", "attrgetter", "methodcaller"}
-_CPP_EXT = ("utils", "cpp_extension", "load_inline")  # torch.utils.cpp_extension.load_inline, behind a flag
-_BUILTINS_REFUSED = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr",
-                     "setattr", "delattr", "input", "breakpoint", "exit", "quit", "help", "memoryview", "dir",
-                     "importlib", "sys", "os"}
-_DUNDER_NAMES_OK = {"__name__"}
+from aka.evaluate.policy_names import (
+    ALLOWED_MODULES,
+    ALLOWED_PREFIXES,
+    ATTRS_REFUSED,
+    BUILTINS_REFUSED,
+    CPP_EXT,
+    DUNDER_DEFS_OK,
+    DUNDER_NAMES_OK,
+    FREE_MODULES,
+    OPERATOR_REFUSED,
+    STDLIB_NAMES,
+    TORCH_CUDA,
+    TRITON_TOOLS,
+    TRITON_TOP,
+)
 
 
 @dataclass(frozen=True)
@@ -94,20 +71,20 @@ def rules_text(spec, allow_cuda_extension: bool = False) -> str:
     mods = ["torch", "triton", "triton.language (and triton.language.extra.*)", "triton.tools.tensor_descriptor",
             "operator (not matmul, attrgetter, methodcaller)"]
     for m in ("math", "itertools", "functools", "typing", "dataclasses"):
-        names = _STDLIB_NAMES[m]
+        names = STDLIB_NAMES[m]
         mods.append(m if names == "*" else f"{m} ({', '.join(sorted(names))})")
     if allow_cuda_extension:
         mods.append("torch.utils.cpp_extension (load_inline only)")
     return "\n".join([
         f"- imports allowed: {'; '.join(mods)}. Nothing else: no os, sys, subprocess, numpy, time, threading, "
         "inspect, importlib, the reference, kernels.* or aka.",
-        "- from triton: " + ", ".join(sorted(_TRITON_TOP - {"tools", "language"})) + " and the language.",
+        "- from triton: " + ", ".join(sorted(TRITON_TOP - {"tools", "language"})) + " and the language.",
         f"- torch calls allowed outside kernels: torch.{', torch.'.join(spec.allowed_torch)}; from torch.cuda only "
-        f"{', '.join(sorted(_TORCH_CUDA))}.",
+        f"{', '.join(sorted(TORCH_CUDA))}.",
         f"- tensor methods allowed outside kernels: {', '.join(spec.allowed_methods)}.",
-        "- refused: the @ operator; " + ", ".join(sorted(_BUILTINS_REFUSED - {"sys", "os", "importlib"})) +
-        "; dunder names and attributes; defining dunder methods other than " + ", ".join(sorted(_DUNDER_DEFS_OK)) +
-        "; attributes " + ", ".join(sorted(_ATTRS_REFUSED)) + "; a module used as a value; assigning to an "
+        "- refused: the @ operator; " + ", ".join(sorted(BUILTINS_REFUSED - {"sys", "os", "importlib"})) +
+        "; dunder names and attributes; defining dunder methods other than " + ", ".join(sorted(DUNDER_DEFS_OK)) +
+        "; attributes " + ", ".join(sorted(ATTRS_REFUSED)) + "; a module used as a value; assigning to an "
         "attribute other than self.<name>; streams, graphs and events.",
         "- at run time torch may only allocate, view, copy, cast, fill and do integer index bookkeeping around "
         "your Triton kernels; any other torch operator on floating-point data, or a cuBLAS/cuDNN/attention "
@@ -188,7 +165,7 @@ class _Checker(ast.NodeVisitor):
     def _module_ok(self, name: str) -> bool:
         if self.cuda_ext and name == "torch.utils.cpp_extension":
             return True
-        return name in _ALLOWED_MODULES or name.startswith(_ALLOWED_PREFIXES)
+        return name in ALLOWED_MODULES or name.startswith(ALLOWED_PREFIXES)
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
@@ -216,9 +193,9 @@ class _Checker(ast.NodeVisitor):
 
     # names, attributes, calls -----------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in _BUILTINS_REFUSED:
+        if node.id in BUILTINS_REFUSED:
             self.refuse(node, "builtin", f"'{node.id}' is not allowed (no dynamic code, files or introspection)")
-        elif node.id.startswith("__") and node.id not in _DUNDER_NAMES_OK:
+        elif node.id.startswith("__") and node.id not in DUNDER_NAMES_OK:
             self.refuse(node, "dunder", f"'{node.id}' is not allowed")
         elif node.id in self.aliases and isinstance(node.ctx, ast.Load):
             self._value_use(node, self.aliases[node.id])
@@ -249,7 +226,7 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        if node.name.startswith("__") and node.name.endswith("__") and node.name not in _DUNDER_DEFS_OK:
+        if node.name.startswith("__") and node.name.endswith("__") and node.name not in DUNDER_DEFS_OK:
             self.refuse(node, "dunder", f"defining '{node.name}' is not allowed (it changes how Python or torch "
                                         "treat a value)")
         jit = any(self._is_jit(d) for d in node.decorator_list)
@@ -282,7 +259,7 @@ class _Checker(ast.NodeVisitor):
         if name.startswith("__"):
             self.refuse(node, "dunder", f"attribute '{name}' is not allowed")
             return
-        if name in _ATTRS_REFUSED:
+        if name in ATTRS_REFUSED:
             self.refuse(node, "introspection", f"attribute '.{name}' is not allowed (frames, code, globals, "
                                                "modules and the environment are out of reach)")
             return
@@ -296,7 +273,7 @@ class _Checker(ast.NodeVisitor):
 
     def _value_use(self, node: ast.AST, parts: tuple[str, ...]) -> None:
         """A chain used as a value (not as the receiver of an attribute): must not be a module."""
-        if parts[0] in _FREE_MODULES or getattr(node, "_aka_parent_attr", False):
+        if parts[0] in FREE_MODULES or getattr(node, "_aka_parent_attr", False):
             return
         if isinstance(_resolve(parts), types.ModuleType):
             dotted = ".".join(parts)
@@ -318,15 +295,15 @@ class _Checker(ast.NodeVisitor):
         root, rest = parts[0], parts[1:]
         if not rest:
             return ""
-        if root in _FREE_MODULES:
-            names = _STDLIB_NAMES[root]
+        if root in FREE_MODULES:
+            names = STDLIB_NAMES[root]
             if names == "*":
                 ok = not rest[0].startswith("_") and not isinstance(_resolve(parts[:2]), types.ModuleType)
             else:
                 ok = rest[0] in names
             return "" if ok else f"not among the names allowed from {root}"
         if root == "operator":
-            return "computes a product or looks a name up" if rest[0] in _OPERATOR_REFUSED else ""
+            return "computes a product or looks a name up" if rest[0] in OPERATOR_REFUSED else ""
         if root == "torch":
             return self._torch_problem(rest)
         if root == "triton":
@@ -334,20 +311,20 @@ class _Checker(ast.NodeVisitor):
         return "not an allowed module"
 
     def _torch_problem(self, rest: tuple[str, ...]) -> str:
-        if self.cuda_ext and rest == _CPP_EXT[: len(rest)]:
+        if self.cuda_ext and rest == CPP_EXT[: len(rest)]:
             return ""
         if rest[0] not in self.allowed_torch:
             return "the contract allows only glue torch calls: see allowed_torch"
-        if rest[0] == "cuda" and len(rest) > 1 and rest[1] not in _TORCH_CUDA:
+        if rest[0] == "cuda" and len(rest) > 1 and rest[1] not in TORCH_CUDA:
             return "no streams, graphs or events: keep all work on the caller's stream"
         if rest[0] == "Tensor" and len(rest) > 1 and rest[1] not in self.allowed_methods:
             return "the method is not in allowed_methods"
         return ""
 
     def _triton_problem(self, parts: tuple[str, ...]) -> str:
-        if parts[1] not in _TRITON_TOP:
+        if parts[1] not in TRITON_TOP:
             return "only triton.jit, autotune, heuristics, Config, cdiv, next_power_of_2 and triton.language"
-        if parts[1] == "tools" and (len(parts) < 3 or parts[2] not in _TRITON_TOOLS):
+        if parts[1] == "tools" and (len(parts) < 3 or parts[2] not in TRITON_TOOLS):
             return "only triton.tools.tensor_descriptor"
         # Walk the chain: it must not step out of triton into another module (tl.core.os, ...).
         for i in range(2, len(parts) + 1):

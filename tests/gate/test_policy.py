@@ -164,12 +164,13 @@ def test_allowed_torch_comes_from_the_contract():
 
 def test_the_codegen_prompt_states_exactly_what_the_policy_allows():
     from aka.agent.llm.prompts import policy_text
-    from aka.evaluate.policy import _STDLIB_NAMES, rules_text
+    from aka.evaluate.policy import rules_text
+    from aka.evaluate.policy_names import STDLIB_NAMES
 
     spec = get_op("fa4_decode").spec
     text = policy_text(spec, "triton")
     assert text == rules_text(spec)
-    for name in sorted(_STDLIB_NAMES["functools"]):  # the fa4_decode baseline imports functools
+    for name in sorted(STDLIB_NAMES["functools"]):  # the fa4_decode baseline imports functools
         assert name in text
     assert "get_type_hints" not in text and "torch.utils.cpp_extension" not in text
     assert "torch.utils.cpp_extension (load_inline only)" in policy_text(spec, "cuda")
