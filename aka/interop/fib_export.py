@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import time
 import uuid
 from pathlib import Path
@@ -33,11 +32,7 @@ from aka.interop.fib_models import (
     AxisConst,
     AxisVar,
     BuildSpec,
-    Correctness,
     Definition,
-    Environment,
-    Evaluation,
-    Performance,
     RandomInput,
     SafetensorsInput,
     ScalarInput,
@@ -49,6 +44,7 @@ from aka.interop.fib_models import (
     fib_check,
     load_fib,
 )
+from aka.interop.fib_traces import build_traces
 
 _SCALAR_DTYPES = {"float": "float32", "int": "int64", "bool": "bool"}
 _BY_VALUE = ("int32", "int64")  # index tensors: their values, not just their shapes, define the workload
@@ -84,10 +80,6 @@ class ExportReport(BaseModel):
     validation: str
     cases: dict[str, str] = Field(description="workload uuid -> aka case id")
     seconds: float = 0.0
-
-
-def fib_hardware(device: str) -> str:
-    return device.replace(" ", "_")  # FlashInfer-Bench's spelling: NVIDIA_H100
 
 
 # -- definition ----------------------------------------------------------------------------------
@@ -264,41 +256,6 @@ def build_solution(op) -> tuple[Solution, str, Path, list[str]]:
         description=f"aka's {what} for {op.name} ({kernel.relative_to(op.root)}, code hash {h})")
     return sol, label, kernel, notes
 
-
-_ERROR_NOTE = ("aka's gate compares with a float64 reference by rel L2 and max error over max |ref| (tolerances in "
-               "the contract); FlashInfer-Bench's elementwise max errors were not measured: NaN")
-
-
-def build_traces(definition: Definition, sol: Solution, workloads: dict[str, Workload],
-                 found: list[recorded.Measurement]) -> tuple[list[Trace], list[str]]:
-    """One PASSED trace per recorded timing of a full-set case; also which measurements were used."""
-    out, used = [], []
-    for m in found:
-        n0 = len(out)
-        for case_id, us in m.times_us.items():
-            if case_id not in workloads or not us or us <= 0:
-                continue
-            errs = m.gate_errors.get(case_id) or {}
-            extra = {"aka_case": case_id, "aka_gate_sets": m.gate_sets, "note": _ERROR_NOTE,
-                     **({"aka_rel_l2": {o: e.get("rel_l2") for o, e in errs.items()},
-                         "aka_plain_rel_l2": {o: e.get("plain_rel_l2") for o, e in errs.items()}} if errs else {})}
-            vs = m.speedup_vs_baseline.get(case_id)
-            log = (f"aka, {m.source}: eager median {us:.1f} us (L2 flushed, fresh inputs every call)"
-                   + (f"; {vs:.3f}x aka's baseline" if vs else "")
-                   + "; reference_latency_ms and speedup_factor are 0: aka does not time the definition's reference")
-            out.append(Trace(definition=definition.name, workload=workloads[case_id], solution=sol.name,
-                             evaluation=Evaluation(
-                                 status="PASSED", environment=Environment(hardware=fib_hardware(m.device), libs=m.libs),
-                                 timestamp=m.timestamp, log=log,
-                                 correctness=Correctness(max_relative_error=math.nan, max_absolute_error=math.nan,
-                                                         extra=extra),
-                                 performance=Performance(latency_ms=us / 1000.0))))
-        if len(out) > n0:
-            used.append(f"{m.source} on {m.device}: {len(out) - n0} trace(s)")
-    return out, used
-
-
-# -- the command ---------------------------------------------------------------------------------
 
 def _validate(records: list[tuple[str, str, str]]) -> str:
     """flashinfer-bench's own models over every record, when it is installed."""
