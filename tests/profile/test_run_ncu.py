@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.knowledge import profile
+from aka.knowledge import ncu_report, profile
 
 DATA = Path(__file__).parent / "data"
 
@@ -73,6 +73,6 @@ def test_counters_unreadable_is_a_note_not_an_error(fake_ncu, monkeypatch):
 
 def test_no_ncu(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(profile, "_NCU_PLACES", ())
+    monkeypatch.setattr(ncu_report, "_NCU_PLACES", ())  # where run_ncu's ncu_path() looks
     res = profile.run_ncu(["true"], tmp_path, timeout=5)
     assert not res.ok and "ncu not found" in res.note
