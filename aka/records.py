@@ -23,7 +23,6 @@ def find_run(runs_root: Path, run_id: str) -> Path:
     return hits[0]
 
 
-
 def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
     """The finished attempts, in order; a torn final line is ignored."""
     log = run_dir / "attempts.jsonl"

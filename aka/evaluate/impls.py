@@ -137,7 +137,6 @@ def prepare(ref: ImplRef, inputs: dict[str, Any]) -> Callable[[], Any]:
     return call
 
 
-
 def note_of(call: Callable[[], Any]) -> str:
     """What a competitor says about its run (its callable's ``note``: dispatch path, layout, loops)."""
     return str(getattr(call, "note", "") or "")

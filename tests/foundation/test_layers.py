@@ -2,8 +2,9 @@
 no import cycle exists among aka's modules at import time.
 
 Stages are aka's sub-packages in data-flow order (shared/DESIGN.md): a module's folder tells its
-stage. Modules still directly under aka/ are not yet placed; they sit below every placed stage that
-comes after evaluation, so they may not import those either.
+stage. The modules directly under aka/ (settings, records, hardware, errors, doctor) sit below every
+stage, so they may import only the contract; the leaks left are listed by name in KNOWN_LEAKS, so a
+new one fails here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ import pytest
 AKA = Path(__file__).resolve().parents[2] / "aka"
 # data-flow order; a stage may import itself and earlier stages only
 STAGES = ("contract", "evaluate", "knowledge", "agent", "run", "report", "cli")
-# what the not-yet-placed modules directly under aka/ must never import
-ABOVE_UNPLACED = ("report", "cli")
+# the one stage the modules directly under aka/ may import
+BELOW_UNPLACED = ("contract",)
+# issue 20, still open: the LLM config the typed settings and `aka doctor` read lives in agent/, and
+# the hardware facts are typed with the wiki's card model (knowledge/). Remove an entry once fixed.
+KNOWN_LEAKS = {
+    ("aka.settings", "aka.agent.config"),
+    ("aka.doctor", "aka.agent.config"),
+    ("aka.hardware", "aka.knowledge.wiki"),
+    ("aka.hardware", "aka.knowledge.wiki.model"),
+}
 ENTRY = {"aka.__main__"}  # `python -m aka`: the command line's door, above every stage
 
 
@@ -75,8 +84,8 @@ def test_no_stage_imports_a_later_stage():
                 continue
             if here in STAGES and there in STAGES and STAGES.index(there) > STAGES.index(here):
                 bad.append(f"{mod} ({here}) imports {dep} ({there})")
-            elif here is None and there in ABOVE_UNPLACED:
-                bad.append(f"{mod} (not yet placed) imports {dep} ({there})")
+            elif here is None and there not in BELOW_UNPLACED and (mod, dep) not in KNOWN_LEAKS:
+                bad.append(f"{mod} (below the stages) imports {dep} ({there})")
     assert not bad, "\n".join(bad)
 
 
@@ -114,7 +123,7 @@ def test_the_rules_can_fail(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "AKA", pkg)
     mods = {_module_name(p): p for p in sorted(pkg.rglob("*.py"))}
     monkeypatch.setattr(__import__(__name__), "MODULES", mods)
-    with pytest.raises(AssertionError, match="aka.early .not yet placed. imports aka.report.tables"):
+    with pytest.raises(AssertionError, match="aka.early .below the stages. imports aka.report.tables"):
         test_no_stage_imports_a_later_stage()
     with pytest.raises(pytest.fail.Exception, match="import cycle: aka.early -> aka.report.tables -> aka.early"):
         test_no_import_cycle_at_module_level()
