@@ -7,6 +7,12 @@ each device kernel's mean time per call, the kernel count per call and the sum. 
 "where does the time go" before any tuning; the end-to-end comparison is `aka bench`.
 
     python3 scripts/gdn_breakdown.py [--impl promoted,fla,flashqla] [--shapes G1,G4,G5,G7] [--iters 10]
+    python3 scripts/gdn_breakdown.py --ncu [--impl baseline,flashqla] [--shapes G1]
+
+--ncu: Nsight Compute instead of the torch profiler: each (shape, implementation) in a process of its
+own under ncu (aka.knowledge.ncu_report's metrics, clocks left alone), one call profiled after three
+untimed ones; per kernel its duration, DRAM and SM throughput, occupancy, registers and top stalls.
+ncu serialises and replays each kernel, so its durations are each kernel alone with a cold-ish cache.
 """
 
 from __future__ import annotations
@@ -32,6 +38,57 @@ def _impl(name: str, inputs: dict, op):
     return getattr(competitors, name)(inputs)
 
 
+def _ncu_child(name: str, sid: str) -> None:
+    """What ncu profiles: three untimed calls, then one between cudaProfilerStart/Stop."""
+    import torch
+
+    from aka.contract.ops import get_op
+    from scripts.bench_gdn_prefill import SHAPES, make_inputs
+
+    hk, hv, lens, h0 = SHAPES[sid]
+    inputs = make_inputs(hk, hv, lens, h0, 0, "cuda")
+    inputs.pop("cu64")
+    call = _impl(name, inputs, get_op("gdn_prefill"))
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def _ncu(impls: list[str], shapes: list[str]) -> None:
+    import subprocess
+    import tempfile
+
+    from aka.knowledge.ncu_report import ncu_collect_cmd, ncu_export_cmd, ncu_path, parse_ncu_csv
+
+    ncu = ncu_path()
+    if ncu is None:
+        sys.exit("gdn_breakdown --ncu: no ncu found (PATH, /opt/nvidia/nsight-compute); run without --ncu")
+    for sid in shapes:
+        for name in impls:
+            with tempfile.TemporaryDirectory() as tmp:
+                rep = Path(tmp, "r.ncu-rep")
+                cmd = ncu_collect_cmd(ncu, rep, [sys.executable, __file__, "--ncu-child", name, "--shapes", sid])
+                run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                if run.returncode != 0 or not rep.exists():
+                    tail = " | ".join((run.stdout + run.stderr).strip().splitlines()[-3:])[:300]
+                    print(f"{sid} {name}: ncu failed ({run.returncode}): {tail}", flush=True)
+                    continue
+                csv = subprocess.run(ncu_export_cmd(ncu, rep), capture_output=True, text=True, timeout=300).stdout
+            kernels = parse_ncu_csv(csv)
+            total = sum(k.duration_us or 0.0 for k in kernels)
+            print(f"{sid} {name} (ncu): {total:.1f} us in {len(kernels)} kernels", flush=True)
+            print("    | kernel | us | DRAM % | SM % | occupancy % | regs | grid | top stalls |", flush=True)
+            for k in kernels:
+                st = ", ".join(f"{x.reason} {x.fraction:.2f}" for x in k.stalls)
+                print(f"    | {k.name[:40]} | {k.duration_us or 0:.1f} | {k.dram_throughput_pct or 0:.0f} | "
+                      f"{k.sm_throughput_pct or 0:.0f} | {k.achieved_occupancy_pct or 0:.0f} | "
+                      f"{k.registers_per_thread or 0:.0f} | {k.grid_size or 0:.0f} | {st} |", flush=True)
+
+
 def main() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -44,7 +101,13 @@ def main() -> None:
     ap.add_argument("--shapes", default="G1,G4,G5,G7")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--ncu", action="store_true", help="Nsight Compute per kernel instead of the torch profiler")
+    ap.add_argument("--ncu-child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ncu_child:
+        return _ncu_child(args.ncu_child, args.shapes)
+    if args.ncu:
+        return _ncu(args.impl.split(","), args.shapes.split(","))
     op = get_op("gdn_prefill")
     for sid in args.shapes.split(","):
         hk, hv, lens, h0 = SHAPES[sid]
