@@ -115,6 +115,16 @@ VARIANTS = {  # name: CONFIG overrides
     "split_wu_w4_bv32": {"fuse_output": False, "rec_algo": "wu", "rec_warps": 4, "rec_BV": 32, "rec_stages": 2},
     # fwd_algo "ks" (2026-12-01, third session): V~ = Tb (V - e^gamma K S), FlashQLA's order (no W);
     # fwd_prefetch: the next chunk's tiles loaded before this chunk's dots
+    # gate_f32 (2026-12-02, the default): gates on fp32 products, not bf16 operands; off = the order
+    # measured before; with ks_split (x in bf16 hi + lo); with ieee merges in the prep
+    "gf_off": {"gate_f32": False},
+    "gq_row": {"gate_q": "row"},
+    "gq_pdec": {"gate_q": "pdec"},
+    "gq_pdec_p4": {"gate_q": "pdec", "prep_warps": 4},
+    "gf_split": {"ks_split": True},
+    "gf_ieee": {"prep_prec": "ieee"},
+    "gf_ls1": {"fwd_loop_stages": 1},
+    "gf_pf": {"fwd_prefetch": True, "fwd_loop_stages": 1},
     "ks": {"fwd_algo": "ks"},
     "ks_pf": {"fwd_algo": "ks", "fwd_prefetch": True},
     "ks_ls2": {"fwd_algo": "ks", "fwd_loop_stages": 2},

@@ -73,6 +73,18 @@ CONFIG = {
     # chunk, so the order adds no rounding: bf16 x gave o/state rel L2 3.98e-3 / 3.34e-3 against fla's
     # 3.79e-3 / 3.01e-3 and the "w" order's 3.68e-3 / 3.02e-3 at G1 (H200). Not yet timed on a GPU.
     "ks_split": False,
+    # ks only (_fwdks_kernel, _seg_kernel): the gates scale the fp32 products Q S and V~ (state update)
+    # instead of the bf16 operands Q and K, as FlashQLA's fused kernel does: two bf16 roundings fewer
+    # per chunk, the same dots. H200 2026-12-02, same inputs: o / state error at or below fla's on all
+    # 9 checked shapes (G1 3.77e-3 / 2.90e-3 vs 3.79e-3 / 3.01e-3), 1.6% slower (geomean) than False,
+    # the order measured up to 2026-12-01, whose errors are 4-8% (o) and 11-14% (state) above fla's.
+    "gate_f32": True,
+    # gate_f32 only: how V~ meets the gates. "pdec" (default since 2026-12-02): the prep stores
+    # P 2^-f (f_j = frac(gl - gam_j), fp32 [T, HV] beside it) so one tile V~ 2^f, rounded once, serves
+    # the output dot P V~ and the update (k scaled by the exact 2^(gl - gam - f)); "pow2": P V~ from V~
+    # and a second tile for the update (32 B/thread more spill in _fwdks_kernel, ptxas sm_90).
+    # H200, graph, same run: geomean 1.279x / 1.265x fla, G1 409.0 / 409.4 us, the same errors.
+    "gate_q": "pdec",
     "fwd_prefetch": False,  # ks only: load chunk i+1's tiles before chunk i's dots (registers, not smem)
     "reload_k": True,  # re-read k for the state update instead of keeping it live (fewer spills)
     "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop
@@ -141,6 +153,8 @@ SPACE = {
     "fwd_loop_stages": [1, 2],
     "fwd_prefetch": [False, True],
     "ks_split": [False, True],
+    "gate_f32": [False, True],
+    "gate_q": ["pdec", "pow2"],
     "reload_k": [True, False],
     "pre_p": [True, False],
     # ptxas sm_90 (offline, Triton 3.9; `bench_gdn_prefill.py --offline-regs`): _rec_kernel has no spill
@@ -282,13 +296,23 @@ def _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT: tl.constexpr):
 
 @triton.jit
 def _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV: tl.constexpr, HK: tl.constexpr,
-             K: tl.constexpr, BT: tl.constexpr):
-    """P = scale (Q K^T . Gamma . causal) for one chunk (kf its keys, gam the log2 cumsum), bf16."""
+             K: tl.constexpr, BT: tl.constexpr, f_ptr=None, gl=None, PDEC: tl.constexpr = False):
+    """P = scale (Q K^T . Gamma . causal) for one chunk (kf its keys, gam the log2 cumsum), bf16.
+    PDEC (gate_q "pdec"): column j scaled by 2^-f_j before the rounding, f_j = frac(gl - gam_j) stored
+    fp32 in f_ptr [T, HV], so _fwdks_kernel can feed one tile, V~ 2^f (rounded once), to both the
+    output dot and the state update (their products P V~ and K^T diag(2^(gl - gam)) V~ unchanged)."""
     rb = tl.arange(0, BT)
     ck = tl.arange(0, K)
     qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
     causal = rb[:, None] >= rb[None, :]
-    pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
+    if PDEC:  # gam_i - gam_j - f_j = (gam_i - gl) + floor(gl - gam_j)
+        d = gl - gam
+        n = tl.floor(d)
+        tl.store(f_ptr + t_r * HV + i_h, d - n, mask=m_r)
+        lg = tl.where(causal, (gam - gl)[:, None] + n[None, :], float("-inf"))
+    else:
+        lg = tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))
+    pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(lg)
     tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16), mask=m_r[:, None])
 
 
@@ -376,9 +400,9 @@ def _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV: tl
 
 @triton.jit
 def _prep_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, f_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr, SUBST: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr, SUBST: tl.constexpr, PDEC: tl.constexpr,
 ):
     """One launch: K K^T in 16x16 blocks, the diagonal inverses (SUBST: in-register forward
     substitution, prep_algo "reg16"; else the series of _inv16, "blk16"), then the merges."""
@@ -395,8 +419,10 @@ def _prep_kernel(
         t_r = t0 + tl.arange(0, BT)
         m_r = t_r < eos
         kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-        gf = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
-        _store_p(q_ptr, p_ptr, kf, gf, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT)
+        gv = tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
+        gf = tl.cumsum(gv, 0) * 1.4426950408889634
+        _store_p(q_ptr, p_ptr, kf, gf, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT, f_ptr,
+                 tl.sum(gv, 0) * 1.4426950408889634, PDEC)
 
     t_0 = t0 + r
     t_1 = t0 + 16 + r
@@ -768,6 +794,36 @@ def _state_update(S, k, vn_b, gam, gl):
     return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vn_b)
 
 
+@triton.jit
+def _state_update_f32(S, k, vn, gam, gl):
+    """_state_update with one bf16 rounding instead of two: the decay 2^d (d = gl - gam <= 0, log2
+    units) splits into 2^floor(d), which scales k exactly (a power of two; bf16 has fp32's exponent
+    range), and 2^frac(d), which scales the fp32 V~ before its one rounding. Scaling k itself keeps the
+    dot's operand a fresh register tile: the plain k tile as the transposed operand made
+    _fwdks_kernel 39% slower on the H200 (shared memory 57.6 -> 74 KB, ptxas sm_90)."""
+    return _update_vd(S, k, _decay_vn(vn, gam, gl), gam, gl)
+
+
+@triton.jit
+def _decay_vn(vn, gam, gl):
+    """_state_update_f32's rounded V~ (formed early, the fp32 tile then dies before the output dots)."""
+    d = gl - gam
+    return (vn * tl.exp2(d - tl.floor(d))[:, None]).to(tl.bfloat16)
+
+
+@triton.jit
+def _qs_f32(q, s_b, gam, scale):
+    """scale diag(e^gamma) Q S with e^gamma as 2^floor (exact on the bf16 q) times 2^frac (on fp32 Q S)."""
+    gq = tl.floor(gam)
+    return tl.dot((q * tl.exp2(gq)[:, None]).to(tl.bfloat16), s_b) * (tl.exp2(gam - gq) * scale)[:, None]
+
+
+@triton.jit
+def _update_vd(S, k, vd, gam, gl):
+    kd = (k * tl.exp2(tl.floor(gl - gam))[:, None]).to(tl.bfloat16)
+    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+
+
 # ----------------------------------------------------------------------------------------------
 # kernel 2 (CP): affine transition [M | C] of every segment except the last of its sequence
 
@@ -777,12 +833,12 @@ def _seg_kernel(
     k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, warm_ptr, cu_ptr, cus_ptr, N, SEG, THR,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
     BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr, ALG_KS: tl.constexpr,
-    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr,
+    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr, GATE_F32: tl.constexpr,
 ):
     """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
 
     ALG_KS: the chunk step in _fwdks_kernel's order (V~ = Tb (V - e^gamma K S), no W), LOOP_STAGES its
-    software pipelining, as there.
+    software pipelining, as there; GATE_F32 its state update with one rounding (_state_update_f32).
 
     Warm-up (WARM > 0): when the gates of the segment's last n <= WARM chunks decay by
     exp(sum g) <= exp(THR), C is run over those n chunks from a zero state and M is dropped
@@ -855,6 +911,10 @@ def _seg_kernel(
             vn = tl.dot(tb, x_hi)
             if X_SPLIT:
                 vn += tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
+            if GATE_F32:
+                S = _state_update_f32(S, k, vn, gam, gl)
+            else:
+                S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
         else:
             o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
             ws = tl.dot(w, S.to(tl.bfloat16))
@@ -863,7 +923,7 @@ def _seg_kernel(
                 vn = tl.dot(tb, vb) - ws
             else:
                 vn = -ws
-        S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
+            S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
     p = mc_ptr + ((i_s * HV + i_h) * K + ck[:, None]).to(tl.int64) * (K + V) + cc[None, :]
     tl.store(p, S)
 
@@ -983,14 +1043,16 @@ def _fwdks_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, PREFETCH: tl.constexpr,
-    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr,
+    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr, GATE_F32: tl.constexpr, PDEC: tl.constexpr, f_ptr=None,
 ):
     """fwd_algo "ks": _fwd_kernel's work in FlashQLA's order, V~ = Tb (V - diag(e^gamma) K S), so the
     chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
     serves both K S and the update. Needs pre_p (P from the prep kernel). PREFETCH: the next chunk's
     tiles are loaded before this chunk's dots, so their memory latency hides behind them (the serial
     loop otherwise waits on its loads every chunk: Triton's pipeliner leaves these masked loads alone,
-    fwd_loop_stages 2 added 256 B of shared memory, ptxas sm_90)."""
+    fwd_loop_stages 2 added 256 B of shared memory, ptxas sm_90). GATE_F32: the gates multiply fp32
+    products (Q S, and V~ in the state update) instead of bf16 operands (Q, K) before the dots, which
+    removes two bf16 roundings per chunk; FlashQLA's fused kernel does the same."""
     i_v = tl.program_id(0)
     i_h = tl.program_id(1)
     i_s = tl.program_id(2)
@@ -1029,13 +1091,30 @@ def _fwdks_kernel(
         x = vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]
         x_hi = x.to(tl.bfloat16)
         if X_SPLIT:  # x = x_hi + x_lo: the bf16 rounding of x (which the "w" order does not have) cancels
-            vn_b = (tl.dot(tb, x_hi) + tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))).to(tl.bfloat16)
+            vn = tl.dot(tb, x_hi) + tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
         else:
-            vn_b = tl.dot(tb, x_hi).to(tl.bfloat16)
-        qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
-        o = tl.dot(qg, s_b) + tl.dot(pa, vn_b)
+            vn = tl.dot(tb, x_hi)
+        # (the order below is ptxas's: Q S formed after the V~ tiles spills 64 B/thread less, sm_90)
+        if GATE_F32 and PDEC:  # one tile, V~ 2^f, for both dots (P came scaled by 2^-f from the prep)
+            fj = tl.load(f_ptr + (bos + o_r) * HV + i_h, mask=m_r, other=0.0)
+            vd = (vn * tl.exp2(fj)[:, None]).to(tl.bfloat16)
+            o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vd)
+        elif GATE_F32:  # V~ rounded twice over: as it is for P V~, times 2^frac(gl - gam) for the update
+            vn_b = vn.to(tl.bfloat16)
+            vd = _decay_vn(vn, gam, gl)
+            o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vn_b)
+        else:
+            vn_b = vn.to(tl.bfloat16)
+            qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
+            o = tl.dot(qg, s_b) + tl.dot(pa, vn_b)
         tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
-        S = _state_update(S, k, vn_b, gam, gl)
+        if GATE_F32 and PDEC:  # n = the integer part of gl - gam that fj leaves (round: robust to ulps)
+            kd = (k * tl.exp2(tl.floor(gl - gam - fj + 0.5))[:, None]).to(tl.bfloat16)
+            S = S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+        elif GATE_F32:
+            S = _update_vd(S, k, vd, gam, gl)
+        else:
+            S = _state_update(S, k, vn_b, gam, gl)
         if PREFETCH:
             k, g, tb, q, vb, pa = k1, g1, tb1, q1, vb1, pa1
     if j == nseg - 1:
@@ -1266,8 +1345,9 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     return min(seg, no_cp)
 
 
-def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr=None):
-    """The prep launches of cfg["prep_algo"]: Tb into tb and (pre_p) P into pbuf. Also what
+def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr=None, fdec=None):
+    """The prep launches of cfg["prep_algo"]: Tb into tb and (pre_p) P into pbuf (fdec: gate_q "pdec"'s
+    column-scaled P and its fractions, _prep_kernel only; _resolved sees to that). Also what
     scripts/bench_gdn_prefill.py --prep-only times and the Tb tests call (with a NaN-filled ``ascr``,
     sub16's fp32 scratch, to prove no unwritten row is read)."""
     T, HK, K = q.shape
@@ -1303,8 +1383,9 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr
             _pmat_kernel[(HK, nt_bound)](q, k, g, cu, cuc, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
                                          num_warps=cfg["p_warps"], num_stages=1)
         _prep_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
             PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"] and not own_p, SUBST=cfg["prep_algo"] == "reg16",
+            PDEC=fdec is not None,
             num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
         )
 
@@ -1320,6 +1401,9 @@ def _resolved(cfg: dict) -> dict:
     out = {**CONFIG, **cfg}
     if out["fuse_output"] and out["fwd_algo"] == "ks":
         out["pre_p"] = True  # _fwdks_kernel reads P; a search point with pre_p off means the same kernel
+    pdec_ok = out["fuse_output"] and out["fwd_algo"] == "ks" and out["gate_f32"] and out["pre_p"]
+    if out["gate_q"] == "pdec" and not (pdec_ok and out["prep_algo"] in ("reg16", "blk16") and not out["p_kernel"]):
+        out["gate_q"] = "pow2"  # pdec's scaled P comes from _prep_kernel alone; the same rounding otherwise
     return out
 
 
@@ -1350,8 +1434,9 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     nseg_bound = triton.cdiv(nt_bound, seg) + N
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
     pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
+    fdec = torch.empty(T, HV, dtype=torch.float32, device=dev) if cfg["gate_q"] == "pdec" else None
     if T > 0:
-        _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg)
+        _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, fdec=fdec)
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=dev)
@@ -1360,7 +1445,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         _seg_kernel[((K + V) // bva, HV, nseg_bound)](
             k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
             BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, ALG_KS=cfg["seg_algo"] == "ks",
-            LOOP_STAGES=cfg["seg_loop_stages"], X_SPLIT=cfg["ks_split"], num_warps=cfg["seg_warps"],
+            LOOP_STAGES=cfg["seg_loop_stages"], X_SPLIT=cfg["ks_split"], GATE_F32=cfg["gate_f32"],
+            num_warps=cfg["seg_warps"],
             num_stages=cfg["seg_stages"],
         )
         bvc = cfg["BVC"]
@@ -1372,7 +1458,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
             _fwdks_kernel[(V // bv, HV, nseg_bound)](
                 q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT,
                 BV=bv, LOG_N=log_n, HAS_H0=has_h0, PREFETCH=cfg["fwd_prefetch"],
-                LOOP_STAGES=cfg["fwd_loop_stages"], X_SPLIT=cfg["ks_split"], num_warps=cfg["fwd_warps"],
+                LOOP_STAGES=cfg["fwd_loop_stages"], X_SPLIT=cfg["ks_split"], GATE_F32=cfg["gate_f32"],
+                PDEC=fdec is not None, f_ptr=fdec, num_warps=cfg["fwd_warps"],
                 num_stages=cfg["fwd_stages"],
             )
             return o, ht
