@@ -19,9 +19,9 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
+from aka.evaluate import door
 from aka.evaluate.bench import NOT_REPRESENTATIVE, geomean
 from aka.evaluate.impls import resolve
-from aka.evaluate.runner import run_task
 
 console = Console()
 WORKER = "aka.evaluate.bench_worker:bench_worker"
@@ -41,12 +41,11 @@ def run_worker(payload: dict[str, Any], timeout: float, total: int | None = None
     With ``total`` (the number of shapes) a progress bar follows the worker, and each finished shape
     is printed as a line, so a run cut short (a CI or device time limit) still shows what it measured."""
     if total is None:
-        res = run_task(WORKER, payload, timeout=timeout)
+        res = door.run(WORKER, payload, timeout=timeout)
     else:
         res = _with_progress(payload, timeout, total)
     if not res.ok:
-        tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
-        raise BenchRunError(f"bench worker failed at {res.stage}: {res.error} {tail[0]}".strip())
+        raise BenchRunError(door.failure(res, "bench"))
     return res.value
 
 
@@ -59,7 +58,7 @@ def _with_progress(payload: dict[str, Any], timeout: float, total: int):
             TimeElapsedColumn(), TextColumn("{task.description}"), console=console, transient=True,
         ) as bar:
             task = bar.add_task("starting the worker", total=total)
-            fut = pool.submit(run_task, WORKER, {**payload, "progress_path": str(path)}, timeout=timeout)
+            fut = pool.submit(door.run, WORKER, {**payload, "progress_path": str(path)}, timeout=timeout)
             seen = 0
             while True:
                 finished = fut.done()  # read the file after this, so the last line is never missed

@@ -1,7 +1,7 @@
 """The loop's one door to the measuring stages: static check, compile, gate, bench, compare.
 
 The loop talks to an Evaluator and never imports a stage. RealEvaluator runs every stage that
-executes candidate code in a fresh worker process (aka.evaluate.runner.run_task) and labels where timings
+executes candidate code in a fresh worker process (through aka.evaluate.door) and labels where timings
 came from; tests hand run_loop() a fake evaluator object directly. There is no flag or setting
 that swaps the evaluator from the CLI, so interpreter timings can never reach a promotion.
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aka.contract.shapes import every_case
+from aka.evaluate import door
 from aka.evaluate.compstats import CompileStats
 from aka.evaluate.compstats import merge as merge_stats
 from aka.evaluate.gpulock import gpu_lock
@@ -25,6 +26,7 @@ from aka.evaluate.outcomes import (
     StageOutcome,
     bench_outcome,
     compare_outcome,
+    eager_medians,
     gate_outcome,
 )
 from aka.settings import OptimizeSettings
@@ -68,14 +70,8 @@ class Evaluator(Protocol):
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
 
 
-def _run_task(task: str, payload: dict[str, Any], timeout: float, interpreter: bool) -> tuple[bool, Any, str]:
-    """(ok, value, error) of task(payload) in a fresh worker process (aka.evaluate.runner)."""
-    from aka.evaluate.runner import run_task
-
-    res = run_task(task, payload, timeout=timeout, interpreter=interpreter)
-    if res.ok:
-        return True, res.value, ""
-    return False, None, f"{res.stage}: {res.error}"[:500]
+# a module name the methods look up at call time, so a test can stand a slow worker in for the door
+_run_task = door.call
 
 
 class RealEvaluator:
@@ -205,14 +201,11 @@ class RealEvaluator:
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
-        times: dict[str, dict[str, float]] = {}
+        times, untimed = eager_medians(value)
         notes: list[str] = []
-        for row in value["rows"]:
-            for name, res in row["results"].items():
-                if "eager" in res:
-                    times.setdefault(name, {})[row["shape"]] = res["eager"]["median_us"]
-                elif f"{name}:" not in " ".join(notes):  # one note per competitor (an import fails everywhere)
-                    notes.append(f"{name}: {res.get('skipped') or res.get('error')}"[:300])
+        for name, _, res in untimed:
+            if f"{name}:" not in " ".join(notes):  # one note per competitor (an import fails everywhere)
+                notes.append(f"{name}: {res.get('skipped') or res.get('error')}"[:300])
         return times, notes
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:

@@ -104,8 +104,8 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
 
     ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
     isolated gate alone rejects what the policy would have refused."""
+    from aka.evaluate import door
     from aka.evaluate.policy import check_source
-    from aka.evaluate.runner import run_task
 
     source = Path(kernel).read_text()
     head = dict(op=op.name, kernel=str(kernel), kernel_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -116,7 +116,7 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
                           violations=[str(v) for v in report.violations], summary=f"policy: {report.violations[0]}")
     payload = GatePayload(op=op.name, root=str(op.root), kernel=str(Path(kernel).resolve()), shapes=shapes,
                           rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout)
-    res = run_task("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
+    res = door.run("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
                    interpreter=interpreter)
     if not res.ok:
         return GateReport(**head, passed=False, stage=res.stage, reason=res.error, stderr_tail=res.stderr_tail,

@@ -70,6 +70,23 @@ def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
     return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors), roofline, inc)
 
 
+def eager_medians(value: dict[str, Any], names: list[str] | None = None
+                  ) -> tuple[dict[str, dict[str, float]], list[tuple[str, str, dict[str, Any]]]]:
+    """A bench_worker result read as {implementation: {shape id: eager median µs}}, plus (name, shape,
+    cell) for every cell without an eager time (skipped or failed). With ``names``, those implementations
+    in that order (each one in every row); else every implementation a row holds."""
+    times: dict[str, dict[str, float]] = {n: {} for n in names or ()}
+    untimed: list[tuple[str, str, dict[str, Any]]] = []
+    for row in value["rows"]:
+        cells = [(n, row["results"][n]) for n in names] if names is not None else row["results"].items()
+        for name, cell in cells:
+            if "eager" in cell:
+                times.setdefault(name, {})[row["shape"]] = cell["eager"]["median_us"]
+            else:
+                untimed.append((name, row["shape"], cell))
+    return times, untimed
+
+
 def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
     """aka.evaluate.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
     speedups = {s["shape"]: 1.0 / s["ratio"] for s in cmp["shapes"]}

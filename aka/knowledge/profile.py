@@ -179,14 +179,9 @@ def run_profile(op, kernel: Path, shape: str, *, timeout: float = 600.0, workdir
 
 
 def _worker(payload: dict, timeout: float) -> dict:
-    try:
-        from aka.evaluate.runner import run_task
-    except ImportError:  # the runner is optional until it lands: run in this process (trusted code)
-        from aka.knowledge.profile_target import profile_task
+    from aka.evaluate import door
 
-        return profile_task(payload)
-    res = run_task("aka.knowledge.profile_target:profile_task", payload, timeout=timeout, interpreter=False)
+    res = door.run("aka.knowledge.profile_target:profile_task", payload, timeout=timeout, interpreter=False)
     if not res.ok:
-        tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
-        raise ProfileError(f"profile worker failed at {res.stage}: {res.error} {tail[0]}".strip())
+        raise ProfileError(door.failure(res, "profile"))
     return res.value

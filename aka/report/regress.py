@@ -3,7 +3,7 @@
 The decision is :func:`classify`, a pure function of what was measured (gate results per shape,
 timings per shape, the numbers recorded for this device model) and a threshold; tests drive it with
 injected timings. :func:`run_regress` does the I/O through a :class:`Measurer` (the real one runs the
-gate and the bench in worker processes, aka.evaluate.runner) and records first measurements.
+gate and the bench in worker processes, through aka.evaluate.door) and records first measurements.
 
 Exit codes: 0 all hold, 1 a correctness failure (it wins over 2: a wrong kernel's speed is moot),
 2 a performance regression beyond the threshold.
@@ -273,23 +273,15 @@ class WorkerMeasurer:
         return passed, reasons, "" if rep.passed else (rep.reason or rep.summary or "gate failed")
 
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]:
-        from aka.evaluate.runner import run_task
+        from aka.evaluate import door
+        from aka.evaluate.outcomes import eager_medians
 
         impls = [{"name": n, "kind": "kernel", "path": str(p), "function": op.spec.entry} for n, p in kernels.items()]
         # Eager only: the recorded numbers are eager medians, and graph capture would double the bench time.
         payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": False}
-        res = run_task("aka.evaluate.bench_worker:bench_worker", payload, timeout=self.timeout,
-                       interpreter=self.interpreter)
-        if not res.ok:
-            return {}, f"{res.stage}: {res.error}"
-        times: dict[str, dict[str, float]] = {n: {} for n in kernels}
-        errors = []
-        for row in res.value["rows"]:
-            for name in kernels:
-                r = row["results"][name]
-                # eager medians, as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)
-                if "eager" in r:
-                    times[name][row["shape"]] = r["eager"]["median_us"]
-                else:
-                    errors.append(f"{name} {row['shape']}: {r.get('error') or r.get('skipped')}")
-        return times, "; ".join(errors)
+        ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        if not ok:
+            return {}, err
+        # eager medians, as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)
+        times, untimed = eager_medians(value, list(kernels))
+        return times, "; ".join(f"{n} {shape}: {r.get('error') or r.get('skipped')}" for n, shape, r in untimed)

@@ -175,6 +175,31 @@ def test_hand_edited_promoted_kernel_is_noted(gpu_run, project):
     assert "differs from the code hash" in out.summary()
 
 
+def test_worker_measurer_times_through_the_door(monkeypatch, project):
+    """The real measurer's bench: one bench_worker task through aka.evaluate.door, eager medians per kernel,
+    and the untimed cells (error or skip) as one line; a failed worker is the door's one-line error."""
+    from aka.evaluate import door
+    from aka.report.regress import WorkerMeasurer
+
+    rows = [{"shape": "G1", "results": {"kernel": {"eager": {"median_us": 10.0}}, "baseline": {"error": "boom"}}},
+            {"shape": "G2", "results": {"kernel": {"skipped": "no fla"}, "baseline": {"eager": {"median_us": 12.0}}}}]
+    calls = []
+
+    def fake_call(task, payload, timeout, interpreter):
+        calls.append((task, [i["name"] for i in payload["impls"]], payload["graph"], timeout, interpreter))
+        return True, {"rows": rows}, ""
+
+    monkeypatch.setattr(door, "call", fake_call)
+    m = WorkerMeasurer(timeout_s=5.0, interpreter=False)
+    op = get_op("gdn_prefill", project)
+    kernels = {"kernel": Path("k.py"), "baseline": Path("b.py")}
+    assert m.bench(op, kernels, "full") == ({"kernel": {"G1": 10.0}, "baseline": {"G2": 12.0}},
+                                            "baseline G1: boom; kernel G2: no fla")
+    assert calls == [("aka.evaluate.bench_worker:bench_worker", ["kernel", "baseline"], False, 5.0, False)]
+    monkeypatch.setattr(door, "call", lambda *a: (False, None, "timeout: no result within 5 s"))
+    assert m.bench(op, kernels, "full") == ({}, "timeout: no result within 5 s")
+
+
 # ---------------------------------------------------------------------------------------------
 # JUnit
 

@@ -1,0 +1,31 @@
+"""The one door from aka's parent process to a worker: every stage that runs a task out of process
+(the loop's evaluator, `aka check`, `aka bench`, `aka regress`, `aka profile`) comes through here.
+
+Only this module calls aka.evaluate.runner.run_task (tests/foundation/test_one_door.py holds it),
+so how a task is started, and how its failure reads, is decided in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aka.evaluate.runner import WorkerResult, run_task
+
+
+def run(task: str, payload: dict[str, Any], *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
+    """task ("module:function") on payload in a fresh worker process; never raises for what the task does."""
+    return run_task(task, payload, timeout=timeout, interpreter=interpreter)
+
+
+def call(task: str, payload: dict[str, Any], timeout: float, interpreter: bool | None) -> tuple[bool, Any, str]:
+    """(ok, value, error) of task(payload) in a fresh worker process; the error is one short line."""
+    res = run(task, payload, timeout=timeout, interpreter=interpreter)
+    if res.ok:
+        return True, res.value, ""
+    return False, None, f"{res.stage}: {res.error}"[:500]
+
+
+def failure(res: WorkerResult, who: str) -> str:
+    """The one line a command prints when its worker failed: stage, error and the worker's last line."""
+    tail = (res.stderr_tail or "").strip().splitlines()[-1:] or [""]
+    return f"{who} worker failed at {res.stage}: {res.error} {tail[0]}".strip()
