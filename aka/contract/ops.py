@@ -41,8 +41,14 @@ def project_root() -> Path:
     )
 
 
+class NotAModuleError(ImportError):
+    """A file Python cannot import as a module (its suffix); apart, so a caller can tell it from an
+    ImportError raised by the module's own code."""
+
+
 def load_module(path: Path, name: str | None = None) -> ModuleType:
-    """Import a Python file by path under a unique module name (trusted project code only)."""
+    """Import a Python file by path under a unique module name: aka's one loader, for the contract's
+    trusted modules and, in the candidate's own process (aka.evaluate.host), for the candidate."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such module file")
     mod_name = name or f"aka_loaded.{path.parent.name}.{path.stem}_{abs(hash(str(path.resolve()))):x}"
@@ -50,7 +56,7 @@ def load_module(path: Path, name: str | None = None) -> ModuleType:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"{path}: cannot be imported as a module")
+        raise NotAModuleError(f"{path}: cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:

@@ -20,7 +20,6 @@ separate descriptor. The process dies with its parent (PR_SET_PDEATHSIG on Linux
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import re
@@ -43,16 +42,14 @@ class _Session:
 
 
 def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
+    from aka.contract.ops import NotAModuleError, load_module
     from aka.evaluate.worker import TaskFailure, one_line
 
     path = Path(req["kernel"])
-    spec = importlib.util.spec_from_file_location("aka_candidate", path)
-    if spec is None or spec.loader is None:
-        raise TaskFailure("import", f"{path}: cannot be imported as a module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["aka_candidate"] = module
-    try:
-        spec.loader.exec_module(module)
+    try:  # one candidate per host process (aka.evaluate.sandbox.new_host), so one fixed module name
+        module = load_module(path, "aka_candidate")
+    except NotAModuleError as exc:
+        raise TaskFailure("import", str(exc)) from exc
     except Exception as exc:
         raise TaskFailure("import", f"importing the candidate raised {one_line(exc)}") from exc
     fn = getattr(module, req["entry"], None)
