@@ -62,10 +62,12 @@ def collect() -> Report:
     try:
         import torch
 
-        if torch.cuda.is_available():
-            p = torch.cuda.get_device_properties(0)
-            r.add("device", f"{p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
-                            f"{p.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda}")
+        from aka.hardware import arch_of, detect_device
+
+        d = detect_device()
+        if d is not None:
+            r.add("device", f"{d.name}, {arch_of(d.capability)}, {d.sm_count} SMs, "
+                            f"{(d.total_memory_bytes or 0) / 2**30:.0f} GiB, CUDA {torch.version.cuda}")
         else:
             ok, detail = interpreter_probe()
             r.add("device", f"CPU only: Triton interpreter — {detail}", ok)

@@ -129,14 +129,13 @@ def device_record(interpreter: bool) -> dict[str, object]:
     import torch
     import triton
 
+    d = None if interpreter else _query(torch, 0)  # without a GPU, torch's own error says why
     out: dict[str, object] = {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0}
-    if not interpreter:
-        p = torch.cuda.get_device_properties(0)
-        out = {"name": p.name, "interpreter": False, "sms": p.multi_processor_count,
-               "capability": f"sm_{p.major}{p.minor}"}
+    if d is not None:
+        out = {"name": d.name, "interpreter": False, "sms": d.sm_count, "capability": arch_of(d.capability)}
     out.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__)
     if torch.cuda.is_available():
-        out.update(cuda=str(torch.version.cuda), driver=_driver() or "?")
+        out.update(cuda=str(torch.version.cuda), driver=(d.driver if d else _driver()) or "?")
     return out
 
 
@@ -148,6 +147,11 @@ def detect_device(index: int = 0) -> Detected | None:
         return None
     if not torch.cuda.is_available():
         return None
+    return _query(torch, index)
+
+
+def _query(torch, index: int) -> Detected:
+    """The one reading of the device's properties: `aka doctor`, the recorded device and the wiki match."""
     p = torch.cuda.get_device_properties(index)
 
     def prop(name: str) -> int | None:  # older torch lacks some fields: unknown, not zero
