@@ -1,19 +1,216 @@
-"""Where a run's records are and how they are read back: runs/<op>/<run-id>/ with run.json and
-attempts.jsonl. Below every stage, so a later reader (a replay backend, a report) and the run stage
-that writes them (aka.run.store) share one reading.
+"""What a run records, typed, and where its records are: runs/<op>/<run-id>/ with run.json and
+attempts.jsonl. Below every stage, so the stages that write an attempt (agent: plan and usage; run:
+measurements and decision) and those that read it back (a backend's history, a report, lessons)
+share one model and one reader.
+
+attempts.jsonl keeps the flat layout it has always had (one JSON object per finished attempt), so
+logs written before these models existed read back unchanged and an old run resumes; keys a later
+version adds are kept (extra="allow") rather than dropped.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aka.errors import AkaError
 
 
 class UnknownRunError(AkaError):
     """A run id that has no directory under runs/."""
+
+
+class AttemptLogError(AkaError):
+    """An attempts.jsonl that cannot be read (a bad line other than a torn last one)."""
+
+
+# -- what the agent stage produces ------------------------------------------------------------
+
+
+class Plan(BaseModel):
+    """One round's intent: a hypothesis, the structural change, and the parameters to try."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hypothesis: str = Field(description="why the change should be faster, in one or two sentences")
+    structural_change: str = Field("", description="the structural change (empty: parameters only)")
+    expected_effect: dict[str, str] = Field(
+        default_factory=dict, description="expected effect per regime, e.g. {'batch 1, long': '-20%'}"
+    )
+    risks: list[str] = Field(default_factory=list, description="what could go wrong (correctness, spills)")
+    param_ranges: dict[str, list[Any]] = Field(
+        default_factory=dict, description="parameter -> values to try (one value: a fixed choice)"
+    )
+    avoided: list[str] = Field(default_factory=list, description="regions or ideas deliberately avoided, why")
+    pattern: str | None = Field(None, description="pattern template the plan builds on, if any")
+    cited_wiki: list[str] = Field(default_factory=list, description="wiki card ids the plan relies on")
+    cited_evidence: list[str] = Field(default_factory=list, description="measurements the plan relies on")
+
+    def fixed_config(self) -> dict[str, Any]:
+        """Parameters with exactly one value: the concrete configuration this plan asks for."""
+        return {k: v[0] for k, v in self.param_ranges.items() if len(v) == 1}
+
+    def summary(self) -> str:
+        head = f"[{self.pattern}] " if self.pattern else ""
+        return head + (self.structural_change or self.hypothesis)
+
+
+class Usage(BaseModel):
+    """Tokens one backend call consumed (all zero for the offline backend)."""
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = 0  # all input, cached or not
+    output_tokens: int = 0
+    cached_tokens: int = 0  # of the input, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of the input, written to the cache (Anthropic bills them above input)
+    cost_usd: float | None = None  # estimate from the config's price table; None: no price known
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def uncached(self) -> int:
+        """Input not read from the cache: what is billed at the input price or above."""
+        return max(self.input_tokens - self.cached_tokens, 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=None if self.cost_usd is None and other.cost_usd is None
+            else (self.cost_usd or 0.0) + (other.cost_usd or 0.0),
+        )
+
+
+# -- what the run stage measures and decides ------------------------------------------------------
+
+Timing = Literal["gpu", "interpreter", "none"]
+
+
+class Measurements(BaseModel):
+    """What one candidate's evaluation produced; the Supervisor's decide() reads nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+    backend_error: str = Field("", description="the backend gave no usable candidate; empty otherwise")
+    check_error: str = Field("", description="static check failure; empty when it passed")
+    compile_error: str = Field("", description="compile/import failure; empty when it passed")
+    gate: dict[str, list[bool]] = Field(default_factory=dict, description="shape id -> pass per gate round")
+    gate_error: str = Field("", description="first gate failure in words")
+    gate_sets: list[str] = Field(default_factory=list, description="shape sets the gate covered")
+    bench_error: str = Field("", description="timing failure (a shape that crashed or ran out of memory)")
+    timing: Timing = Field("none", description="where the timings come from")
+    ratios: dict[str, float] = Field(default_factory=dict, description="shape -> incumbent/candidate time")
+    expected_shapes: list[str] = Field(default_factory=list, description="full-set shape ids compare must cover")
+    screen_gain: float | None = Field(None, description="bench gain over the incumbent when too small to re-measure")
+    geomean: float | None = Field(None, description="geomean speedup over the incumbent (interleaved)")
+    noise: float | None = Field(None, description="relative noise of the geomean (e.g. CI half-width)")
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    promote: bool = False
+    verdict: Literal["promoted", "rejected", "not promoted"] = "rejected"
+    reason: str = ""
+
+
+class CheckRecord(BaseModel):
+    ok: bool
+    error: str = ""
+
+
+class CompileRecord(BaseModel):
+    """ok and error, plus what the compile step reported (registers, spills, ...: kept as it came)."""
+
+    model_config = ConfigDict(extra="allow")
+    ok: bool
+    error: str = ""
+
+
+class GateRecord(BaseModel):
+    """The gate's verdict per shape and round, plus its per-shape errors (kept as they came)."""
+
+    model_config = ConfigDict(extra="allow")
+    sets: list[str] = Field(default_factory=list)
+    passed: dict[str, list[bool]] = Field(default_factory=dict)
+    error: str = ""
+
+
+class BenchRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    times_us: dict[str, float] = Field(default_factory=dict)
+    timing: str = "none"
+    error: str = ""
+    roofline: Any = None
+    incumbent_us: dict[str, float] | None = None  # the incumbent timed beside it (paired screen)
+    vs_baseline: float | None = None
+    vs_incumbent: float | None = None
+    paired: bool = False
+
+
+class CompareRecord(BaseModel):
+    """The ABBA re-measure against the incumbent."""
+
+    speedups: dict[str, float] = Field(default_factory=dict)
+    geomean: float | None = None
+    noise: float | None = None
+    timing: str = "none"
+    error: str = ""
+
+
+class Attempt(BaseModel):
+    """One line of attempts.jsonl: one candidate from plan to decision."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    n: int
+    started: str = ""
+    failed_stage: str = Field("", description="'' or the stage that failed: plan, codegen, check, compile, "
+                                              "duplicate, gate, bench")
+    evidence_offered: list[str] = Field(default_factory=list, description="evidence ids the planner was shown")
+    plan: Plan | None = None
+    config: dict[str, Any] = Field(default_factory=dict, description="the plan's fixed parameters")
+    # codegen: what the backend spent and wrote, and its trace (one entry per LLM and tool call)
+    usage: Usage = Field(default_factory=Usage)
+    tokens: int = 0
+    code_hash: str = ""
+    edit: str = Field("", description="compact diff of the candidate against the incumbent")
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    submit_note: str = ""
+    prepare_s: float = 0.0
+    check: CheckRecord | None = None
+    compile: CompileRecord | None = None
+    gate: GateRecord | None = None
+    bench: BenchRecord | None = None
+    compare: CompareRecord | None = None
+    score: float | None = Field(None, description="geomean speedup over the baseline (bench screen)")
+    improved: bool = False
+    measurements: Measurements | None = None
+    decision: Decision | None = None
+    duration_s: float = 0.0
+
+    @property
+    def promoted(self) -> bool:
+        return self.decision is not None and self.decision.promote
+
+    @property
+    def times_us(self) -> dict[str, float]:
+        return self.bench.times_us if self.bench else {}
+
+    def summary(self) -> str:
+        return self.plan.summary() if self.plan else ""
+
+    def to_json(self) -> str:
+        """One attempts.jsonl line (no newline)."""
+        return json.dumps(self.model_dump(mode="json"), default=str, separators=(",", ":"))
+
+
+# -- reading a run back ---------------------------------------------------------------------------
 
 
 def find_run(runs_root: Path, run_id: str) -> Path:
@@ -23,15 +220,34 @@ def find_run(runs_root: Path, run_id: str) -> Path:
     return hits[0]
 
 
-def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
-    """The finished attempts, in order; a torn final line is ignored."""
+def read_attempts(run_dir: Path) -> list[Attempt]:
+    """The finished attempts of runs/<op>/<run-id>/attempts.jsonl, in order ([] when there is none)."""
     log = run_dir / "attempts.jsonl"
-    if not log.exists():
-        return []
+    return read_attempt_log(log) if log.is_file() else []
+
+
+def read_attempt_log(log: Path) -> list[Attempt]:
+    """Every record of one attempts log. A torn last line (a run killed mid-write) is skipped; any
+    other unreadable line is an error, since dropping it would silently renumber what follows."""
+    lines = log.read_text(encoding="utf-8").splitlines()
     out = []
-    for line in log.read_text().splitlines():
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
         try:
-            out.append(json.loads(line))
+            data = json.loads(line)
         except json.JSONDecodeError:
-            break  # only the last line can be torn: appends are sequential
+            if i == len(lines) - 1:
+                continue
+            raise AttemptLogError(f"{log}: line {i + 1} is not JSON; fix or remove that line") from None
+        try:
+            out.append(Attempt.model_validate(data))
+        except ValidationError as exc:
+            raise AttemptLogError(f"{log}: line {i + 1} is not an attempt record ({_first(exc)}); "
+                                  "fix or remove that line") from None
     return out
+
+
+def _first(exc: ValidationError) -> str:
+    e = exc.errors()[0]
+    return f"{'.'.join(map(str, e.get('loc', ()))) or 'line'}: {e.get('msg', '')}"[:200]

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from aka.contract.ops import get_op, project_root
-from aka.records import find_run, read_attempts
+from aka.records import Attempt, find_run, read_attempts
 from aka.run import gitops
 from aka.run.store import list_runs
 from aka.settings import OptimizeSettings
@@ -37,19 +37,19 @@ def clip(text: str, n: int) -> str:
     return cut.rstrip(" ,;:(") + "…"
 
 
-def _row(rec: dict[str, Any], plan_width: int = 64, reason_width: int = 120) -> list[str]:
-    plan = rec.get("plan") or {}
-    change = ", ".join(plan.get("cited_evidence") or []) or plan.get("hypothesis") or ""
-    what = (f"{plan.get('pattern')}: " if plan.get("pattern") else "") + change
-    bench = rec.get("bench") or {}
-    stage = rec.get("failed_stage") or ("bench" if bench else "")
-    d = rec["decision"]
-    style = {"promoted": "green", "rejected": "red"}.get(d["verdict"], "yellow")
-    return [str(rec["n"]), escape(clip(what, plan_width)), stage or "done", _x(rec.get("score")),
-            _x(bench.get("vs_incumbent")), f"[{style}]{escape(clip(d['reason'], reason_width))}[/{style}]"]
+def _row(rec: Attempt, plan_width: int = 64, reason_width: int = 120) -> list[str]:
+    plan = rec.plan
+    change = (", ".join(plan.cited_evidence) or plan.hypothesis) if plan else ""
+    what = (f"{plan.pattern}: " if plan and plan.pattern else "") + change
+    stage = rec.failed_stage or ("bench" if rec.bench else "")
+    verdict, reason = (rec.decision.verdict, rec.decision.reason) if rec.decision else ("?", "")
+    style = {"promoted": "green", "rejected": "red"}.get(verdict, "yellow")
+    vs_inc = rec.bench.vs_incumbent if rec.bench else None
+    return [str(rec.n), escape(clip(what, plan_width)), stage or "done", _x(rec.score), _x(vs_inc),
+            f"[{style}]{escape(clip(reason, reason_width))}[/{style}]"]
 
 
-def attempts_table(attempts: list[dict[str, Any]], title: str) -> Table:
+def attempts_table(attempts: list[Attempt], title: str) -> Table:
     t = Table(title=title, expand=False)
     for col, j in (("#", "right"), ("plan", "left"), ("stopped at", "left"), ("vs baseline", "right"),
                    ("vs incumbent", "right"), ("decision", "left")):
@@ -80,12 +80,12 @@ def settings_text(s: OptimizeSettings) -> str:
             f"{'commit' if s.commit else 'no commit'}; prepare ahead {s.prepare_ahead}")
 
 
-def _standing(run: dict[str, Any], attempts: list[dict[str, Any]], summary: dict[str, Any]) -> tuple[Any, str]:
+def _standing(run: dict[str, Any], attempts: list[Attempt], summary: dict[str, Any]) -> tuple[Any, str]:
     """Best score and incumbent from the log when the run recorded no summary (killed, crashed, older runs)."""
-    scores = [a["score"] for a in attempts if a.get("score") is not None]
+    scores = [a.score for a in attempts if a.score is not None]
     best = summary["best_score"] if "best_score" in summary else max(scores, default=None)
-    promoted = [a for a in attempts if a["decision"].get("promote")]
-    label = f"candidate {promoted[-1]['n']}" if promoted else (run.get("incumbent") or {}).get("label", "?")
+    promoted = [a for a in attempts if a.promoted]
+    label = f"candidate {promoted[-1].n}" if promoted else (run.get("incumbent") or {}).get("label", "?")
     return best, summary.get("incumbent") or label
 
 
@@ -109,8 +109,8 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
         + (", not representative)" if timing != "gpu" else ")"),
         "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
         f"stopped: {escape(_stopped(run, summary))}; {len(attempts)} attempts, "
-        f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a['duration_s'] for a in attempts)))} s, "
-        f"{summary.get('tokens', sum(a.get('tokens', 0) for a in attempts))} tokens{usage_text(attempts)}",
+        f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a.duration_s for a in attempts)))} s, "
+        f"{summary.get('tokens', sum(a.tokens for a in attempts))} tokens{usage_text(attempts)}",
         f"best candidate vs baseline: {_x(best)}; incumbent now: {incumbent}",
     ]
     settings = OptimizeSettings.model_validate(run["settings"])
@@ -144,17 +144,17 @@ def tokens_text(u: dict[str, Any]) -> str:
             + (f", ~${cost:.4f}" if cost is not None else ""))
 
 
-def llm_lines(attempts: list[dict[str, Any]], calls: bool = False) -> list[str]:
+def llm_lines(attempts: list[Attempt], calls: bool = False) -> list[str]:
     """Per attempt that asked a model: its tokens and cost, the tools it called; with ``calls`` (aka
     show) one line per tool call with its share of the tokens of the model turn that made it."""
     out = []
     for a in attempts:
-        u = a.get("usage") or {}
-        if not (u.get("input_tokens") or u.get("output_tokens")):
+        u = a.usage.model_dump()
+        if not (a.usage.input_tokens or a.usage.output_tokens):
             continue
-        tc = a.get("tool_calls") or []
+        tc = a.tool_calls
         names = ", ".join(c["name"] + ("" if c.get("ok") else " (error)") for c in tc)
-        out.append(f"#{a['n']} LLM: {tokens_text(u)}; {len(a.get('llm_calls') or [])} calls"
+        out.append(f"#{a.n} LLM: {tokens_text(u)}; {len(a.llm_calls)} calls"
                    + (f"; tools: {clip(names, 90)}" if tc else ""))
         if calls:
             for c in tc:
@@ -164,16 +164,15 @@ def llm_lines(attempts: list[dict[str, Any]], calls: bool = False) -> list[str]:
     return out
 
 
-def usage_text(attempts: list[dict[str, Any]]) -> str:
+def usage_text(attempts: list[Attempt]) -> str:
     """' (1,200 in, 300 out, 800 cached; ~$0.01)' summed over the attempts' recorded usage."""
     tot = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
     cost = None
     for a in attempts:
-        u = a.get("usage") or {}
         for k in tot:
-            tot[k] += u.get(k, 0) or 0
-        if u.get("cost_usd") is not None:
-            cost = (cost or 0.0) + u["cost_usd"]
+            tot[k] += getattr(a.usage, k)
+        if a.usage.cost_usd is not None:
+            cost = (cost or 0.0) + a.usage.cost_usd
     if not any(tot.values()):
         return ""
     money = f"; ~${cost:.2f}" if cost is not None else "; no price for this model"
@@ -181,11 +180,12 @@ def usage_text(attempts: list[dict[str, Any]]) -> str:
             f"{money})")
 
 
-def _tally(attempts: list[dict[str, Any]]) -> str:
+def _tally(attempts: list[Attempt]) -> str:
     """'2 x gate, 1 x interpreter timings cannot promote': why attempts ended, most common first."""
     from collections import Counter
 
-    why = Counter(a.get("failed_stage") or a["decision"]["reason"].removeprefix("not promoted: ") for a in attempts)
+    why = Counter(a.failed_stage or (a.decision.reason if a.decision else "?").removeprefix("not promoted: ")
+                  for a in attempts)
     return ", ".join(f"{k} x {n}" if n > 1 else k for k, n in why.most_common()) or "no attempts"
 
 
@@ -227,12 +227,12 @@ def show_json(run_dir: Path) -> dict[str, Any]:
         "baseline": {k: base.get(k) for k in ("timing", "shapes", "baseline_us", "incumbent_us")},
         "stopped": _stopped(run, summary), "fault": summary.get("fault"), "best_score": best,
         "incumbent": incumbent, "promotions": run.get("promotions", []),
-        "attempts": [{"n": a["n"], "stage": a.get("failed_stage") or ("bench" if a.get("bench") else "done"),
-                      "plan": a.get("plan"), "vs_baseline": a.get("score"),
-                      "vs_incumbent": (a.get("bench") or {}).get("vs_incumbent"), "tokens": a.get("tokens", 0),
-                      "usage": a.get("usage"), "llm_calls": a.get("llm_calls", []),
-                      "tool_calls": a.get("tool_calls", []),
-                      "verdict": a["decision"]["verdict"], "reason": a["decision"]["reason"]} for a in attempts],
+        "attempts": [{"n": a.n, "stage": a.failed_stage or ("bench" if a.bench else "done"),
+                      "plan": a.plan.model_dump() if a.plan else None, "vs_baseline": a.score,
+                      "vs_incumbent": a.bench.vs_incumbent if a.bench else None, "tokens": a.tokens,
+                      "usage": a.usage.model_dump(), "llm_calls": a.llm_calls, "tool_calls": a.tool_calls,
+                      "verdict": a.decision.verdict if a.decision else "?",
+                      "reason": a.decision.reason if a.decision else ""} for a in attempts],
     }
 
 

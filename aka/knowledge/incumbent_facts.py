@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from aka.records import Attempt
 from aka.settings import OptimizeSettings
 
 CPU_NOTE = "no profile: CPU interpreter"
@@ -85,7 +86,7 @@ def profile_incumbent(store: RunRecords, op, settings: OptimizeSettings,
     return rec
 
 
-def incumbent_evidence(run: dict[str, Any], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def incumbent_evidence(run: dict[str, Any], history: list[Attempt]) -> list[dict[str, Any]]:
     """Evidence items (aka.knowledge.evidence.Evidence dicts) about the current incumbent.
 
     The starting incumbent: its profile (which carries its compile stats), else the compile stats
@@ -96,13 +97,13 @@ def incumbent_evidence(run: dict[str, Any], history: list[dict[str, Any]]) -> li
     from aka.knowledge.evidence import evidence_for_plan
     from aka.knowledge.ncu_report import ProfileSummary
 
-    promoted = [r for r in history if (r.get("decision") or {}).get("promote")]
+    promoted = [r for r in history if r.promoted]
     summary = None if promoted else (run.get("profile") or {}).get("summary")
     if summary:
         fracs = run["baseline"].get("incumbent_roofline") or {}
         items = evidence_for_plan(ProfileSummary.model_validate(summary), fracs)
     else:
-        stats = ((promoted[-1].get("compile") or {}).get("compile_stats") if promoted
+        stats = (getattr(promoted[-1].compile, "compile_stats", None) if promoted
                  else run["baseline"].get("incumbent_compile"))
         if not stats:
             return []

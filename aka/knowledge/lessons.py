@@ -1,8 +1,8 @@
 """Lessons: what a run learned, as structured records, and card drafts proposed from them.
 
 The attempts log (runs/<op>/<run-id>/attempts.jsonl) is written by the loop; this module only
-reads it, defensively, because its schema grows: unknown fields are ignored and missing ones
-read as "unknown". Nothing here writes into wiki/: drafts go to stdout or a folder the user names.
+reads it, through aka.records' typed Attempt (unknown fields kept, missing ones at their defaults).
+Nothing here writes into wiki/: drafts go to stdout or a folder the user names.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from aka.errors import AkaError
+from aka.records import Attempt, AttemptLogError, read_attempt_log
 
 
 class LessonError(AkaError):
@@ -35,65 +36,44 @@ class AttemptView:
     measurements: dict[str, float] = field(default_factory=dict)
 
 
-def _dict(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
 def _numbers(d: dict[str, Any], prefix: str) -> dict[str, float]:
     return {f"{prefix}{k}": float(v) for k, v in d.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def _gate_passed(rec: dict[str, Any], gate: dict[str, Any]) -> bool | None:
-    """The loop logs gate.passed as {shape: [bool per round]}; older or other logs may use a bool."""
-    if rec.get("failed_stage") in ("check", "compile", "gate", "duplicate"):
+def _gate_passed(rec: Attempt) -> bool | None:
+    """gate.passed is {shape: [bool per round]}; None when the record holds no gate verdict."""
+    if rec.failed_stage in ("check", "compile", "gate", "duplicate"):
         return False
-    passed = gate.get("passed", rec.get("gate_passed"))
-    if isinstance(passed, bool):
-        return passed
-    if isinstance(passed, dict) and passed:
-        rounds = [r if isinstance(r, list) else [r] for r in passed.values()]
-        return not gate.get("error") and all(bool(x) for r in rounds for x in r)
+    if rec.gate and rec.gate.passed:
+        return not rec.gate.error and all(all(r) for r in rec.gate.passed.values())
     return None
 
 
-def view(rec: dict[str, Any], index: int) -> AttemptView:
-    plan, gate, dec, bench, meas = (_dict(rec.get(k)) for k in ("plan", "gate", "decision", "bench", "measurements"))
-    cited = [c for c in plan.get("cited_wiki") or [] if isinstance(c, str)]
-    verdict = str(dec.get("verdict", dec.get("action", ""))).lower()
-    promoted = bool(dec.get("promote") or dec.get("promoted")) or verdict in ("promote", "promoted")
-    passed = True if promoted else _gate_passed(rec, gate)  # promotion implies the gate passed
-    reason = str(dec.get("reason") or gate.get("error") or rec.get("error") or "")
-    if rec.get("failed_stage") and rec["failed_stage"] not in reason:
-        reason = f"{rec['failed_stage']} stage: {reason}" if reason else f"failed at the {rec['failed_stage']} stage"
-    summary = str(plan.get("structural_change") or plan.get("hypothesis") or rec.get("summary") or "")
-    if plan.get("pattern"):
-        summary = f"[{plan['pattern']}] {summary}".strip()
-    numbers = {**_numbers(bench, "bench."), **_numbers(meas, ""), **_numbers(dec, "decision.")}
-    if isinstance(rec.get("score"), int | float):
-        numbers["score"] = float(rec["score"])
-    attempt = rec.get("n", rec.get("attempt", index))
-    return AttemptView(attempt if isinstance(attempt, int) else index, summary, cited, passed, promoted, reason,
-                       numbers)
+def view(rec: Attempt, index: int) -> AttemptView:
+    plan = rec.plan
+    promoted = rec.promoted
+    passed = True if promoted else _gate_passed(rec)  # promotion implies the gate passed
+    reason = (rec.decision.reason if rec.decision else "") or (rec.gate.error if rec.gate else "")
+    if rec.failed_stage and rec.failed_stage not in reason:
+        reason = f"{rec.failed_stage} stage: {reason}" if reason else f"failed at the {rec.failed_stage} stage"
+    summary = (plan.structural_change or plan.hypothesis) if plan else ""
+    if plan and plan.pattern:
+        summary = f"[{plan.pattern}] {summary}".strip()
+    numbers = {**_numbers(rec.bench.model_dump() if rec.bench else {}, "bench."),
+               **_numbers(rec.measurements.model_dump() if rec.measurements else {}, "")}
+    if rec.score is not None:
+        numbers["score"] = float(rec.score)
+    return AttemptView(rec.n, summary, list(plan.cited_wiki) if plan else [], passed, promoted, reason, numbers)
 
 
-def read_attempts(path: Path) -> list[dict[str, Any]]:
-    """Records of one attempts.jsonl; a torn last line (killed run) is skipped, other bad lines fail."""
+def read_attempts(path: Path) -> list[Attempt]:
+    """Records of one attempts.jsonl (aka.records' reader); a missing or damaged log is a LessonError."""
     if not path.is_file():
         raise LessonError(f"{path}: no attempts log; pass a run folder such as runs/<op>/<run-id>")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                continue
-            raise LessonError(f"{path}: line {i + 1} is not JSON") from None
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    try:
+        return read_attempt_log(path)
+    except AttemptLogError as exc:
+        raise LessonError(str(exc)) from None
 
 
 class Lesson(BaseModel):
@@ -108,7 +88,7 @@ class Lesson(BaseModel):
     attempt: int
 
 
-def lessons_from_attempts(records: list[dict[str, Any]]) -> list[Lesson]:
+def lessons_from_attempts(records: list[Attempt]) -> list[Lesson]:
     """Pure: one lesson per attempt that says something (promoted, or failed with a reason)."""
     out = []
     for i, rec in enumerate(records):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aka.records import read_attempts
+from aka.records import Attempt, read_attempts
 
 
 def geomean_us(times: dict[str, float], shapes: list[str]) -> float | None:
@@ -98,29 +98,30 @@ class RunReport:
         return "GPU timings" if not self.interpreter else "interpreter timings, not representative"
 
 
-def _plan_text(rec: dict[str, Any]) -> str:
-    plan = rec.get("plan") or {}
-    head = f"{plan['pattern']}: " if plan.get("pattern") else ""
-    return head + (plan.get("hypothesis") or plan.get("structural_change") or "")
+def _plan_text(rec: Attempt) -> str:
+    plan = rec.plan
+    if plan is None:
+        return ""
+    head = f"{plan.pattern}: " if plan.pattern else ""
+    return head + (plan.hypothesis or plan.structural_change or "")
 
 
-def attempt_rows(attempts: list[dict[str, Any]], shapes: list[str], start_us: float | None = None) -> list[AttemptRow]:
+def attempt_rows(attempts: list[Attempt], shapes: list[str], start_us: float | None = None) -> list[AttemptRow]:
     """One row per attempt; start_us is the geomean of the incumbent the run started from."""
     rows, best, cum, inc = [], None, 0, start_us
     for rec in attempts:
-        times = (rec.get("bench") or {}).get("times_us") or {}
-        g = geomean_us(times, shapes)
+        g = geomean_us(rec.times_us, shapes)
         if g is not None:
             best = g if best is None else min(best, g)
-        tokens = int(rec.get("tokens") or 0)
+        tokens = rec.tokens
         cum += tokens
-        d = rec.get("decision") or {}
-        if d.get("promote") and g is not None:
+        d = rec.decision
+        if rec.promoted and g is not None:
             inc = g
         rows.append(AttemptRow(
-            n=rec["n"], verdict=d.get("verdict", "?"), stage=rec.get("failed_stage") or "done",
-            reason=d.get("reason", ""), plan=_plan_text(rec), geomean_us=g, best_us=best, incumbent_us=inc,
-            vs_baseline=rec.get("score"), tokens=tokens, cum_tokens=cum))
+            n=rec.n, verdict=d.verdict if d else "?", stage=rec.failed_stage or "done",
+            reason=d.reason if d else "", plan=_plan_text(rec), geomean_us=g, best_us=best, incumbent_us=inc,
+            vs_baseline=rec.score, tokens=tokens, cum_tokens=cum))
     return rows
 
 
@@ -133,31 +134,31 @@ def competitor_bars(competitors: dict[str, dict[str, float]], shapes: list[str])
     return bars
 
 
-def final_kernel(attempts: list[dict[str, Any]], shapes: list[str]) -> tuple[str, dict[str, Any] | None]:
+def final_kernel(attempts: list[Attempt], shapes: list[str]) -> tuple[str, Attempt | None]:
     """The run's last promoted attempt, else its best fully timed candidate (labelled as not promoted)."""
-    promoted = [a for a in attempts if (a.get("decision") or {}).get("promote")]
+    promoted = [a for a in attempts if a.promoted]
     if promoted:
-        return f"candidate {promoted[-1]['n']} (promoted)", promoted[-1]
-    timed = [a for a in attempts if geomean_us((a.get("bench") or {}).get("times_us") or {}, shapes)]
+        return f"candidate {promoted[-1].n} (promoted)", promoted[-1]
+    timed = [a for a in attempts if geomean_us(a.times_us, shapes)]
     if not timed:
         return "", None
-    best = min(timed, key=lambda a: geomean_us(a["bench"]["times_us"], shapes))
-    return f"best candidate {best['n']} (not promoted)", best
+    best = min(timed, key=lambda a: geomean_us(a.times_us, shapes))
+    return f"best candidate {best.n} (not promoted)", best
 
 
-def kernel_diffs(run_dir: Path, attempts: list[dict[str, Any]], start_label: str) -> list[KernelDiff]:
+def kernel_diffs(run_dir: Path, attempts: list[Attempt], start_label: str) -> list[KernelDiff]:
     """Each promotion of the run against the incumbent it replaced (the start copy or the previous one)."""
     out = []
     prev_path, prev_label = run_dir / "candidates" / "incumbent.py", start_label
     for rec in attempts:
-        if not (rec.get("decision") or {}).get("promote"):
+        if not rec.promoted:
             continue
-        path = run_dir / "candidates" / f"{rec['n']}.py"
+        path = run_dir / "candidates" / f"{rec.n}.py"
         old = prev_path.read_text().splitlines(keepends=True) if prev_path.is_file() else []
         new = path.read_text().splitlines(keepends=True) if path.is_file() else []
-        text = "".join(difflib.unified_diff(old, new, fromfile=prev_label, tofile=f"candidate {rec['n']}"))
-        out.append(KernelDiff(rec["n"], prev_label, text or "(identical sources)\n"))
-        prev_path, prev_label = path, f"candidate {rec['n']}"
+        text = "".join(difflib.unified_diff(old, new, fromfile=prev_label, tofile=f"candidate {rec.n}"))
+        out.append(KernelDiff(rec.n, prev_label, text or "(identical sources)\n"))
+        prev_path, prev_label = path, f"candidate {rec.n}"
     return out
 
 
@@ -182,7 +183,7 @@ def load_run_report(run_dir: Path) -> RunReport:
     label, final = final_kernel(attempts, shapes)
     speedups: list[ShapeSpeedup] = []
     if final is not None:
-        times = final["bench"]["times_us"]
+        times = final.times_us
         bars.append(Bar(label, geomean_us(times, shapes), "candidate"))
         speedups = [ShapeSpeedup(s, base_us[s], times[s]) for s in shapes]
     bars += comps

@@ -27,7 +27,7 @@ from aka.run.prefetch import Job, View, generate
 from aka.run.promote import finish_pending_promotion, still_current
 from aka.run.state import rebuild
 from aka.run.store import RunStore
-from aka.run.supervisor import Decision, stop_reason
+from aka.run.supervisor import stop_reason
 from aka.settings import OptimizeSettings
 
 
@@ -85,11 +85,11 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         view.update(stage="measure", candidate=prep.summary)
         rec = measure(prep, settings, op, evaluator, st, run, view)
         with store.op_lock():  # another run of this op may be promoting right now
-            if rec["decision"]["promote"]:
-                rec["decision"] = still_current(store, op, Decision(**rec["decision"])).model_dump()
-            rec["duration_s"] = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
+            if rec.promoted:
+                rec.decision = still_current(store, op, rec.decision)
+            rec.duration_s = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
             store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
-            if rec["decision"]["promote"]:
+            if rec.promoted:
                 finish_pending_promotion(store, settings, op)
         st = rebuild(store, run)
         for job in queue:  # queued candidates are judged against the new incumbent when their turn comes

@@ -7,32 +7,33 @@ from typing import Any
 
 from aka.evaluate.evaluator import Evaluator
 from aka.evaluate.outcomes import speedup
+from aka.records import Attempt, BenchRecord, CompareRecord, GateRecord, Measurements
 from aka.run.prefetch import Prepared, View
 from aka.run.state import State, shape_plan
-from aka.run.supervisor import Measurements, decide
+from aka.run.supervisor import decide
 from aka.settings import OptimizeSettings
 
 
 def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: State, run: dict[str, Any],
-            view: View) -> dict[str, Any]:
+            view: View) -> Attempt:
     """Gate and time a prepared candidate, then let the Supervisor decide."""
     rec, m, path = prep.rec, prep.m, prep.path
     gate_stages, bench_shapes, rounds = shape_plan(settings)
     score = None
-    if not rec["failed_stage"]:
+    if not rec.failed_stage:
         view.update(stage=f"gate {'+'.join(gate_stages[0])} + bench {bench_shapes}")
-        g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec["n"], bench_shapes,
+        g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec.n, bench_shapes,
                          incumbent=st.incumbent)
         _gate_into(rec, m, g, gate_stages[0])
-        if not rec["failed_stage"] and b is not None:
+        if not rec.failed_stage and b is not None:
             score = _bench_into(rec, m, b, run, st)
-    vs_inc = rec.get("bench", {}).get("vs_incumbent") if score is not None else None
+    vs_inc = rec.bench.vs_incumbent if score is not None else None
     # only promising candidates earn the expensive stages; nothing else may touch the GPU meanwhile
     if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
         view.update(stage="compare (ABBA)")
         c = ev.compare(st.incumbent, path, bench_shapes)
-        rec["compare"] = {"speedups": c.speedups, "geomean": c.geomean, "noise": c.noise,
-                          "timing": c.timing, "error": c.error}
+        rec.compare = CompareRecord(speedups=c.speedups, geomean=c.geomean, noise=c.noise, timing=c.timing,
+                                    error=c.error)
         if c.timing == "gpu" and not c.error:
             m.ratios, m.geomean, m.noise = c.speedups, c.geomean, c.noise
         elif c.error.startswith("check:"):  # its timed outputs or times failed the checker: the candidate's fault
@@ -44,36 +45,36 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
         if full and decide(m.model_copy(update=assumed), settings.rules).promote:
             for sets in gate_stages[1:]:
                 view.update(stage="gate " + "+".join(sets))
-                _gate_into(rec, m, ev.gate(path, sets, rounds, settings.seed + 1000 * rec["n"] + 1), sets)
+                _gate_into(rec, m, ev.gate(path, sets, rounds, settings.seed + 1000 * rec.n + 1), sets)
     elif m.timing == "gpu" and vs_inc is not None:
         m.screen_gain = vs_inc - 1
-    rec["score"] = score
-    rec["improved"] = score is not None and (st.best is None or score > st.best)
-    rec["measurements"] = m.model_dump()
-    rec["decision"] = decide(m, settings.rules).model_dump()
+    rec.score = score
+    rec.improved = score is not None and (st.best is None or score > st.best)
+    rec.measurements = m.model_copy(deep=True)
+    rec.decision = decide(m, settings.rules)
     return rec
 
 
-def _gate_into(rec: dict[str, Any], m: Measurements, g, sets: list[str]) -> None:
+def _gate_into(rec: Attempt, m: Measurements, g, sets: list[str]) -> None:
     m.gate.update(g.passed)
     m.gate_sets += sets
-    rec["gate"] = {"sets": m.gate_sets, "passed": m.gate, "error": g.error, **g.detail}
+    rec.gate = GateRecord(**{"sets": list(m.gate_sets), "passed": dict(m.gate), "error": g.error, **g.detail})
     if g.error or not g.passed or not all(all(r) for r in g.passed.values()):
-        rec["failed_stage"], m.gate_error = "gate", g.error or "a shape failed"
+        rec.failed_stage, m.gate_error = "gate", g.error or "a shape failed"
 
 
-def _bench_into(rec: dict[str, Any], m: Measurements, b, run: dict[str, Any], st: State) -> float | None:
-    rec["bench"] = {"times_us": b.times_us, "timing": b.timing, "error": b.error, "roofline": b.roofline}
+def _bench_into(rec: Attempt, m: Measurements, b, run: dict[str, Any], st: State) -> float | None:
+    rec.bench = BenchRecord(times_us=b.times_us, timing=b.timing, error=b.error, roofline=b.roofline)
     m.timing = b.timing if b.timing in ("gpu", "interpreter") else "none"
     if b.error or not b.times_us:
-        rec["failed_stage"], m.bench_error = "bench", b.error or "no timings"
+        rec.failed_stage, m.bench_error = "bench", b.error or "no timings"
         return None
     paired = speedup(b.incumbent_us, b.times_us) if b.incumbent_us else None
     if paired is not None:  # the incumbent timed beside it: chain that ratio to the incumbent's standing
         score, vs_inc = st.incumbent_score * paired, paired
-        rec["bench"]["incumbent_us"] = b.incumbent_us
+        rec.bench.incumbent_us = b.incumbent_us
     else:  # against the figures of the setup (CPU, or an evaluator without paired timing)
         score = speedup(run["baseline"]["baseline_us"], b.times_us)
         vs_inc = speedup(st.incumbent_times, b.times_us)
-    rec["bench"].update(vs_baseline=score, vs_incumbent=vs_inc, paired=paired is not None)
+    rec.bench.vs_baseline, rec.bench.vs_incumbent, rec.bench.paired = score, vs_inc, paired is not None
     return score

@@ -14,6 +14,7 @@ from aka.agent.llm.edits import compact_diff
 from aka.evaluate.evaluator import Evaluator
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.incumbent_facts import incumbent_evidence
+from aka.records import Attempt, CheckRecord, CompileRecord
 from aka.run.state import State, shape_plan
 from aka.run.store import RunStore
 from aka.run.supervisor import Measurements
@@ -29,7 +30,7 @@ class View(Protocol):
 class Prepared:
     """A candidate up to compilation: its record so far and what the static stages found."""
 
-    rec: dict[str, Any]
+    rec: Attempt
     path: Path
     m: Measurements
     summary: str
@@ -65,7 +66,7 @@ class Job:
             self.error = exc
         finally:
             self.generated.set()
-        if self.prep is not None and not self.prep.rec["failed_stage"]:
+        if self.prep is not None and not self.prep.rec.failed_stage:
             _verify_into(self.prep, make.keywords["ev"])
 
     def result(self) -> Prepared:
@@ -81,7 +82,7 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
     t0 = time.monotonic()
     incumbent = st.incumbent.read_text()
     history = store.attempts()
-    spent = st.used.tokens + sum(p.rec.get("tokens", 0) for p in pending)
+    spent = st.used.tokens + sum(p.rec.tokens for p in pending)
     cands = store.path / "candidates"
     ctx = Context(op=op.name, attempt=n, incumbent_source=incumbent, incumbent_label=st.incumbent_label,
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
@@ -94,52 +95,57 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
                   workbench=ToolBench(ev, op, settings, cands / f"{n}.tool.py", st.incumbent,
                                       settings.seed + 1000 * n + 500),
                   tokens_left=None if settings.budget.max_tokens is None else settings.budget.max_tokens - spent)
-    rec: dict[str, Any] = {"n": n, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "failed_stage": "",
-                           "evidence_offered": [e["id"] for e in ctx.evidence]}
+    rec = Attempt(n=n, started=time.strftime("%Y-%m-%dT%H:%M:%S"), evidence_offered=[e["id"] for e in ctx.evidence])
     _, bench_shapes, _ = shape_plan(settings)
     m = Measurements(expected_shapes=[c.id for c in op.cases(bench_shapes)])
     try:
         plan, use1 = backend.plan(ctx)
-        rec.update(plan=plan.model_dump(), config=plan.fixed_config())
+        rec.plan, rec.config = plan, plan.fixed_config()
         source, use2 = backend.candidate(plan, ctx)
     except AttemptFailed as exc:  # an unusable answer: recorded, its tokens counted, the run goes on
-        used = exc.usage + (use1 if "plan" in rec else Usage())
-        rec.update(failed_stage=exc.stage, usage=used.model_dump(), tokens=used.total, code_hash="", **ctx.trace)
+        used = exc.usage + (use1 if rec.plan is not None else Usage())
+        _update(rec, failed_stage=exc.stage, usage=used, tokens=used.total, code_hash="", **ctx.trace)
         m.backend_error = f"{exc.stage}: {exc}"
         return Prepared(rec, cands / f"{n}.py", m, f"({exc.stage} failed)")
     usage = use1 + use2
     # the edit is what later prompts show of this attempt (history, and in flight while it is measured)
-    rec.update(usage=usage.model_dump(), tokens=usage.total, code_hash=code_hash(source),
-               edit=compact_diff(incumbent, source), **ctx.trace)
+    _update(rec, usage=usage, tokens=usage.total, code_hash=code_hash(source), edit=compact_diff(incumbent, source),
+            **ctx.trace)
     path = store.write_candidate(n, source)
-    seen = dict(st.seen, **{p.rec["code_hash"]: p.rec["n"] for p in pending})
-    if rec["code_hash"] in seen:
-        rec["failed_stage"] = "duplicate"
-        m.backend_error = f"identical code already measured (attempt {seen[rec['code_hash']]}); not re-measured"
-    rec["prepare_s"] = round(time.monotonic() - t0, 3)
+    seen = dict(st.seen, **{p.rec.code_hash: p.rec.n for p in pending})
+    if rec.code_hash in seen:
+        rec.failed_stage = "duplicate"
+        m.backend_error = f"identical code already measured (attempt {seen[rec.code_hash]}); not re-measured"
+    rec.prepare_s = round(time.monotonic() - t0, 3)
     return Prepared(rec, path, m, plan.summary(), source)
+
+
+def _update(rec: Attempt, **fields: Any) -> None:
+    """Set fields on the record, validated (the backend's trace keys included: llm_calls, tool_calls)."""
+    for k, v in fields.items():
+        setattr(rec, k, v)
 
 
 def _verify_into(prep: Prepared, ev: Evaluator) -> None:
     t0 = time.monotonic()
     stage, error = _verify(prep.source, prep.path, ev, prep.rec)
     if stage:
-        prep.rec["failed_stage"] = stage
+        prep.rec.failed_stage = stage
         setattr(prep.m, f"{stage}_error", error or "failed")
-    prep.rec["prepare_s"] = round(prep.rec.get("prepare_s", 0.0) + time.monotonic() - t0, 3)
+    prep.rec.prepare_s = round(prep.rec.prepare_s + time.monotonic() - t0, 3)
 
 
-def _verify(source: str, path: Path, ev: Evaluator, rec: dict[str, Any] | None = None) -> tuple[str, str]:
+def _verify(source: str, path: Path, ev: Evaluator, rec: Attempt | None = None) -> tuple[str, str]:
     """Static check then compile: ('', '') when both pass, else (stage, error)."""
     if rec is None:  # a draft from a backend's repair loop
         path.write_text(source)
     chk = ev.check(source)
     if rec is not None:
-        rec["check"] = {"ok": chk.ok, "error": chk.error}
+        rec.check = CheckRecord(ok=chk.ok, error=chk.error)
     if not chk.ok:
         return "check", chk.error
     comp = ev.compile(path)
     if rec is not None:
         kept = {k: v for k, v in comp.detail.items() if k != "launches"}  # the tools' input, not a record
-        rec["compile"] = {"ok": comp.ok, "error": comp.error, **kept}
+        rec.compile = CompileRecord(**{"ok": comp.ok, "error": comp.error, **kept})
     return ("", "") if comp.ok else ("compile", comp.error)

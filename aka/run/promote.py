@@ -12,8 +12,8 @@ from aka.settings import OptimizeSettings
 
 def still_current(store: RunStore, op, decision: Decision) -> Decision:
     """Another run may have promoted meanwhile: then our comparison was against a stale incumbent."""
-    promoted = [r for r in store.attempts() if r["decision"]["promote"]]
-    expected = promoted[-1]["code_hash"] if promoted else store.read_run().get("promoted_at_start")
+    promoted = [r for r in store.attempts() if r.promoted]
+    expected = promoted[-1].code_hash if promoted else store.read_run().get("promoted_at_start")
     current = gitops.read_promoted_meta(op.root, op.name).get("code_hash")
     if current != expected:
         return Decision(promote=False, verdict="rejected",
@@ -28,17 +28,17 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
     and commit, or after the commit. Re-writing the same bytes and committing only what differs
     from HEAD finishes each of those cases exactly once.
     """
-    promoted = [r for r in store.attempts() if r["decision"]["promote"]]
+    promoted = [r for r in store.attempts() if r.promoted]
     run = store.read_run()
-    if not promoted or promoted[-1]["n"] in [p["n"] for p in run.get("promotions", [])]:
+    if not promoted or promoted[-1].n in [p["n"] for p in run.get("promotions", [])]:
         return
     rec = promoted[-1]
-    source = (store.path / "candidates" / f"{rec['n']}.py").read_text()
+    source = (store.path / "candidates" / f"{rec.n}.py").read_text()
     st = rebuild(store, run)  # its standing includes this promotion
     meta = promotion_meta(run, rec, (st.incumbent_score, st.incumbent_shapes))
     # with --no-commit this run's earlier promotions are still uncommitted edits: its own, replaceable
-    earlier = () if settings.commit else tuple((store.path / "candidates" / f"{r['n']}.py").read_text()
+    earlier = () if settings.commit else tuple((store.path / "candidates" / f"{r.n}.py").read_text()
                                                for r in promoted[:-1])
     commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit,
                             earlier=earlier)
-    store.update_run(promotions=[*run.get("promotions", []), {"n": rec["n"], "commit": commit}])
+    store.update_run(promotions=[*run.get("promotions", []), {"n": rec.n, "commit": commit}])

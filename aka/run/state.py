@@ -45,20 +45,20 @@ def rebuild(store: RunStore, run: dict[str, Any]) -> State:
     st.seen[run["incumbent"]["hash"]] = -1
     for rec in store.attempts():
         st.used.candidates += 1
-        st.used.elapsed_s += rec.get("duration_s", 0.0)
-        st.used.tokens += rec.get("tokens", 0)
-        st.used.since_improvement = 0 if rec.get("improved") else st.used.since_improvement + 1
-        if rec.get("score") is not None:
-            st.best = rec["score"] if st.best is None else max(st.best, rec["score"])
-        if rec.get("code_hash"):
-            st.seen.setdefault(rec["code_hash"], rec["n"])
-        if rec["decision"]["promote"]:
-            st.incumbent = store.path / "candidates" / f"{rec['n']}.py"
-            st.incumbent_label = f"candidate {rec['n']}"
-            st.incumbent_times = dict(rec["bench"]["times_us"])
+        st.used.elapsed_s += rec.duration_s
+        st.used.tokens += rec.tokens
+        st.used.since_improvement = 0 if rec.improved else st.used.since_improvement + 1
+        if rec.score is not None:
+            st.best = rec.score if st.best is None else max(st.best, rec.score)
+        if rec.code_hash:
+            st.seen.setdefault(rec.code_hash, rec.n)
+        if rec.promoted:
+            st.incumbent = store.path / "candidates" / f"{rec.n}.py"
+            st.incumbent_label = f"candidate {rec.n}"
+            st.incumbent_times = dict(rec.times_us)
             # the standing over the baseline (aka.run.standing): the start's chained through each
             # promotion's ABBA re-measure (the screen's times drift by several % between workers)
-            m = rec["measurements"]
-            st.incumbent_score *= m["geomean"]
-            st.incumbent_shapes = {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m["ratios"].items()}
+            m = rec.measurements
+            st.incumbent_score *= m.geomean
+            st.incumbent_shapes = {s: st.incumbent_shapes.get(s, 1.0) * r for s, r in m.ratios.items()}
     return st

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.errors import AkaError
-from aka.records import find_run, read_attempts
+from aka.records import Attempt, AttemptLogError, find_run, read_attempts
 
 
 class RunBusyError(AkaError):
@@ -95,14 +95,14 @@ class RunStore:
         self.write_run({**self.read_run(), **fields})
 
     # -- attempts
-    def attempts(self) -> list[dict[str, Any]]:
+    def attempts(self) -> list[Attempt]:
         return read_attempts(self.path)
 
-    def append_attempt(self, record: dict[str, Any]) -> None:
+    def append_attempt(self, record: Attempt) -> None:
         expected = len(self.attempts())
-        if record.get("n") != expected:
-            raise RuntimeError(f"attempt {record.get('n')} out of order: the log holds {expected}")
-        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
+        if record.n != expected:
+            raise RuntimeError(f"attempt {record.n} out of order: the log holds {expected}")
+        line = record.to_json() + "\n"
         with open(self.path / "attempts.jsonl", "a") as fh:
             fh.write(line)
             fh.flush()
@@ -134,7 +134,10 @@ def list_runs(runs_root: Path, op: str | None = None) -> list[dict[str, Any]]:
             info = json.loads(run_json.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        attempts = read_attempts(run_json.parent)
+        try:
+            attempts = read_attempts(run_json.parent)
+        except AttemptLogError:  # one damaged log must not hide the other runs; `aka runs show` says why
+            attempts, info["status"] = [], "attempts.jsonl unreadable"
         rows.append(
             {
                 "run_id": run_json.parent.name,
@@ -143,9 +146,9 @@ def list_runs(runs_root: Path, op: str | None = None) -> list[dict[str, Any]]:
                 "status": info.get("status", "?"),
                 "attempts": len(attempts),
                 "budget": info.get("settings", {}).get("budget", {}).get("max_candidates"),
-                "promoted": sum(1 for a in attempts if a.get("decision", {}).get("promote")),
+                "promoted": sum(1 for a in attempts if a.promoted),
                 # no timed attempt has no best (0.0 would read as a kernel that never finishes)
-                "best": max((a["score"] for a in attempts if a.get("score") is not None), default=None),
+                "best": max((a.score for a in attempts if a.score is not None), default=None),
                 "device": info.get("device", {}).get("name", "?"),
             }
         )

@@ -9,39 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from aka.contract.shapes import ShapeSet
+from aka.records import Attempt, Decision, Measurements, Timing
 from aka.settings import Budget, PromotionRules
 
-Timing = Literal["gpu", "interpreter", "none"]
-
-
-class Measurements(BaseModel):
-    """What one candidate's evaluation produced; inputs to decide()."""
-
-    model_config = ConfigDict(extra="forbid")
-    backend_error: str = Field("", description="the backend gave no usable candidate; empty otherwise")
-    check_error: str = Field("", description="static check failure; empty when it passed")
-    compile_error: str = Field("", description="compile/import failure; empty when it passed")
-    gate: dict[str, list[bool]] = Field(default_factory=dict, description="shape id -> pass per gate round")
-    gate_error: str = Field("", description="first gate failure in words")
-    gate_sets: list[str] = Field(default_factory=list, description="shape sets the gate covered")
-    bench_error: str = Field("", description="timing failure (a shape that crashed or ran out of memory)")
-    timing: Timing = Field("none", description="where the timings come from")
-    ratios: dict[str, float] = Field(default_factory=dict, description="shape -> incumbent/candidate time")
-    expected_shapes: list[str] = Field(default_factory=list, description="full-set shape ids compare must cover")
-    screen_gain: float | None = Field(None, description="bench gain over the incumbent when too small to re-measure")
-    geomean: float | None = Field(None, description="geomean speedup over the incumbent (interleaved)")
-    noise: float | None = Field(None, description="relative noise of the geomean (e.g. CI half-width)")
-
-
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    promote: bool
-    verdict: Literal["promoted", "rejected", "not promoted"]
-    reason: str
-
+__all__ = ["BudgetUsed", "Decision", "Measurements", "Timing", "decide", "promotion_meta", "promotion_message",
+           "stop_reason"]
 
 def _no(reason: str, verdict: Literal["rejected", "not promoted"] = "rejected") -> Decision:
     return Decision(promote=False, verdict=verdict, reason=reason)
@@ -112,33 +87,34 @@ def stop_reason(budget: Budget, used: BudgetUsed) -> str | None:
     return None
 
 
-def promotion_meta(run: dict[str, Any], rec: dict[str, Any],
+def promotion_meta(run: dict[str, Any], rec: Attempt,
                    standing: tuple[float, dict[str, float]]) -> dict[str, Any]:
     """promoted.json: what was promoted, measured where, and how much faster than what.
 
     `standing`: the promoted kernel's geomean and per-shape speedup over the baseline: the run's
     starting standing (aka.run.standing) times the ABBA re-measures of its promotions (aka.run.state.rebuild)."""
-    times = rec["bench"]["times_us"]
+    times, m = rec.times_us, rec.measurements
     dev = run["device"]
     # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's
     # times, which drift by several % against timings from other workers
     return {
-        "op": run["op"], "run_id": run["run_id"], "attempt": rec["n"], "code_hash": rec["code_hash"],
-        "plan": rec["plan"].get("hypothesis", ""), "pattern": rec["plan"].get("pattern"), "config": rec.get("config"),
+        "op": run["op"], "run_id": run["run_id"], "attempt": rec.n, "code_hash": rec.code_hash,
+        "plan": rec.plan.hypothesis if rec.plan else "", "pattern": rec.plan.pattern if rec.plan else None,
+        "config": rec.config,
         "times_us": times, "times_note": "eager medians of the screen, µs; speedups: the ABBA re-measure",
-        "speedup_vs_baseline": standing[1], "speedup_vs_previous": rec["measurements"]["ratios"],
-        "geomean_vs_previous": rec["measurements"]["geomean"], "noise": rec["measurements"]["noise"],
+        "speedup_vs_baseline": standing[1], "speedup_vs_previous": m.ratios,
+        "geomean_vs_previous": m.geomean, "noise": m.noise,
         "geomean_vs_baseline": standing[0], "baseline_hash": run["baseline"].get("hash"),
-        "gate": rec.get("gate", {}),
+        "gate": rec.gate.model_dump() if rec.gate else {},
         "device": dev.get("name"), "driver": dev.get("driver"), "cuda": dev.get("cuda"),
         "torch": dev.get("torch"), "triton": dev.get("triton"), "python": dev.get("python"),
-        "decision": rec["decision"]["reason"],
+        "decision": rec.decision.reason,
     }
 
 
-def promotion_message(run: dict[str, Any], rec: dict[str, Any], meta: dict[str, Any]) -> str:
+def promotion_message(run: dict[str, Any], rec: Attempt, meta: dict[str, Any]) -> str:
     gain = (meta["geomean_vs_previous"] or 1.0) - 1.0
     vs_base = meta.get("geomean_vs_baseline") or 0.0
-    return (f"{run['op']}: promote attempt {rec['n']} of run {run['run_id']}: geomean {gain:+.1%} vs previous, "
-            f"{vs_base:.3f}x vs baseline\n\n{rec['plan'].get('hypothesis', '')}\ncode {rec['code_hash']}, "
+    return (f"{run['op']}: promote attempt {rec.n} of run {run['run_id']}: geomean {gain:+.1%} vs previous, "
+            f"{vs_base:.3f}x vs baseline\n\n{rec.plan.hypothesis if rec.plan else ''}\ncode {rec.code_hash}, "
             f"device {meta['device']}")

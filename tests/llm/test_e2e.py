@@ -46,24 +46,24 @@ def test_optimize_end_to_end_against_a_local_server(kind, toy_project):
     assert r.returncode == 0, r.stdout + r.stderr
     d = run_dir(toy_project, r.stdout)
     a0, a1 = read_attempts(d)
-    assert a0["failed_stage"] == "" and a0["decision"]["reason"] == "not promoted: interpreter timings cannot promote"
-    assert a0["config"] == {} and a0["plan"]["param_ranges"] == {"BLOCK": [128, 256, 512]}
+    assert a0.failed_stage == "" and a0.decision.reason == "not promoted: interpreter timings cannot promote"
+    assert a0.config == {} and a0.plan.param_ranges == {"BLOCK": [128, 256, 512]}
     assert (d / "candidates" / "0.py").read_text() == GOOD_CODE  # the repaired module was measured
-    assert a1["failed_stage"] == "codegen" and "prose only" in a1["decision"]["reason"]
+    assert a1.failed_stage == "codegen" and "prose only" in a1.decision.reason
     for a in (a0, a1):  # token use per attempt, plan and codegen calls included
-        assert a["usage"]["input_tokens"] > 0 and a["usage"]["output_tokens"] > 0 and a["usage"]["cached_tokens"] > 0
-        assert a["tokens"] == a["usage"]["input_tokens"] + a["usage"]["output_tokens"]
+        assert a.usage.input_tokens > 0 and a.usage.output_tokens > 0 and a.usage.cached_tokens > 0
+        assert a.tokens == a.usage.input_tokens + a.usage.output_tokens
     stages = [json.loads(p.read_text())["stage"] for p in sorted((d / "llm").glob("*.json"))]
     assert stages == ["plan", "plan-retry", "codegen", "repair", "plan", "codegen"]
-    total_in = a0["usage"]["input_tokens"] + a1["usage"]["input_tokens"]
-    assert f"{a0['tokens'] + a1['tokens']} tokens ({total_in:,} in," in r.stdout  # the summary
+    total_in = a0.usage.input_tokens + a1.usage.input_tokens
+    assert f"{a0.tokens + a1.tokens} tokens ({total_in:,} in," in r.stdout  # the summary
     assert json.loads((d / "run.json").read_text())["settings"]["llm"]["base_url"] == server.url
     if kind == "openai":  # replay the run without any server: same candidates, same outcomes
         rp = aka(toy_project, "optimize", "scale_add", "--backend", "replay", "--from", d.name, "--budget", "2")
         assert rp.returncode == 0, rp.stdout + rp.stderr
         b0, b1 = read_attempts(run_dir(toy_project, rp.stdout))
-        assert (b0["code_hash"], b1["failed_stage"]) == (a0["code_hash"], "codegen")
-        assert b0["usage"] == a0["usage"]
+        assert (b0.code_hash, b1.failed_stage) == (a0.code_hash, "codegen")
+        assert b0.usage == a0.usage
 
 
 def test_missing_key_fails_fast_naming_the_variable(toy_project):

@@ -38,10 +38,10 @@ def test_unusable_answers_fail_their_attempt_and_the_run_goes_on(kind, server, t
     server.add(GOOD_PLAN, PROSE, GOOD_PLAN, "", GOOD_PLAN, fenced(source(1.3, "llm")))
     store, summary = run(kind, server, tmp_path, monkeypatch, 3)
     att = store.attempts()
-    assert [a["failed_stage"] for a in att] == ["codegen", "codegen", ""]
-    assert "prose only" in att[0]["decision"]["reason"] and "answer is empty" in att[1]["decision"]["reason"]
-    assert att[2]["decision"]["verdict"] == "promoted"  # the run went on and the good candidate won
-    assert summary["tokens"] == sum(a["tokens"] for a in att) > 0
+    assert [a.failed_stage for a in att] == ["codegen", "codegen", ""]
+    assert "prose only" in att[0].decision.reason and "answer is empty" in att[1].decision.reason
+    assert att[2].decision.verdict == "promoted"  # the run went on and the good candidate won
+    assert summary["tokens"] == sum(a.tokens for a in att) > 0
 
 
 def test_max_tokens_stops_the_run_cleanly(kind, server, tmp_path, monkeypatch):

@@ -64,14 +64,14 @@ def test_gdn_prefill_uncached_input_per_attempt_after_the_first_is_under_8k(kind
     project = gdn_project(tmp_path)
     with FakeServer(kind, responder=IdeaModel("gdn_prefill", GDN_IDEAS, tools=tools)) as server:
         att = run(kind, server, project, monkeypatch, 4, tools)
-    assert [a["failed_stage"] for a in att] == [""] * 4 and len({a["code_hash"] for a in att}) == 4
+    assert [a.failed_stage for a in att] == [""] * 4 and len({a.code_hash for a in att}) == 4
     if tools:
-        assert all([c["name"] for c in a["tool_calls"]] == ["read_file", "edit", "compile", "check", "submit"]
+        assert all([c["name"] for c in a.tool_calls] == ["read_file", "edit", "compile", "check", "submit"]
                    for a in att)
-    uncached = [a["usage"]["input_tokens"] - a["usage"]["cached_tokens"] for a in att]
-    total = [a["usage"]["input_tokens"] for a in att]
+    uncached = [a.usage.input_tokens - a.usage.cached_tokens for a in att]
+    total = [a.usage.input_tokens for a in att]
     print(f"\ngdn_prefill, {kind}, {'tools' if tools else 'no tools'}: input per attempt {total}, uncached {uncached}, "
-          f"output {[a['usage']['output_tokens'] for a in att]}")
+          f"output {[a.usage.output_tokens for a in att]}")
     assert total[0] > 15_000  # the incumbent's 61 kB source is in every prompt...
     assert all(u <= 8_000 for u in uncached[1:]), uncached  # ...and read from the cache after the first attempt
     assert uncached[0] > 15_000  # the first attempt writes it (billed as uncached input)
@@ -85,6 +85,6 @@ def test_a_budget_10_run_of_a_deterministic_stand_in_plans_nothing_twice(kind, t
     with FakeServer(kind, responder=IdeaModel("gdn_prefill", ideas)) as server:
         # one candidate planned ahead, its compile slow enough that the next plan is made while it is measured
         att = run(kind, server, project, monkeypatch, 10, False, ahead=1, delay_s=0.3)
-    plans = [a["plan"]["hypothesis"] for a in att]
+    plans = [a.plan.hypothesis for a in att]
     assert len(att) == 10 and len(set(plans)) == 10, plans
-    assert "duplicate" not in [a["failed_stage"] for a in att]
+    assert "duplicate" not in [a.failed_stage for a in att]

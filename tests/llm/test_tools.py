@@ -40,7 +40,7 @@ def test_a_tools_stand_in_reaches_the_gate_and_is_recorded_with_its_calls(kind, 
         results = tool_results(server.requests[-1])
     d = run_dir(toy_project, r.stdout)
     (a,) = read_attempts(d)
-    calls = a["tool_calls"]
+    calls = a.tool_calls
     assert [c["name"] for c in calls] == ["read_file", "edit", "compile", "check", "submit"]
     assert all(c["ok"] for c in calls), calls
     assert "case_params" in results[0]  # the contract, as read_file returned it to the model
@@ -48,14 +48,14 @@ def test_a_tools_stand_in_reaches_the_gate_and_is_recorded_with_its_calls(kind, 
     assert "offline sm_90 compile (Triton's ptxas, no GPU" in results[2] and "\n_kernel[" in results[2]
     assert " sm_90 " in results[2] and "regs cuobjdump" in results[2]  # registers without a GPU
     assert calls[3]["result"].startswith("passed: ")
-    assert a["submit_note"] == "BLOCK 256" and a["failed_stage"] == "" and a["gate"]["passed"]
-    assert a["decision"]["reason"] == "not promoted: interpreter timings cannot promote"  # gated and timed
+    assert a.submit_note == "BLOCK 256" and a.failed_stage == "" and a.gate.passed
+    assert a.decision.reason == "not promoted: interpreter timings cannot promote"  # gated and timed
     assert 'CONFIG = {"BLOCK": 256}' in (d / "candidates" / "0.py").read_text()
     # tokens per attempt and per tool call: each call carries its share of the model turn that made it
-    assert [c["stage"] for c in a["llm_calls"]] == ["plan", "codegen", "tools", "tools", "tools", "tools"]
-    assert a["usage"]["input_tokens"] == sum(c["input_tokens"] for c in a["llm_calls"])
+    assert [c["stage"] for c in a.llm_calls] == ["plan", "codegen", "tools", "tools", "tools", "tools"]
+    assert a.usage.input_tokens == sum(c["input_tokens"] for c in a.llm_calls)
     assert all(c["usage"]["output_tokens"] > 0 for c in calls)
-    assert sum(c["usage"]["input_tokens"] for c in calls) == sum(c["input_tokens"] for c in a["llm_calls"][1:])
+    assert sum(c["usage"]["input_tokens"] for c in calls) == sum(c["input_tokens"] for c in a.llm_calls[1:])
     show = aka(toy_project, "show", d.name)
     assert show.returncode == 0, show.stderr
     assert "#0 LLM: " in show.stdout and "tools: read_file, edit, compile, check, submit" in show.stdout
@@ -110,7 +110,7 @@ def test_unknown_tools_bad_arguments_and_calls_past_the_cap_are_error_results(ki
         store, summary = loop_run(kind, server, tmp_path, monkeypatch, 2, max_tool_calls=16)
         answers = tool_results(server.requests[18])  # plan, then 18 tool turns: this one carries 17 results
     a0, a1 = store.attempts()
-    recs = a0["tool_calls"]
+    recs = a0.tool_calls
     assert len(recs) == 18 and [c["ok"] for c in recs[: len(bad)]] == [False] * len(bad)
     why = [c["result"] for c in recs[: len(bad)]]
     assert why[0].startswith("error: unknown tool 'frobnicate'; the tools are read_file, edit, compile")
@@ -123,7 +123,7 @@ def test_unknown_tools_bad_arguments_and_calls_past_the_cap_are_error_results(ki
     assert "cap of 16 tool calls is reached" in recs[16]["result"] and recs[17]["ok"]  # submit past the cap
     assert any("cap of 16" in x for x in answers)  # the model got the error as a tool result
     for a in (a0, a1):  # the run went on: both attempts reached the gate
-        assert a["failed_stage"] == "" and a["gate"]["passed"]
+        assert a.failed_stage == "" and a.gate.passed
     assert summary["attempts"] == 2
 
 

@@ -46,14 +46,14 @@ def test_patience_stops_after_rounds_without_improvement(project, op):
     speeds = [1.2, 1.1, 1.0, 0.9, 1.5, 1.6]
     steps = [{"source": source(s)} for s in speeds]
     summary, attempts = _run(project, op, Budget(max_candidates=10, patience=3), steps)
-    assert [a["improved"] for a in attempts] == [True, False, False, False]
+    assert [a.improved for a in attempts] == [True, False, False, False]
     assert "patience" in summary["stop_reason"]
 
 
 def test_max_tokens_stops(project, op):
     steps = [{"source": source(1.0 + i / 10)} for i in range(10)]
     summary, attempts = _run(project, op, Budget(max_candidates=10, max_tokens=250), steps, tokens=100)
-    assert len(attempts) == 2 and sum(a["tokens"] for a in attempts) >= 250 - 100
+    assert len(attempts) == 2 and sum(a.tokens for a in attempts) >= 250 - 100
     assert "token limit" in summary["stop_reason"]
 
 

@@ -20,6 +20,7 @@ from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
 from aka.cli.optimize import LiveView
 from aka.cli.runs import attempts_table
+from aka.records import Attempt
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
@@ -65,8 +66,8 @@ def test_show_prints_the_settings_and_json_has_stable_keys(project, op, cli):
 
 def test_decision_text_is_cut_at_a_word_boundary():
     reason = "gate failed on 3 shape(s): " + " ".join(f"word{i}xyz" for i in range(40))
-    rec = {"n": 0, "failed_stage": "gate", "plan": {"hypothesis": "h"}, "score": None,
-           "decision": {"verdict": "rejected", "reason": reason}}
+    rec = Attempt.model_validate({"n": 0, "failed_stage": "gate", "plan": {"hypothesis": "h"}, "score": None,
+                                  "decision": {"verdict": "rejected", "reason": reason}})
     buf = io.StringIO()
     Console(file=buf, width=300).print(attempts_table([rec], "t"))
     shown = buf.getvalue().split("│")[-2].split()

@@ -37,11 +37,11 @@ def _loop(project, op, timing, commit=True, steps=STEPS):
 def test_gpu_timed_loop_promotes_into_git(project, op):
     store, summary, ev = _loop(project, op, "gpu")
     att = store.attempts()
-    assert [a["failed_stage"] for a in att[:5]] == ["check", "compile", "gate", "", "duplicate"]
-    verdicts = [a["decision"]["verdict"] for a in att]
+    assert [a.failed_stage for a in att[:5]] == ["check", "compile", "gate", "", "duplicate"]
+    verdicts = [a.decision.verdict for a in att]
     assert verdicts == ["rejected"] * 3 + ["promoted", "rejected", "rejected", "rejected", "promoted"]
-    assert "too small to re-measure" in att[5]["decision"]["reason"]
-    assert "G4 slower" in att[6]["decision"]["reason"]
+    assert "too small to re-measure" in att[5].decision.reason
+    assert "G4 slower" in att[6].decision.reason
     # setup + every compiled candidate on the small sets; ABBA only for promising ones, and the
     # full-set gate only for those the comparison would promote
     assert ev.calls.count("gate:smoke+edge") == 6 and ev.calls.count("compare") == 3
@@ -60,14 +60,14 @@ def test_a_candidate_whose_abba_outputs_are_wrong_is_rejected_for_it(project, op
     """Fast and right in the screen, garbage in the re-measure (a call counter): the reason says so."""
     store, _, _ = _loop(project, op, "gpu", steps=[{"source": source(1.5, abba="wrong")}])
     rec = store.attempts()[0]
-    assert rec["decision"]["verdict"] == "rejected"
-    assert rec["decision"]["reason"].startswith("bench failed: ABBA re-measure rejected it: check: candidate on G3")
+    assert rec.decision.verdict == "rejected"
+    assert rec.decision.reason.startswith("bench failed: ABBA re-measure rejected it: check: candidate on G3")
     assert not (project / "kernels/gdn_prefill/promoted.py").exists()
 
 
 def test_interpreter_timings_promote_nothing(project, op):
     store, summary, ev = _loop(project, op, "interpreter", steps=[{"source": source(9.0)}, {"source": source(20)}])
-    reasons = {a["decision"]["reason"] for a in store.attempts()}
+    reasons = {a.decision.reason for a in store.attempts()}
     assert reasons == {"not promoted: interpreter timings cannot promote"}
     assert "gate:full" not in ev.calls and "compare" not in ev.calls
     assert not (project / "kernels/gdn_prefill/promoted.py").exists()
@@ -80,8 +80,8 @@ def test_promotion_refused_when_another_run_promoted_meanwhile(project, op):
     store = prepare_run(project / "runs", settings, op, ev)
     gitops.promote(project, "gdn_prefill", source(1.1, tag="other"), {"code_hash": "other"}, "other run", True)
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)
-    d = store.attempts()[0]["decision"]
-    assert not d["promote"] and "changed during this run" in d["reason"]
+    d = store.attempts()[0].decision
+    assert not d.promote and "changed during this run" in d.reason
 
 
 def test_unusable_backend_answer_is_recorded_with_its_tokens(project, op):
@@ -90,9 +90,9 @@ def test_unusable_backend_answer_is_recorded_with_its_tokens(project, op):
     store = prepare_run(project / "runs", settings, op, ev)
     run_loop(store, settings, op, ScriptedBackend([{"fail": "codegen"}, {"source": source(1.1)}], tokens=10), ev)
     first, second = store.attempts()
-    assert first["failed_stage"] == "codegen" and first["tokens"] == 10
-    assert first["decision"]["reason"].startswith("no usable candidate: codegen")
-    assert second["decision"]["reason"] == "not promoted: interpreter timings cannot promote"
+    assert first.failed_stage == "codegen" and first.tokens == 10
+    assert first.decision.reason.startswith("no usable candidate: codegen")
+    assert second.decision.reason == "not promoted: interpreter timings cannot promote"
 
 
 def test_offline_search_with_parallel_preparation_never_repeats(project, op):
@@ -110,9 +110,9 @@ def test_offline_search_with_parallel_preparation_never_repeats(project, op):
     store = prepare_run(project / "runs", settings, op, ev)
     run_loop(store, settings, op, get_backend("offline"), ev)
     att = store.attempts()
-    assert [a["n"] for a in att] == list(range(12))
-    assert len({a["code_hash"] for a in att}) == 12 and all(a["failed_stage"] != "duplicate" for a in att)
-    assert {a["plan"]["pattern"] for a in att} >= {"single_pass", "split_context_parallel", "split_single_pass"}
+    assert [a.n for a in att] == list(range(12))
+    assert len({a.code_hash for a in att}) == 12 and all(a.failed_stage != "duplicate" for a in att)
+    assert {a.plan.pattern for a in att} >= {"single_pass", "split_context_parallel", "split_single_pass"}
 
 
 def fakes_repo():
@@ -132,12 +132,12 @@ def _drift_loop(project, op, paired):
 
 def test_screen_drift_hides_a_gain_unless_the_incumbent_is_timed_beside_it(project, op):
     unpaired, ev = _drift_loop(project, op, paired=False)
-    assert unpaired["bench"]["vs_incumbent"] < 0.95 and "compare" not in ev.calls
-    assert "too small to re-measure" in unpaired["decision"]["reason"]
+    assert unpaired.bench.vs_incumbent < 0.95 and "compare" not in ev.calls
+    assert "too small to re-measure" in unpaired.decision.reason
     paired, ev = _drift_loop(project, op, paired=True)
-    assert paired["bench"]["paired"] and abs(paired["bench"]["vs_incumbent"] - 1.04) < 1e-9
-    assert abs(paired["score"] - 1.04) < 1e-9 and "compare" in ev.calls
-    assert paired["decision"]["promote"]
+    assert paired.bench.paired and abs(paired.bench.vs_incumbent - 1.04) < 1e-9
+    assert abs(paired.score - 1.04) < 1e-9 and "compare" in ev.calls
+    assert paired.decision.promote
 
 
 def test_paired_scores_chain_through_promotions(project, op):
@@ -147,8 +147,8 @@ def test_paired_scores_chain_through_promotions(project, op):
     store = prepare_run(project / "runs", settings, op, ev)
     run_loop(store, settings, op, ScriptedBackend(steps), ev)
     a, d = store.attempts()
-    assert a["decision"]["promote"] and d["decision"]["promote"]
-    assert abs(d["bench"]["vs_incumbent"] - 1.1) < 1e-9 and abs(d["score"] - 1.32) < 1e-9
+    assert a.decision.promote and d.decision.promote
+    assert abs(d.bench.vs_incumbent - 1.1) < 1e-9 and abs(d.score - 1.32) < 1e-9
 
 
 def test_promoted_json_reads_the_abba_chain_not_the_drifting_screen(project, op):
@@ -158,8 +158,8 @@ def test_promoted_json_reads_the_abba_chain_not_the_drifting_screen(project, op)
     store = prepare_run(project / "runs", settings, op, ev)
     run_loop(store, settings, op, ScriptedBackend(steps), ev)
     a, d = store.attempts()
-    assert abs(a["score"] - 1.2 / 0.9) < 1e-9 and abs(a["measurements"]["geomean"] - 1.2) < 1e-9
+    assert abs(a.score - 1.2 / 0.9) < 1e-9 and abs(a.measurements.geomean - 1.2) < 1e-9
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
     assert meta["attempt"] == 1 and abs(meta["speedup_vs_previous"]["G2"] - 1.1 * 0.98) < 1e-9
     assert abs(meta["speedup_vs_baseline"]["G2"] - 1.32 * 0.98) < 1e-9
-    assert abs(meta["geomean_vs_baseline"] - 1.2 * d["measurements"]["geomean"]) < 1e-9
+    assert abs(meta["geomean_vs_baseline"] - 1.2 * d.measurements.geomean) < 1e-9

@@ -131,9 +131,9 @@ def test_the_incumbent_is_profiled_once_per_run_and_its_evidence_offered_to_ever
     assert store.read_run()["profile"]["kernel_times"] == {s: {"_fwd_kernel": 35.0, "_seg_kernel": 10.0}
                                                           for s in prof.quick}
     assert store.read_run()["profile"]["summary"]["shape"] == prof.calls[0]
-    assert [r["evidence_offered"] for r in store.attempts()] == [["prof:spills:_fwd_kernel"]] * 3
+    assert [r.evidence_offered for r in store.attempts()] == [["prof:spills:_fwd_kernel"]] * 3
     # the last one was promoted: the profile was of another kernel, and the fake compiles record no stats
-    assert store.attempts()[-1]["decision"]["promote"] and incumbent_evidence(store.read_run(), store.attempts()) == []
+    assert store.attempts()[-1].decision.promote and incumbent_evidence(store.read_run(), store.attempts()) == []
     base = store.read_run()["baseline"]
     assert base["competitors_us"]["fla"] and base["competitors_notes"] == ["sdpa: ImportError: fake"]
 
@@ -146,7 +146,7 @@ def test_a_failed_profile_is_a_note_and_the_run_goes_on(project, op):
     prof = store.read_run()["profile"]
     assert prof["summary"] is None and prof["note"] == "no profile: ProfileError: ncu exploded"
     assert prof["kernel_times"] == {} and prof["kernel_times_notes"][0].endswith(": ProfileError: ncu exploded")
-    assert len(store.attempts()) == 1 and store.attempts()[0]["evidence_offered"] == []
+    assert len(store.attempts()) == 1 and store.attempts()[0].evidence_offered == []
 
 
 def test_cpu_runs_note_no_profile_and_time_no_competitors(project, op):
@@ -165,7 +165,7 @@ def test_no_profile_skips_the_profiler_on_a_gpu_run(project, op):
     store = prepare_run(project / "runs", s, op, ev)
     run_loop(store, s, op, ScriptedBackend([{"source": source(1.1)}]), ev, profiler=prof)
     assert prof.calls == [] and store.read_run()["profile"]["note"] == "no profile: --no-profile"
-    assert store.attempts()[0]["evidence_offered"] == []
+    assert store.attempts()[0].evidence_offered == []
 
 
 def test_no_competitors_skips_their_timing_on_a_gpu_run(project, op):

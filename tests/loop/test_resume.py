@@ -14,7 +14,7 @@ import pytest
 from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
-from aka.records import UnknownRunError
+from aka.records import Attempt, Decision, UnknownRunError
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run
 from aka.run.store import RunBusyError, RunStore, list_runs
@@ -25,16 +25,16 @@ HERE = Path(__file__).parent
 
 def test_torn_last_line_is_dropped_and_appends_continue(tmp_path):
     store = RunStore.create(tmp_path, "op", {"settings": {}})
-    store.append_attempt({"n": 0, "decision": {"promote": False}})
+    store.append_attempt(Attempt(n=0, decision=Decision(promote=False)))
     with open(store.path / "attempts.jsonl", "a") as fh:
         fh.write('{"n": 1, "deci')  # kill -9 in the middle of a write
     store.close()
     again = RunStore.open(tmp_path, store.run_id)
-    assert [a["n"] for a in again.attempts()] == [0]
-    again.append_attempt({"n": 1, "decision": {"promote": False}})
-    assert [a["n"] for a in again.attempts()] == [0, 1]
+    assert [a.n for a in again.attempts()] == [0]
+    again.append_attempt(Attempt(n=1, decision=Decision(promote=False)))
+    assert [a.n for a in again.attempts()] == [0, 1]
     with pytest.raises(RuntimeError, match="out of order"):
-        again.append_attempt({"n": 5})
+        again.append_attempt(Attempt(n=5))
 
 
 def test_one_run_one_process_and_unique_ids(tmp_path):
@@ -59,9 +59,9 @@ def test_resume_in_process_continues_the_budget(project, op):
     run_loop(store, settings.model_copy(update={"budget": first}), op, ScriptedBackend(steps), ev)
     assert len(store.attempts()) == 2
     summary = run_loop(store, settings, op, ScriptedBackend(steps), ev)
-    assert [a["n"] for a in store.attempts()] == [0, 1, 2, 3, 4]
+    assert [a.n for a in store.attempts()] == [0, 1, 2, 3, 4]
     assert summary["attempts"] == 5
-    tags = [json.loads(json.dumps(a["code_hash"])) for a in store.attempts()]
+    tags = [json.loads(json.dumps(a.code_hash)) for a in store.attempts()]
     assert len(set(tags)) == 5
 
 
@@ -92,11 +92,11 @@ def test_sigkill_mid_run_then_resume_loses_and_repeats_nothing(project):
     again = _start(project, steps, run_id)
     out, _ = again.communicate(timeout=120)
     assert again.returncode == 0, out
-    attempts = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [a["n"] for a in attempts] == list(range(len(speeds)))  # nothing lost, nothing twice
-    assert [a["code_hash"] for a in attempts] == sorted({a["code_hash"] for a in attempts}, key=[
-        a["code_hash"] for a in attempts].index)
-    promoted = [a["n"] for a in attempts if a["decision"]["promote"]]
+    attempts = [Attempt.model_validate_json(line) for line in log.read_text().splitlines()]
+    assert [a.n for a in attempts] == list(range(len(speeds)))  # nothing lost, nothing twice
+    assert [a.code_hash for a in attempts] == sorted({a.code_hash for a in attempts}, key=[
+        a.code_hash for a in attempts].index)
+    promoted = [a.n for a in attempts if a.decision.promote]
     assert promoted == [1, 2, 4, 7]  # 1.05 > 1.0, 1.2, 1.3, 1.4: each beats the incumbent by > 1%
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
     assert meta["attempt"] == 7 and meta["run_id"] == run_id
@@ -116,8 +116,8 @@ def test_promotion_interrupted_before_its_commit_is_finished_on_resume(project, 
     def killed_before_commit(store_, settings_, op_):  # the kill lands after the log line, before git
         calls.append(1)
         if len(calls) == 2:
-            promoted = [r for r in store_.attempts() if r["decision"]["promote"]]
-            src = (store_.path / "candidates" / f"{promoted[-1]['n']}.py").read_text()
+            promoted = [r for r in store_.attempts() if r.decision.promote]
+            src = (store_.path / "candidates" / f"{promoted[-1].n}.py").read_text()
             (project / "kernels/gdn_prefill/promoted.py").write_text(src)  # written, never committed
             raise KeyboardInterrupt
 
@@ -127,7 +127,7 @@ def test_promotion_interrupted_before_its_commit_is_finished_on_resume(project, 
             run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)
     finally:
         loop.finish_pending_promotion = real
-    assert store.attempts()[0]["decision"]["promote"]
+    assert store.attempts()[0].decision.promote
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)  # resume: budget spent
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
     assert meta["attempt"] == 0 and store.read_run()["promotions"][0]["commit"]
@@ -146,12 +146,12 @@ def test_two_runs_on_one_op_at_once_stay_consistent(project):
     promoted = 0
     for run_id in runs:
         log = project / "runs" / "gdn_prefill" / run_id / "attempts.jsonl"
-        attempts = [json.loads(line) for line in log.read_text().splitlines()]
-        assert [a["n"] for a in attempts] == list(range(8))
-        promoted += sum(a["decision"]["promote"] for a in attempts)
+        attempts = [Attempt.model_validate_json(line) for line in log.read_text().splitlines()]
+        assert [a.n for a in attempts] == list(range(8))
+        promoted += sum(a.decision.promote for a in attempts)
         # every promote decision was carried out, each with its own commit
         notes = json.loads((log.parent / "run.json").read_text()).get("promotions", [])
-        assert [p["n"] for p in notes] == [a["n"] for a in attempts if a["decision"]["promote"]]
+        assert [p["n"] for p in notes] == [a.n for a in attempts if a.decision.promote]
         assert all(p["commit"] for p in notes)
     commits = subprocess.run(["git", "log", "--format=%s", "--", "kernels/gdn_prefill/promoted.py"], cwd=project,
                              capture_output=True, text=True).stdout.splitlines()

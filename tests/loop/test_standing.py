@@ -67,7 +67,7 @@ def test_a_run_from_a_promoted_kernel_chains_from_its_record_not_the_set_up_timi
     ev = FakeEvaluator(op)
     store = prepare_run(project / "runs", settings, op, ev)
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.32, "d")}]), ev)
-    assert store.attempts()[0]["decision"]["promote"]
+    assert store.attempts()[0].decision.promote
     meta = gitops.read_promoted_meta(project, "gdn_prefill")
     assert meta["geomean_vs_previous"] == pytest.approx(1.1)
     assert meta["geomean_vs_baseline"] == pytest.approx(1.25 * 1.1)

@@ -12,6 +12,7 @@ from aka.cli.main import app
 from aka.knowledge.lessons import distill, lessons_from_attempts, load_lessons, read_attempts, write_lessons
 from aka.knowledge.wiki import parse_page
 from aka.knowledge.wiki.stats import card_stats, ordered, run_logs
+from aka.records import Attempt
 
 
 def _rec(n, cited, change, promote=False, failed_stage="", gate_ok=True, reason="", **extra):
@@ -39,6 +40,8 @@ RECORDS = [
     _rec(3, [], "num_stages 4 with BLOCK_N 128", promote=True, reason="geomean 1.05x"),
     _rec(4, ["no-such-card"], "unroll everything", failed_stage="compile", reason="compile failed: out of resources"),
 ]
+
+ATTEMPTS = [Attempt.model_validate(r) for r in RECORDS]  # as aka.records reads them back
 
 
 @pytest.fixture
@@ -70,7 +73,7 @@ def test_torn_last_line_is_skipped_but_bad_middle_line_fails(run_dir):
 
 
 def test_lessons_from_attempts():
-    lessons = lessons_from_attempts(RECORDS)
+    lessons = lessons_from_attempts(ATTEMPTS)
     assert [les.kind for les in lessons] == ["worked", "failed", "failed", "worked", "failed"]
     first = lessons[0]
     assert first.what == "split KV into 8 segments" and first.cited_wiki == ["split-kv-decode", "gqa-head-packing"]
@@ -85,7 +88,7 @@ def test_write_and_load_lessons(run_dir):
 
 
 def test_distill_proposes_drafts_that_validate(run_dir, tmp_path):
-    drafts = distill(lessons_from_attempts(RECORDS), "fa4_decode/r1", {"split-kv-decode", "gqa-head-packing"})
+    drafts = distill(lessons_from_attempts(ATTEMPTS), "fa4_decode/r1", {"split-kv-decode", "gqa-head-packing"})
     updates = {d.card_id for d in drafts if d.action == "update"}
     assert updates == {"split-kv-decode", "gqa-head-packing"}  # no-such-card gets no draft
     new = [d for d in drafts if d.action == "new"]

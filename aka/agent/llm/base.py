@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
-
-from aka.agent.plan import Plan
 from aka.errors import AkaError
+from aka.records import Attempt, Plan, Usage
+
+# Attempt, Plan and Usage are recorded types (aka.records); the backends import them from here
+__all__ = ["LLM_BACKENDS", "Attempt", "AttemptFailed", "Backend", "BackendExhausted", "Context", "Plan",
+           "ProviderError", "UnknownBackendError", "Usage", "get_backend"]
 
 
 class UnknownBackendError(AkaError):
@@ -50,41 +52,11 @@ class AttemptFailed(AkaError):
         self.usage = usage or Usage()
 
 
-class Usage(BaseModel):
-    """Tokens one backend call consumed (all zero for the offline backend)."""
-
-    model_config = ConfigDict(extra="forbid")
-    input_tokens: int = 0  # all input, cached or not
-    output_tokens: int = 0
-    cached_tokens: int = 0  # of the input, read from the provider's prompt cache
-    cache_write_tokens: int = 0  # of the input, written to the cache (Anthropic bills them above input)
-    cost_usd: float | None = None  # estimate from the config's price table; None: no price known
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    @property
-    def uncached(self) -> int:
-        """Input not read from the cache: what is billed at the input price or above."""
-        return max(self.input_tokens - self.cached_tokens, 0)
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cost_usd=None if self.cost_usd is None and other.cost_usd is None
-            else (self.cost_usd or 0.0) + (other.cost_usd or 0.0),
-        )
-
-
 @dataclass
 class Context:
     """What a backend may know when it plans: never the exact evaluation shapes' data, only facts.
 
-    ``history`` holds one dict per finished attempt of this run (the attempts.jsonl records), so
+    ``history`` holds one Attempt per finished attempt of this run (the attempts.jsonl records), so
     a backend that derives its state from it resumes exactly where a killed run stopped.
     """
 
@@ -95,8 +67,8 @@ class Context:
     baseline_path: str
     kernel_dir: str
     hardware: dict[str, Any] = field(default_factory=dict)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    pending: list[dict[str, Any]] = field(default_factory=list)  # planned, not yet measured (pipelining)
+    history: list[Attempt] = field(default_factory=list)
+    pending: list[Attempt] = field(default_factory=list)  # planned, not yet measured (pipelining)
     incumbent_score: float = 1.0  # the incumbent's geomean speedup over the baseline (same scale as scores)
     seed: int = 0
     # aka.knowledge.evidence.Evidence dicts about the incumbent (profile on its worst-roofline shape, compile
@@ -115,6 +87,11 @@ class Context:
     lessons: list[str] = field(default_factory=list)  # the op's top lessons from earlier runs (aka.knowledge.lessons)
     # filled by the backend for the attempts log: per LLM call its usage, per tool call its record
     trace: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # a caller may hand over the log's JSON objects (a replay, a test): typed here, once
+        self.history = [a if isinstance(a, Attempt) else Attempt.model_validate(a) for a in self.history]
+        self.pending = [a if isinstance(a, Attempt) else Attempt.model_validate(a) for a in self.pending]
 
 
 @runtime_checkable

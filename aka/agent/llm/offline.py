@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from aka.agent.llm.base import BackendExhausted, Context, Usage
+from aka.agent.llm.base import Attempt, BackendExhausted, Context, Usage
 from aka.agent.plan import Plan
 from aka.agent.search import Proposal, Structure, Trial, propose
 from aka.errors import AkaError
@@ -115,14 +115,13 @@ def structure_of(p: Pattern, hardware: dict[str, Any], incumbent_config: dict[st
     return Structure(p.name, space, start, tuple(p.constraints))
 
 
-def trials_from(history: list[dict[str, Any]]) -> list[Trial]:
+def trials_from(history: list[Attempt]) -> list[Trial]:
     out = []
     for rec in history:
-        plan = rec.get("plan") or {}
-        if not plan.get("pattern"):
+        if not (rec.plan and rec.plan.pattern):
             continue  # an attempt some other backend planned: not part of this search
-        config = rec.get("config") or Plan.model_validate(plan).fixed_config()
-        out.append(Trial(plan["pattern"], config, rec.get("score"), rec.get("failed_stage", "")))
+        config = rec.config or rec.plan.fixed_config()
+        out.append(Trial(rec.plan.pattern, config, rec.score, rec.failed_stage))
     return out
 
 

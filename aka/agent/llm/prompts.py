@@ -21,7 +21,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from aka.agent.llm.base import Context
+from aka.agent.llm.base import Attempt, Context
 from aka.agent.plan import Plan
 from aka.contract.shapes import every_case
 
@@ -143,8 +143,8 @@ def read_run(ctx: Context) -> dict[str, Any]:
     return json.loads(path.read_text()) if path and path.is_file() else {}
 
 
-def _promoted(ctx: Context) -> dict[str, Any] | None:
-    recs = [r for r in ctx.history if (r.get("decision") or {}).get("promote")]
+def _promoted(ctx: Context) -> Attempt | None:
+    recs = [r for r in ctx.history if r.promoted]
     return recs[-1] if recs else None
 
 
@@ -159,8 +159,8 @@ def incumbent_results(op, ctx: Context, run: dict[str, Any]) -> str:
     roof = dict(base.get("incumbent_roofline") or {})
     last = _promoted(ctx)
     if last:  # the last promotion's figures are the incumbent's
-        times = dict(last["bench"]["times_us"])
-        roof = dict(last["bench"].get("roofline") or {})
+        times = dict(last.times_us)
+        roof = dict((last.bench.roofline if last.bench else None) or {})
     if not times:
         return "(not measured)"
     params, by_id = op.spec.case_params, _cases(op)
@@ -209,7 +209,7 @@ def compile_text(ctx: Context, run: dict[str, Any]) -> str:
     from aka.evaluate.compstats import CompileStats, format_table
 
     last = _promoted(ctx)
-    stats = ((last.get("compile") or {}).get("compile_stats") if last
+    stats = (getattr(last.compile, "compile_stats", None) if last
              else (run.get("baseline") or {}).get("incumbent_compile"))
     if not stats:
         return "(no compile statistics recorded)"
@@ -258,25 +258,26 @@ def _fig(x: Any) -> str:
     return "-" if x is None else f"{x:.3f}x"
 
 
-def shape_ratios(rec: dict[str, Any]) -> str:
+def shape_ratios(rec: Attempt) -> str:
     """'G1 1.03, G2 0.97' speedups per shape: the ABBA re-measure's, else the screen's paired ones."""
-    ratios = (rec.get("measurements") or {}).get("ratios") or {}
+    ratios = rec.measurements.ratios if rec.measurements else {}
     src = "ABBA"
     if not ratios:
-        bench = rec.get("bench") or {}
-        inc, times = bench.get("incumbent_us") or {}, bench.get("times_us") or {}
-        ratios = {s: inc[s] / t for s, t in times.items() if inc.get(s) and t}
+        inc = (rec.bench.incumbent_us if rec.bench else None) or {}
+        ratios = {s: inc[s] / t for s, t in rec.times_us.items() if inc.get(s) and t}
         src = "screen"
     if not ratios:
         return ""
     return f"per shape vs incumbent ({src}): " + ", ".join(f"{s} {r:.2f}" for s, r in ratios.items())
 
 
-def _what(rec: dict[str, Any]) -> str:
-    plan = rec.get("plan") or {}
-    what = plan.get("structural_change") or plan.get("hypothesis") or "(no plan)"
-    if plan.get("pattern"):  # a sweep's hypothesis names the keys it changed first
-        what = f"[{plan['pattern']}] {plan.get('hypothesis') or json.dumps(rec.get('config') or {})}"
+def _what(rec: Attempt) -> str:
+    plan = rec.plan
+    if plan is None:
+        return "(no plan)"
+    what = plan.structural_change or plan.hypothesis or "(no plan)"
+    if plan.pattern:  # a sweep's hypothesis names the keys it changed first
+        what = f"[{plan.pattern}] {plan.hypothesis or json.dumps(rec.config)}"
     return what[:300]
 
 
@@ -287,16 +288,16 @@ def history_text(ctx: Context) -> str:
         return "(no attempts yet)"
     out = [f"({len(recs) - _HISTORY_MAX} earlier attempts omitted)"] if len(recs) > _HISTORY_MAX else []
     for rec in recs[-_HISTORY_MAX:]:
-        bench = rec.get("bench") or {}
-        stage = rec.get("failed_stage") or "measured"
-        reason = (rec.get("decision") or {}).get("reason", "")
+        stage = rec.failed_stage or "measured"
+        reason = rec.decision.reason if rec.decision else ""
         ratios = shape_ratios(rec)
-        out.append(f"- #{rec['n']}: {_what(rec)}" + (f"\n  edit: {rec['edit']}" if rec.get("edit") else "")
-                   + f"\n  outcome: {stage}; vs baseline {_fig(rec.get('score'))}, vs incumbent "
-                   f"{_fig(bench.get('vs_incumbent'))}{'; ' + ratios if ratios else ''}; {reason[:400]}")
+        out.append(f"- #{rec.n}: {_what(rec)}" + (f"\n  edit: {rec.edit}" if rec.edit else "")
+                   + f"\n  outcome: {stage}; vs baseline {_fig(rec.score)}, vs incumbent "
+                   f"{_fig(rec.bench.vs_incumbent if rec.bench else None)}{'; ' + ratios if ratios else ''}; "
+                   f"{reason[:400]}")
     for rec in flying:
-        out.append(f"- #{rec['n']} IN FLIGHT (written, being measured now: do not propose it again): {_what(rec)}"
-                   + (f"\n  edit: {rec['edit']}" if rec.get("edit") else ""))
+        out.append(f"- #{rec.n} IN FLIGHT (written, being measured now: do not propose it again): {_what(rec)}"
+                   + (f"\n  edit: {rec.edit}" if rec.edit else ""))
     return "\n".join(out)
 
 
@@ -304,8 +305,7 @@ def noise_text(ctx: Context, run: dict[str, Any]) -> str:
     rules = (run.get("settings") or {}).get("rules") or {}
     need = (f"promotion needs a geomean gain above {rules['min_gain']:.1%} and no shape slower than "
             f"{rules['shape_margin']:.0%}" if rules else "")
-    measured = [(r["n"], r["compare"]["noise"]) for r in ctx.history
-                if (r.get("compare") or {}).get("noise") is not None]
+    measured = [(r.n, r.compare.noise) for r in ctx.history if r.compare and r.compare.noise is not None]
     if not measured:
         return "; ".join(x for x in ("no ABBA re-measure in this run yet", need) if x)
     n, noise = measured[-1]

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aka.agent.llm.base import Context
+from aka.agent.llm.base import Attempt, Context
 from aka.agent.llm.offline import PatternError, read_dict, render
 from aka.agent.plan import Plan
 from aka.agent.search import Structure, Trial, propose
@@ -24,11 +24,11 @@ def is_sweep(plan: Plan) -> bool:
     return bool(plan.pattern and plan.pattern.startswith(PREFIX))
 
 
-def _parent(history: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _parent(history: list[Attempt]) -> Attempt | None:
     """The latest attempt the model wrote itself (sweep points and offline plans carry a pattern)."""
     for rec in reversed(history):
-        if not (rec.get("plan") or {}).get("pattern"):
-            return rec if rec.get("plan") else None
+        if not (rec.plan and rec.plan.pattern):
+            return rec if rec.plan else None
     return None
 
 
@@ -46,25 +46,24 @@ def _space(ranges: dict[str, list[Any]], config: dict[str, Any]) -> dict[str, li
 
 def sweep_plan(ctx: Context, max_points: int) -> Plan | None:
     parent = _parent(ctx.history) if max_points > 0 and ctx.run_dir else None
-    if parent is None or parent.get("score") is None:
+    if parent is None or parent.score is None:
         return None
-    n = parent["n"]
+    n = parent.n
     try:
         source = (Path(ctx.run_dir) / "candidates" / f"{n}.py").read_text()
         config = read_dict(source, "CONFIG")
     except (OSError, SyntaxError, PatternError):
         return None
-    space = _space(parent["plan"].get("param_ranges") or {}, config)
+    space = _space(parent.plan.param_ranges, config)
     if not space:
         return None
     name = f"{PREFIX}{n}"
-    mine = [r for r in [*ctx.history, *getattr(ctx, "pending", [])] if (r.get("plan") or {}).get("pattern") == name]
+    mine = [r for r in [*ctx.history, *ctx.pending] if r.plan and r.plan.pattern == name]
     if len(mine) >= max_points:
         return None
     done = [r for r in ctx.history if r in mine]
-    trials = [Trial(name, config, parent["score"]),
-              *[Trial(name, r.get("config") or {}, r.get("score"), r.get("failed_stage", "")) for r in done]]
-    pending = [Trial(name, r.get("config") or {}, None) for r in mine if r not in done]
+    trials = [Trial(name, config, parent.score), *[Trial(name, r.config, r.score, r.failed_stage) for r in done]]
+    pending = [Trial(name, r.config, None) for r in mine if r not in done]
     prop = propose([Structure(name, space, config)], trials, ctx.seed, pending=pending)
     if prop is None:
         return None
@@ -72,7 +71,7 @@ def sweep_plan(ctx: Context, max_points: int) -> Plan | None:
     return Plan(hypothesis=f"sweep of attempt {n}'s CONFIG over its plan's ranges: {json.dumps(changed)}",
                 param_ranges={k: [v] for k, v in prop.config.items()}, pattern=name,
                 # a sweep point is the model's plan re-tuned: the cards it relied on stay cited
-                cited_wiki=list(parent["plan"].get("cited_wiki") or []),
+                cited_wiki=list(parent.plan.cited_wiki),
                 cited_evidence=[f"{k}: {a} -> {b}" for k, (a, b) in prop.changed.items()])
 
 
