@@ -22,6 +22,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from aka.contract.shapes import ShapeSet
 from aka.errors import AkaError
 from aka.evaluate.outcomes import code_hash
 from aka.interop import blob, recorded
@@ -172,7 +173,7 @@ def build_workloads(op, definition: Definition, dims, op_type: str, seed: int
     problems: list[str] = []
     # a GPU makes the full set's inputs in seconds where the CPU takes minutes (fa4's paged pools)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    for case in op.cases("full"):
+    for case in op.cases(ShapeSet.FULL):
         made = op.inputs.make_inputs(case, seed, device)  # the op's own generator: its shapes are the truth
         present = {k: v for k, v in made.items() if isinstance(v, torch.Tensor)}
         try:

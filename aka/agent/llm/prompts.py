@@ -23,7 +23,7 @@ from typing import Any
 
 from aka.agent.llm.base import Attempt, Context
 from aka.agent.plan import Plan
-from aka.contract.shapes import every_case
+from aka.contract.shapes import ALL_SETS, ShapeSet, every_case
 
 _HISTORY_MAX = 20  # most recent attempts shown in full; older ones are counted
 
@@ -88,7 +88,7 @@ def shapes_text(op) -> str:
     """Per shape set: parameter ranges and regimes, not the exact cases."""
     params = op.spec.case_params
     out = []
-    for name in ("full", "smoke", "edge"):
+    for name in ALL_SETS:
         cases = op.cases(name)
         parts = []
         for p, spec in params.items():
@@ -100,8 +100,8 @@ def shapes_text(op) -> str:
                 parts.append(f"{p} {min(vals)}-{max(vals)}" if min(vals) != max(vals) else f"{p} {vals[0]}")
             else:
                 parts.append(f"{p} in {sorted({str(v) for v in vals})}")
-        role = {"full": "timed and gated on a GPU", "smoke": "first gate; on CPU also timed",
-                "edge": "gated: lengths 1, tails, ragged batches"}[name]
+        role = {ShapeSet.FULL: "timed and gated on a GPU", ShapeSet.SMOKE: "first gate; on CPU also timed",
+                ShapeSet.EDGE: "gated: lengths 1, tails, ragged batches"}[name]
         out.append(f"- {name} ({len(cases)} cases, {role}): " + "; ".join(parts))
     return "\n".join(out)
 
