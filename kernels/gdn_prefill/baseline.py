@@ -789,9 +789,17 @@ def _chunk_common(k_b, g_b, tb_b, tt, L, HV: tl.constexpr, HK: tl.constexpr, K: 
 
 
 @triton.jit
+def _carry(S, kd, vd, gl):
+    """The chunk's state step once its operands are formed: the carried state decays by the chunk's
+    total gate, the chunk adds K^T V~ (the decay of each token folded into kd and vd by the caller).
+    Every fused path of the default structure steps the state here."""
+    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+
+
+@triton.jit
 def _state_update(S, k, vn_b, gam, gl):
     kd = (k * tl.exp2(gl - gam)[:, None]).to(tl.bfloat16)
-    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vn_b)
+    return _carry(S, kd, vn_b, gl)
 
 
 @triton.jit
@@ -821,7 +829,7 @@ def _qs_f32(q, s_b, gam, scale):
 @triton.jit
 def _update_vd(S, k, vd, gam, gl):
     kd = (k * tl.exp2(tl.floor(gl - gam))[:, None]).to(tl.bfloat16)
-    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+    return _carry(S, kd, vd, gl)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1110,7 +1118,7 @@ def _fwdks_kernel(
         tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
         if GATE_F32 and PDEC:  # n = the integer part of gl - gam that fj leaves (round: robust to ulps)
             kd = (k * tl.exp2(tl.floor(gl - gam - fj + 0.5))[:, None]).to(tl.bfloat16)
-            S = S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+            S = _carry(S, kd, vd, gl)
         elif GATE_F32:
             S = _update_vd(S, k, vd, gam, gl)
         else:
