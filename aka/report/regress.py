@@ -182,7 +182,7 @@ def record_first(root: Path, op: str, device: dict[str, Any], c: OpCheck) -> Pat
              "code_hash": meta.get("code_hash"),
              **{k: device.get(k) for k in ("driver", "cuda", "torch", "triton", "python")}}
     meta.setdefault("devices", {})[device["name"]] = entry
-    path = root / gitops.promoted_paths(op)[1]
+    path = root / gitops.promoted_paths(root, op)[1]
     path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return path
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aka.contract.ops import get_op
 from aka.errors import AkaError
 
 
@@ -32,8 +33,11 @@ def _git(root: Path, *args: str, check: bool = True) -> str:
     return proc.stdout
 
 
-def promoted_paths(op: str) -> tuple[str, str]:
-    return f"kernels/{op}/promoted.py", f"kernels/{op}/promoted.json"
+def promoted_paths(root: Path, op: str) -> tuple[str, str]:
+    """The promoted kernel and its record, relative to root: where the op's contract puts the kernel
+    (modules.promoted), the record beside it."""
+    py = get_op(op, root).spec.modules.promoted
+    return py, str(Path(py).with_suffix(".json"))
 
 
 def is_repo(root: Path) -> bool:
@@ -49,11 +53,11 @@ def check_clean(root: Path, op: str, ours: str | None = None, earlier: tuple[str
     """
     if not is_repo(root):
         return
-    py = root / promoted_paths(op)[0]
+    py = root / promoted_paths(root, op)[0]
     if py.is_file() and py.read_text() in {s for s in (ours, *earlier) if s is not None}:
         return
     dirty = [ln for ln in _git(root, "status", "--porcelain", "--untracked-files=all", "--",
-                                *promoted_paths(op)).splitlines() if ln.strip()]
+                                *promoted_paths(root, op)).splitlines() if ln.strip()]
     if dirty:
         files = ", ".join(line[3:] for line in dirty)
         raise GitError(
@@ -62,7 +66,7 @@ def check_clean(root: Path, op: str, ours: str | None = None, earlier: tuple[str
 
 
 def write_promoted(root: Path, op: str, source: str, meta: dict[str, Any]) -> None:
-    py, js = promoted_paths(op)
+    py, js = promoted_paths(root, op)
     (root / py).write_text(source)
     (root / js).write_text(json.dumps(meta, indent=2, default=str) + "\n")
 
@@ -70,14 +74,14 @@ def write_promoted(root: Path, op: str, source: str, meta: dict[str, Any]) -> No
 def read_promoted_meta(root: Path, op: str) -> dict[str, Any]:
     """The promoted.json on disk ({} when there is none or it is unreadable)."""
     try:
-        return json.loads((root / promoted_paths(op)[1]).read_text())
+        return json.loads((root / promoted_paths(root, op)[1]).read_text())
     except (OSError, json.JSONDecodeError):
         return {}
 
 
 def commit_promoted(root: Path, op: str, message: str) -> str:
     """Commit only the promoted files; returns the new commit id."""
-    paths = promoted_paths(op)
+    paths = promoted_paths(root, op)
     _git(root, "add", "--", *paths)
     staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=root).returncode
     if staged == 0:  # identical to HEAD: a resumed promotion whose commit already happened
@@ -101,7 +105,7 @@ def last_commit(root: Path, op: str) -> str | None:
     """The last commit that touched the promoted kernel, if any."""
     if not is_repo(root):
         return None
-    return _git(root, "log", "-1", "--format=%H", "--", promoted_paths(op)[0]).strip() or None
+    return _git(root, "log", "-1", "--format=%H", "--", promoted_paths(root, op)[0]).strip() or None
 
 
 @dataclass
@@ -117,7 +121,7 @@ def history(root: Path, op: str) -> list[Promotion]:
     """Commits that changed kernels/<op>/promoted.py, newest first, with their promoted.json."""
     if not is_repo(root):
         raise GitError(f"{root} is not a git repository: no promotion history")
-    py, js = promoted_paths(op)
+    py, js = promoted_paths(root, op)
     out = []
     for line in _git(root, "log", "--format=%H%x09%ad%x09%s", "--date=iso", "--", py).splitlines():
         rev, date, subject = line.split("\t", 2)
@@ -148,7 +152,7 @@ def rollback(root: Path, op: str, to: str | None = None) -> str:
         target = _git(root, "rev-parse", "--verify", "--quiet", f"{to}^{{commit}}", check=False).strip()
         if not target:
             raise GitError(f"unknown revision '{to}'; `aka history {op}` lists the promotions")
-    py, js = promoted_paths(op)
+    py, js = promoted_paths(root, op)
     src = subprocess.run(["git", "show", f"{target}:{py}"], cwd=root, capture_output=True, text=True)
     if src.returncode == 0:
         meta = _git(root, "show", f"{target}:{js}", check=False)
