@@ -43,6 +43,6 @@ export OUT; export -f fulls benches
 run smoke 120 python3 -m aka check fa4_decode --shapes smoke,edge --rounds 2 --json "$OUT/smoke.json"
 run full 330 bash -c fulls
 run gputests 240 env AKA_TEST_ON_GPU=1 python3 -m pytest -q -m "gpu and not slow" -p no:cacheprovider -rfE -x \
-  tests/gate/test_redteam.py tests/gate/test_adversarial.py -k "gpu or side_stream or device_kernels or matmul"
+  tests/evaluate/test_redteam.py tests/evaluate/test_adversarial.py -k "gpu or side_stream or device_kernels or matmul"
 run bench 300 bash -c benches
 run redteam 560 python3 scripts/red_team.py --out "$OUT/redteam"

@@ -55,7 +55,7 @@ for cubin in sorted(pathlib.Path(sys.argv[2]).glob("*/*.cubin")):
 EOF
 cat "$OUT/res_usage.txt"
 
-echo "== gpu tests (tests/profile)"
-AKA_TEST_ON_GPU=1 timeout "${TESTS_CAP:-150}" python3 -m pytest -q -m gpu tests/profile -p no:cacheprovider 2>&1 \
+echo "== gpu tests (ncu and compile statistics)"
+AKA_TEST_ON_GPU=1 timeout "${TESTS_CAP:-150}" python3 -m pytest -q -m gpu tests/knowledge tests/evaluate/test_compstats.py tests/evaluate/test_offline_sm90.py -p no:cacheprovider 2>&1 \
   | tee "$OUT/gpu_tests.log" | tail -25
 echo "tests rc ${PIPESTATUS[0]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 4 (benchmark harness) checks on the device machine, one call from the repository root:
 #   bash scripts/gpu_bench_checks.sh
-# 1. the gpu-marked tests of tests/bench (side-stream work is timed; the same kernel twice agrees)
+# 1. the bench's gpu-marked tests (tests/evaluate/test_gpu_timing.py): side-stream work is timed, one kernel twice agrees
 # 2. scripts/bench_stability.py: gdn_prefill baseline timed twice in one run, per-shape spread, ABBA vs itself
 # 3. `aka bench gdn_prefill --impl baseline,fla --shapes full`: the side-by-side table, one worker process
 # fla must be importable (PYTHONPATH) for the fla column; FLA_FLASH_QLA=0 keeps it on fla's Triton path.
@@ -24,7 +24,7 @@ status=0
 
 echo "== 1. gpu-marked bench tests"
 if python3 -c 'import pytest' 2>/dev/null; then
-  python3 -m pytest -q -m gpu -p no:cacheprovider -rA tests/bench 2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^$" | tail -15
+  python3 -m pytest -q -m gpu -p no:cacheprovider -rA tests/evaluate/test_gpu_timing.py 2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^$" | tail -15
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 else
   echo "pytest not importable here: gpu tests NOT run"; status=1

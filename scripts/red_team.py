@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the whole red team (tests/gate/redteam.py) and record what rejected each kernel.
+"""Run the whole red team (tests/evaluate/redteam.py) and record what rejected each kernel.
 
   python3 scripts/red_team.py [--ops fa4_decode,...] [--only ID,...] [--out DIR] [--fast]
 

@@ -2,11 +2,19 @@
 
 TRITON_INTERPRET must be set before any module decorates a kernel, so it is set here, at
 collection time, unless a CUDA device is present (GPU tests run on the device machine).
+
+tests/ mirrors aka/ (tests/<stage>/ for aka/<stage>/, tests/test_*.py for the modules directly under
+aka/ and the architecture rules); what several stages' tests share lives in tests/support/ (a fake
+project and evaluator, fake LLM servers, a toy op), importable from every test.
 """
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 if os.environ.get("AKA_TEST_ON_GPU") != "1":
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -20,3 +28,18 @@ def _no_api_keys(monkeypatch):
     # Tests never talk to a real provider: strip keys a developer may have exported.
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A fake project in a temporary git repository (tests/support/fakes.py)."""
+    from fakes import make_project
+
+    return make_project(tmp_path)
+
+
+@pytest.fixture
+def op(project):
+    from aka.contract.ops import get_op
+
+    return get_op("gdn_prefill", project)

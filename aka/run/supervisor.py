@@ -2,7 +2,7 @@
 
 decide() is the only place that says "promote". It reads a Measurements record (what the gate,
 the bench and the interleaved comparison reported) and the PromotionRules, and returns a
-Decision with its reason; it does no I/O, so every rule has a unit test (tests/loop/test_decide.py).
+Decision with its reason; it does no I/O, so every rule has a unit test (tests/run/test_decide.py).
 """
 
 from __future__ import annotations

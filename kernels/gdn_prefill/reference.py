@@ -29,7 +29,7 @@ def reference(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None, algo
     """The float64 ground truth the gate checks against.
 
     algorithm "recurrence": the token loop below. "chunked": the chunked form in float64 (equal to the
-    recurrence to ~1e-13 in tests/foundation/test_references.py, edge cases included). "auto" (what
+    recurrence to ~1e-13 in tests/contract/test_references.py, edge cases included). "auto" (what
     the gate gets): chunked on a GPU, where the token loop launches ~8 kernels per token (~260k for
     G4, against ~13k for the chunked form): the likely bulk of the 60-90 s that a full-set gate took on
     the H200 (inferred, not profiled); the recurrence on CPU."""

@@ -22,7 +22,7 @@ from aka.interop.fib_export import ExportSettings, export
 from aka.interop.fib_models import Definition, Solution, Trace
 
 REPO = Path(__file__).resolve().parents[2]
-TOY = REPO / "tests" / "llm" / "toyop"
+TOY = REPO / "tests" / "support" / "toyop"
 
 
 def aka(*args, cwd=REPO):

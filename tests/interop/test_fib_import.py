@@ -110,7 +110,7 @@ def test_bad_workload_lines_are_listed_too(tmp_path):
 def test_round_trip_through_export(tmp_path):
     # the toy op out to a TraceSet and back: its workloads are found beside the definition
     root = tmp_path / "proj"
-    shutil.copytree(REPO / "tests" / "llm" / "toyop", root)
+    shutil.copytree(REPO / "tests" / "support" / "toyop", root)
     rep = export(get_op("scale_add", root), ExportSettings(op="scale_add", out=tmp_path / "fib"))
     d, out = draft(ImportSettings(definition=tmp_path / "fib" / rep.files["definition"], name="scale_add_rt"), root)
     assert out == root / "workloads" / "scale_add_rt.yaml" and d.workloads_file.name == "scale_add.jsonl"

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "loop"))  # the loop tests' fakes
-
-from fakes import make_project, source  # noqa: E402
+from fakes import source  # noqa: E402
 from report_runs import run_loop_in  # noqa: E402
-
-
-@pytest.fixture
-def project(tmp_path):
-    return make_project(tmp_path)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-AKA = Path(__file__).resolve().parents[2] / "aka"
+AKA = Path(__file__).resolve().parents[1] / "aka"
 
 # name -> the modules that may use it (the one that defines it, the one door to it)
 ONLY = {

@@ -7,15 +7,12 @@ in flight in the next plan's prompt)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from fake_servers import FakeServer
-from standins import IdeaModel
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import REPO, FakeEvaluator, make_project  # noqa: E402
+from standins import IdeaModel
 
 from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402

@@ -2,13 +2,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from fake_servers import FakeServer  # noqa: E402
 from llm_helpers import TOY  # noqa: E402
 

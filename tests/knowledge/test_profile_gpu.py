@@ -1,4 +1,4 @@
-"""On the GPU (AKA_TEST_ON_GPU=1 pytest -m gpu tests/profile): the collector on the real baseline
+"""On the GPU (AKA_TEST_ON_GPU=1 pytest -m gpu tests/knowledge/test_profile_gpu.py): the collector on the real baseline
 against the compiler's own resource report, and one ncu profile end to end on a small shape."""
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Every red-team kernel (tests/gate/redteam.py) is rejected on CPU, at the stage and for the reason
+"""Every red-team kernel (tests/evaluate/redteam.py) is rejected on CPU, at the stage and for the reason
 its class names; the ones written to walk around the static policy are rejected past it too."""
 
 from __future__ import annotations

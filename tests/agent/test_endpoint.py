@@ -1,21 +1,17 @@
 """A dead or failing LLM endpoint (issue 21, item 5): found before the baseline is measured, and when it
 dies mid-run the run stops as the endpoint's fault, recorded, with a resume hint only where it helps.
 
-Servers are the local fake (tests/llm/fake_servers.py); a dead one is a closed port on 127.0.0.1."""
+Servers are the local fake (tests/support/fake_servers.py); a dead one is a closed port on 127.0.0.1."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from answers_text import GOOD_PLAN, fenced
 from fake_servers import Error, FakeServer, dead_url
-from typer.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import FakeEvaluator, make_project, source  # noqa: E402
+from typer.testing import CliRunner
 
 from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import ProviderError, get_backend  # noqa: E402

@@ -6,25 +6,22 @@ error results and the run goes on; the cap and the token budget end a conversati
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from answers_text import GOOD_PLAN
 from fake_servers import Answer, Call, FakeServer, tool_results, user_text
+from fakes import FakeEvaluator, make_project  # noqa: E402
 from llm_helpers import TOY, aka, backend, context, run_dir
 from standins import ToolModel, is_plan, toy_calls
 
-from aka.agent.llm.base import AttemptFailed
+from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
+from aka.agent.llm.base import (
+    AttemptFailed,
+    get_backend,  # noqa: E402
+)
 from aka.agent.plan import Plan
 from aka.contract.ops import get_op
 from aka.records import read_attempts
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
-from fakes import FakeEvaluator, make_project  # noqa: E402
-
-from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
-from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.run.loop import run_loop  # noqa: E402
 from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from aka.cli.main import app
 
-ADV = Path(__file__).parent / "adversarial"
+ADV = Path(__file__).parents[1] / "evaluate" / "adversarial"
 runner = CliRunner()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from aka.evaluate.runner import sweep_stale_folders
 
-TASKS = Path(__file__).parent / "tasks"
+TASKS = Path(__file__).parent / "lifeline_tasks"
 ROOT = Path(__file__).resolve().parents[2]
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

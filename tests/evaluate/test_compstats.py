@@ -13,7 +13,7 @@ import pytest
 from aka.evaluate import compstats
 from aka.evaluate.compstats import CompileStats, KernelStats, parse_res_usage, ptx_features, sass_features
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "knowledge" / "data"  # the ncu tests' reports
 
 
 def test_ptx_flags_from_real_compiler_output():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-AKA = Path(__file__).resolve().parents[2] / "aka"
+AKA = Path(__file__).resolve().parents[1] / "aka"
 # data-flow order; a stage may import itself and earlier stages only
 STAGES = ("contract", "evaluate", "knowledge", "agent", "run", "report", "cli")
 # the one stage the modules directly under aka/ may import

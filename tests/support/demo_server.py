@@ -1,6 +1,6 @@
 """A local OpenAI-compatible (or Anthropic) server with a scripted 'model', for trying `aka optimize` by hand.
 
-    python tests/llm/demo_server.py openai 8765 &
+    python tests/support/demo_server.py openai 8765 &
     aka optimize gdn_prefill --backend openai --base-url http://127.0.0.1:8765/v1 --budget 3
 
 Works for any op: plans name the first integer key of the incumbent's CONFIG; code is the incumbent

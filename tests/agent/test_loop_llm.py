@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from answers_text import GOOD_PLAN, PROSE, fenced
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "loop"))
 from fakes import FakeEvaluator, make_project, source  # noqa: E402
 
 from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402

@@ -1,4 +1,4 @@
-"""A worker task for tests/foundation/test_lifeline.py: records its pid, then waits."""
+"""A worker task for tests/evaluate/test_lifeline.py: records its pid, then waits."""
 
 import os
 import time

@@ -21,6 +21,7 @@ from aka.run.store import RunBusyError, RunStore, list_runs
 from aka.settings import Budget, OptimizeSettings
 
 HERE = Path(__file__).parent
+DRIVER = HERE.parent / "support" / "driver.py"
 
 
 def test_torn_last_line_is_dropped_and_appends_continue(tmp_path):
@@ -67,7 +68,7 @@ def test_resume_in_process_continues_the_budget(project, op):
 
 def _start(project: Path, steps: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
-    return subprocess.Popen([sys.executable, str(HERE / "driver.py"), str(project), str(steps), "0.25", *extra],
+    return subprocess.Popen([sys.executable, str(DRIVER), str(project), str(steps), "0.25", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 

@@ -13,7 +13,7 @@ from aka.evaluate.interp import interpreter_requested
 from aka.evaluate.offline_sm90 import capture, signature
 from aka.evaluate.runner import run_task
 
-TOY = Path(__file__).parents[1] / "llm" / "toyop"
+TOY = Path(__file__).parents[1] / "support" / "toyop"
 
 
 class _Param:

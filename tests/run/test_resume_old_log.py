@@ -1,4 +1,4 @@
-"""A run written before the typed attempt record (aka at commit 3efb49c, tests/loop/data/run_3efb49c:
+"""A run written before the typed attempt record (aka at commit 3efb49c, tests/run/data/run_3efb49c:
 3 of 5 candidates, 2 promotions, then its scripted backend ran out) resumes under today's code."""
 
 from __future__ import annotations

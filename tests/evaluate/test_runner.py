@@ -9,7 +9,7 @@ import pytest
 
 from aka.evaluate.runner import run_task, worker_env
 
-T = "tests.gate.tasks:"
+T = "tests.evaluate.tasks:"
 
 
 def test_value_comes_back_and_stdout_noise_does_not_corrupt_it():
@@ -55,7 +55,7 @@ def test_unknown_stage_on_an_exception_is_ignored():
 
 
 def test_unknown_task():
-    res = run_task("tests.gate.tasks:nope", {}, timeout=60, interpreter=False)
+    res = run_task("tests.evaluate.tasks:nope", {}, timeout=60, interpreter=False)
     assert res.stage == "run" and "AttributeError" in res.error
 
 

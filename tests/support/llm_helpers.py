@@ -1,4 +1,4 @@
-"""Helpers shared by the tests/llm modules (a unique module name: every test folder has a conftest)."""
+"""Helpers shared by the LLM-backend tests (tests/agent) and whoever needs the toy op (tests/support/)."""
 
 from __future__ import annotations
 
