@@ -7,8 +7,15 @@ from typer.testing import CliRunner
 from wiki_pages import GOOD_HARDWARE
 
 from aka.cli.main import app
+from aka.contract.ops import project_root
 from aka.hardware import Detected, merge
-from aka.knowledge.wiki import parse_page
+from aka.knowledge.wiki import load_wiki, parse_page
+
+
+@pytest.fixture(scope="module")
+def cards():
+    """The project's real wiki, whose hardware pages the detected device is merged with."""
+    return load_wiki(project_root() / "wiki")
 
 H200 = Detected(name="NVIDIA H200", capability="9.0", sm_count=132, l2_bytes=62914560,
                 smem_per_sm_bytes=233472, smem_per_block_optin_bytes=232448, regs_per_sm=65536)

@@ -7,8 +7,8 @@ from aka.evaluate.runner import run_task
 
 
 def test_interpreter_bf16_dot_is_wrong_without_the_shim_and_right_with_it():
-    bare = run_task("tests.gate.tasks:bf16_dot_unshimmed", {}, timeout=120, interpreter=False)
-    shimmed = run_task("tests.gate.tasks:interpreter", {}, timeout=120, interpreter=True)
+    bare = run_task("tests.evaluate.tasks:bf16_dot_unshimmed", {}, timeout=120, interpreter=False)
+    shimmed = run_task("tests.evaluate.tasks:interpreter", {}, timeout=120, interpreter=True)
     assert bare.ok and shimmed.ok, (bare.error, shimmed.error)
     assert bare.value["err"] > 1.0  # the bug the shim exists for (integer products of bit patterns)
     assert shimmed.value["shim_ok"] and shimmed.value["err"] < 1e-3
