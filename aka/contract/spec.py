@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from aka.contract.shapes import ALL_SETS
-from aka.errors import ContractError
+from aka.errors import AkaError, ContractError
 
 SHAPE_SETS = tuple(s.value for s in ALL_SETS)  # what every contract must define, exactly
 DTYPES = ("bfloat16", "float16", "float32", "float64", "int32", "int64")
@@ -226,18 +226,28 @@ def _one_line(path: Path, err: ValidationError) -> str:
     return f"{path}: field '{loc}': {first['msg']}{more}"
 
 
+def yaml_mapping(text: str, path: Path, error: type[AkaError], part: str = "", first_line: int = 1,
+                 field: str = "(top level)", noun: str = "contract fields") -> dict:
+    """text parsed as a YAML mapping, else error(one line naming the file, the YAML line and what is
+    wrong). ``part`` names the piece of the file (": front matter"), ``first_line`` its first line."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + first_line}" if mark else ""
+        raise error(f"{path}:{where}{part} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise error(f"{path}: field '{field}': expected a mapping of {noun}")
+    return raw
+
+
 def load_contract(path: Path) -> Contract:
     """Load and validate one contract; any problem raises ContractError with one line."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ContractError(f"{path}:{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        text = path.read_text()
     except OSError as exc:
         raise ContractError(f"{path}: cannot read: {exc.strerror}") from None
-    if not isinstance(raw, dict):
-        raise ContractError(f"{path}: field '(top level)': expected a mapping of contract fields")
+    raw = yaml_mapping(text, path, ContractError)
     try:
         spec = OpSpec.model_validate(raw)
     except ValidationError as exc:

@@ -17,23 +17,19 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from aka.agent.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.agent.config import LLMConfig, LLMSettings, api_key
 from aka.agent.llm import endpoint
 from aka.agent.llm.base import Usage
-from aka.agent.llm.chat import LLMBackend, MissingSDKError, Reply, Request, ToolCall, blocks
+from aka.agent.llm.chat import Reply, Request, ToolCall, backend_maker, blocks, optional_sdk, require_sdk
 
-try:
-    import anthropic
-except ImportError:  # the llm extra is optional: aka works offline without it
-    anthropic = None  # type: ignore[assignment]
+anthropic = optional_sdk("anthropic")  # this file's one SDK (None: the llm extra is not installed)
 
 
 class AnthropicTransport:
     provider = "anthropic"
 
     def __init__(self, cfg: LLMConfig, llm: LLMSettings):
-        if anthropic is None:
-            raise MissingSDKError("--backend anthropic needs the anthropic SDK: pip install 'aka[llm]'")
+        require_sdk(anthropic, "anthropic")
         base_url = llm.base_url or cfg.anthropic.base_url
         self.model = llm.model or cfg.anthropic.model or "claude-sonnet-4-6"
         self.stream = cfg.stream
@@ -62,7 +58,7 @@ class AnthropicTransport:
                         on_text(text)
                 return stream.get_final_message()
 
-        msg = endpoint.call("anthropic", anthropic, self.base_url, ask, _message)
+        msg = endpoint.call("anthropic", anthropic, self.base_url, ask)
         text = "".join(getattr(b, "text", "") for b in msg.content if getattr(b, "type", "") == "text")
         calls = [ToolCall(b.id, b.name, json.dumps(b.input)) for b in msg.content
                  if getattr(b, "type", "") == "tool_use"]
@@ -107,17 +103,4 @@ def wire_messages(messages: list[dict[str, Any]], cache_tail: bool) -> list[dict
     return out
 
 
-def _message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(exc)[:300]
-
-
-def make_backend(op=None, llm: LLMSettings | None = None, config: LLMConfig | None = None, **_: Any) -> LLMBackend:
-    """Checks the SDK and the key now, before any work starts."""
-    cfg = config or load_config()
-    llm = llm or LLMSettings()
-    return LLMBackend("anthropic", AnthropicTransport(cfg, llm), op, llm, cfg)
+make_backend = backend_maker("anthropic", AnthropicTransport)

@@ -16,6 +16,7 @@ Messages are provider-neutral dicts; each transport turns them into its wire for
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from aka.agent.config import LLMConfig, LLMSettings
+from aka.agent.config import LLMConfig, LLMSettings, load_config
 from aka.agent.llm import prompts, sweep
 from aka.agent.llm.answers import AnswerError, EditError, candidate_source, parse_plan
 from aka.agent.llm.base import AttemptFailed, Context, ProviderError, Usage  # noqa: F401 (ProviderError: re-export)
@@ -34,6 +35,20 @@ from aka.errors import AkaError
 
 class MissingSDKError(AkaError):
     """The provider's SDK is not installed (the llm extra is optional)."""
+
+
+def optional_sdk(name: str):
+    """A provider's SDK module, or None when it is not installed: the llm extra is optional and aka
+    works offline without it (the transport says what to install when it is asked for)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def require_sdk(sdk, backend: str) -> None:
+    if sdk is None:
+        raise MissingSDKError(f"--backend {backend} needs the {backend} SDK: pip install 'aka[llm]'")
 
 
 @dataclass
@@ -244,6 +259,18 @@ class LLMBackend:
                 ctx.notify(llm=f"repair {i + 1}/{self.llm.repairs}: {stage} failed")
             messages += answer_turn(reply, "", repair_text(stage, error, i + 1, self.llm.repairs))
         return source, usage
+
+
+def backend_maker(provider: str, transport: Callable[[LLMConfig, LLMSettings], Transport]):
+    """A provider module's make_backend(**options): checks the SDK and the key now, before any work."""
+
+    def make_backend(op=None, llm: LLMSettings | None = None, config: LLMConfig | None = None,
+                     **_: Any) -> LLMBackend:
+        cfg = config or load_config()
+        llm = llm or LLMSettings()
+        return LLMBackend(provider, transport(cfg, llm), op, llm, cfg)
+
+    return make_backend
 
 
 def repair_text(stage: str, error: str, n: int, of: int) -> str:

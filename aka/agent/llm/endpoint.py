@@ -53,7 +53,19 @@ def http_fault(provider: str, status: int, message: str) -> ProviderError:
     return ProviderError(text, False, "the server refuses this request (model name? context length?)")
 
 
-def call(provider: str, sdk: Any, url: str | None, fn: Callable[[], T], message: Callable[[Any], str]) -> T:
+def body_message(exc: Any) -> str:
+    """The provider's own words from an SDK error: its body's error.message (Anthropic nests it under
+    "error", OpenAI-compatible servers sometimes do not), else the exception's text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(exc)[:300]
+
+
+def call(provider: str, sdk: Any, url: str | None, fn: Callable[[], T],
+         message: Callable[[Any], str] = body_message) -> T:
     """fn() with the SDK's errors (after its retries) turned into ProviderErrors."""
     try:
         return fn()

@@ -15,23 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aka.agent.config import LLMConfig, LLMSettings, api_key, load_config
+from aka.agent.config import LLMConfig, LLMSettings, api_key
 from aka.agent.llm import endpoint
 from aka.agent.llm.base import Usage
-from aka.agent.llm.chat import LLMBackend, MissingSDKError, ProviderError, Reply, Request, ToolCall, flat
+from aka.agent.llm.chat import ProviderError, Reply, Request, ToolCall, backend_maker, flat, optional_sdk, require_sdk
 
-try:
-    import openai
-except ImportError:  # the llm extra is optional: aka works offline without it
-    openai = None  # type: ignore[assignment]
+openai = optional_sdk("openai")  # this file's one SDK (None: the llm extra is not installed)
 
 
 class OpenAITransport:
     provider = "openai"
 
     def __init__(self, cfg: LLMConfig, llm: LLMSettings):
-        if openai is None:
-            raise MissingSDKError("--backend openai needs the openai SDK: pip install 'aka[llm]'")
+        require_sdk(openai, "openai")
         self.base_url = llm.base_url or cfg.openai.base_url
         self.stream = cfg.stream
         self.client = openai.OpenAI(api_key=api_key("openai", cfg, self.base_url), base_url=self.base_url,
@@ -66,9 +62,8 @@ class OpenAITransport:
             args["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
                                                                "parameters": t["parameters"]}} for t in req.tools]
         if self.stream:
-            return endpoint.call("openai", openai, self.base_url, lambda: self._streamed(args, on_text), _message)
-        resp = endpoint.call("openai", openai, self.base_url, lambda: self.client.chat.completions.create(**args),
-                             _message)
+            return endpoint.call("openai", openai, self.base_url, lambda: self._streamed(args, on_text))
+        resp = endpoint.call("openai", openai, self.base_url, lambda: self.client.chat.completions.create(**args))
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "") if choice else ""
         calls = [ToolCall(c.id, c.function.name, c.function.arguments or "")
@@ -129,17 +124,4 @@ def _usage(u: Any) -> Usage:
     return Usage(input_tokens=u.prompt_tokens or 0, output_tokens=u.completion_tokens or 0, cached_tokens=cached)
 
 
-def _message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(exc)[:300]
-
-
-def make_backend(op=None, llm: LLMSettings | None = None, config: LLMConfig | None = None, **_: Any) -> LLMBackend:
-    """Checks the SDK and the key now, before any work starts."""
-    cfg = config or load_config()
-    llm = llm or LLMSettings()
-    return LLMBackend("openai", OpenAITransport(cfg, llm), op, llm, cfg)
+make_backend = backend_maker("openai", OpenAITransport)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from aka.contract.spec import yaml_mapping
 from aka.errors import AkaError
 from aka.knowledge.wiki.model import FOLDERS, Card, CardMeta
 
@@ -52,14 +52,8 @@ def parse_page(path: Path) -> Card:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == _FENCE)
     except StopIteration:
         raise WikiError(f"{path}: field '(front matter)': no closing '---' line") from None
-    try:
-        raw = yaml.safe_load("".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 2}" if mark else ""
-        raise WikiError(f"{path}:{where}: front matter is not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(raw, dict):
-        raise WikiError(f"{path}: field '(front matter)': expected a mapping of fields")
+    raw = yaml_mapping("".join(lines[1:end]), path, WikiError, ": front matter", first_line=2,
+                       field="(front matter)", noun="fields")
     try:
         meta = CardMeta.model_validate(raw)
     except ValidationError as exc:
