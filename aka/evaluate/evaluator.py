@@ -70,10 +70,6 @@ class Evaluator(Protocol):
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
 
 
-# a module name the methods look up at call time, so a test can stand a slow worker in for the door
-_run_task = door.call
-
-
 class RealEvaluator:
     """check -> compile -> gate -> bench -> compare through aka.evaluate's policy, gate and bench_worker.
 
@@ -129,7 +125,7 @@ class RealEvaluator:
         ids = sorted(every_case(self.op))
         parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
-        results = _map_workers(lambda p: _run_task("aka.evaluate.tasks:compile_worker", p, self.timeout,
+        results = _map_workers(lambda p: door.call("aka.evaluate.tasks:compile_worker", p, self.timeout,
                                                    self.interpreter), payloads)
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
@@ -145,7 +141,7 @@ class RealEvaluator:
     def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
         """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.offline_sm90); the
         compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
-        ok, value, err = _run_task("aka.evaluate.offline_sm90:compile_task", {"path": str(path), "launches": launches},
+        ok, value, err = door.call("aka.evaluate.offline_sm90:compile_task", {"path": str(path), "launches": launches},
                                    self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
@@ -154,7 +150,7 @@ class RealEvaluator:
 
         limit = self.timeout * max(1, rounds)
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
-        ok, value, err = _run_task("aka.evaluate.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
+        ok, value, err = door.call("aka.evaluate.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
         return gate_outcome(value) if ok else GateOutcome({}, err or "gate worker failed")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
@@ -169,7 +165,7 @@ class RealEvaluator:
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
                                 verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed),
                                         "last": True})
-        ok, value, err = _run_task("aka.evaluate.tasks:screen_worker", payload, self.timeout * 2 + 60,
+        ok, value, err = door.call("aka.evaluate.tasks:screen_worker", payload, self.timeout * 2 + 60,
                                    self.interpreter)
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
@@ -186,7 +182,7 @@ class RealEvaluator:
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = _run_task("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
         return bench_outcome(value) if ok else BenchOutcome({}, "none", err)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
@@ -197,7 +193,7 @@ class RealEvaluator:
         if not refs:
             return {}, ["the contract names no competitors"]
         payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = _run_task("aka.evaluate.bench_worker:bench_worker", payload, self.competitors_timeout,
+        ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.competitors_timeout,
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
@@ -212,7 +208,7 @@ class RealEvaluator:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
                                 shapes=shapes, config=self.compare_cfg)
         with gpu_lock(str(self.gpu_lock), exclusive=True):
-            ok, value, err = _run_task("aka.evaluate.bench_worker:compare_worker", payload, 2 * self.timeout,
+            ok, value, err = door.call("aka.evaluate.bench_worker:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
 

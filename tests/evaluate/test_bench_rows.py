@@ -4,7 +4,7 @@ timing and `aka regress` both use it."""
 from __future__ import annotations
 
 from aka.contract.ops import get_op
-from aka.evaluate import evaluator
+from aka.evaluate import door, evaluator
 from aka.evaluate.outcomes import eager_medians
 from aka.settings import OptimizeSettings
 
@@ -30,11 +30,11 @@ def test_eager_medians_of_named_implementations_keeps_an_untimed_one():
 
 def test_competitor_times_and_one_note_per_competitor(monkeypatch):
     op = get_op("gdn_prefill")
-    monkeypatch.setattr(evaluator, "_run_task", lambda *a: (True, ROWS, ""))
+    monkeypatch.setattr(door, "call", lambda *a: (True, ROWS, ""))
     ev = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
     times, notes = ev.competitors("full")
     assert times == {"fla": {"G1": 5.0, "G3": 7.0}, "flashqla": {"G3": 6.0}}
     assert notes == ["flashqla: not installed", "fla: x"]  # a skip is named before an error
-    monkeypatch.setattr(evaluator, "_run_task", lambda *a: (False, None, "timeout: killed"))
+    monkeypatch.setattr(door, "call", lambda *a: (False, None, "timeout: killed"))
     assert ev.competitors("full") == ({}, ["competitor timing failed (timeout: killed); the run goes on without "
                                            "them (--no-competitors skips it)"])

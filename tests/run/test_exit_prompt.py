@@ -14,6 +14,7 @@ import time
 
 SCRIPT = textwrap.dedent("""
     import sys, threading, time
+    import aka.evaluate.door
     import aka.evaluate.evaluator as ev
     from aka.contract.ops import get_op
     from aka.settings import OptimizeSettings
@@ -25,7 +26,7 @@ SCRIPT = textwrap.dedent("""
         time.sleep(60)
         return True, {}, ""
 
-    ev._run_task = slow
+    aka.evaluate.door.call = slow  # the evaluator looks the door's call up when it calls
     op = get_op("gdn_prefill")
     door = ev.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
     # the prefetch job's thread is a daemon, as aka.run.prefetch.Job makes it; compile() runs inside it
