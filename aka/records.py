@@ -114,9 +114,9 @@ class Measurements(BaseModel):
 
 class Decision(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    promote: bool = False
-    verdict: Literal["promoted", "rejected", "not promoted"] = "rejected"
-    reason: str = ""
+    promote: bool
+    verdict: Literal["promoted", "rejected", "not promoted"]
+    reason: str
 
 
 class CheckRecord(BaseModel):

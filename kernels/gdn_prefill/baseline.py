@@ -1409,7 +1409,7 @@ def _resolved(cfg: dict) -> dict:
     out = {**CONFIG, **cfg}
     if out["fuse_output"] and out["fwd_algo"] == "ks":
         out["pre_p"] = True  # _fwdks_kernel reads P; a search point with pre_p off means the same kernel
-    pdec_ok = out["fuse_output"] and out["fwd_algo"] == "ks" and out["gate_f32"] and out["pre_p"]
+    pdec_ok = out["fuse_output"] and out["fwd_algo"] == "ks" and out["gate_f32"]
     if out["gate_q"] == "pdec" and not (pdec_ok and out["prep_algo"] in ("reg16", "blk16") and not out["p_kernel"]):
         out["gate_q"] = "pow2"  # pdec's scaled P comes from _prep_kernel alone; the same rounding otherwise
     return out

@@ -138,7 +138,8 @@ def test_prompts_carry_the_contract_regimes_and_history_but_not_the_exact_shapes
     d.mkdir()
     (d / "run.json").write_text(json.dumps({"baseline": {"timing": "gpu", "incumbent_us": {"G6": 900.0}}}))
     failed = {"n": 0, "plan": {"hypothesis": "BV 128 for fewer programs"}, "failed_stage": "gate",
-              "decision": {"reason": "gate failed (S1 round 1): o: rel L2 3e-1 > 1e-2"}}
+              "decision": {"promote": False, "verdict": "rejected",
+                           "reason": "gate failed (S1 round 1): o: rel L2 3e-1 > 1e-2"}}
     ctx = Context(op="gdn_prefill", attempt=1, incumbent_source="# incumbent source\n", incumbent_label="baseline",
                   baseline_path="", kernel_dir="", hardware={"interpreter": True}, history=[failed], run_dir=str(d))
     system, plan = prompts.system_prompt(gdn, ctx, "triton"), prompts.plan_prompt(gdn, ctx, "triton")

@@ -34,7 +34,8 @@ def run_json(tmp_path):
 MEASURED = {"n": 0, "plan": {"hypothesis": "BV 64 -> 32"}, "failed_stage": "", "score": 1.01,
             "edit": '- "BV": 64, | + "BV": 32,', "compare": {"noise": 0.008},
             "bench": {"times_us": {"G1": 476.0, "G4": 2551.0}, "incumbent_us": {"G1": 500.0, "G4": 2500.0},
-                      "vs_incumbent": 1.01}, "decision": {"reason": "not promoted: +1.0% is within the noise"}}
+                      "vs_incumbent": 1.01}, "decision": {"promote": False, "verdict": "rejected",
+                                                      "reason": "not promoted: +1.0% is within the noise"}}
 FLYING = {"n": 1, "plan": {"hypothesis": "fwd_warps 4 -> 8"}, "edit": '- "fwd_warps": 4, | + "fwd_warps": 8,'}
 
 
@@ -70,7 +71,7 @@ def test_the_stable_block_is_the_same_for_every_call_until_a_promotion(tmp_path)
     b = prompts.plan_blocks(GDN, ctx(tmp_path, 2), "triton")
     c = prompts.codegen_blocks(GDN, ctx(tmp_path, 2), Plan(hypothesis="h"), "triton", tools=16, gpu=True)
     assert a[0] == b[0] == c[0] and a[0]["cache"] and not b[1].get("cache")
-    promoted = {**MEASURED, "decision": {"promote": True, "reason": "promoted"}}
+    promoted = {**MEASURED, "decision": {"promote": True, "verdict": "promoted", "reason": "promoted"}}
     d = prompts.plan_blocks(GDN, ctx(tmp_path, 3, (MEASURED, promoted), ()), "triton")
     assert d[0] != a[0] and "476.0 µs" in d[0]["text"]  # the promoted candidate's figures
     assert "profiled for the starting incumbent only" in d[0]["text"]

@@ -67,7 +67,7 @@ def test_show_prints_the_settings_and_json_has_stable_keys(project, op, cli):
 def test_decision_text_is_cut_at_a_word_boundary():
     reason = "gate failed on 3 shape(s): " + " ".join(f"word{i}xyz" for i in range(40))
     rec = Attempt.model_validate({"n": 0, "failed_stage": "gate", "plan": {"hypothesis": "h"}, "score": None,
-                                  "decision": {"verdict": "rejected", "reason": reason}})
+                                  "decision": {"promote": False, "verdict": "rejected", "reason": reason}})
     buf = io.StringIO()
     Console(file=buf, width=300).print(attempts_table([rec], "t"))
     shown = buf.getvalue().split("│")[-2].split()

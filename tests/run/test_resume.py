@@ -22,17 +22,18 @@ from aka.settings import Budget, OptimizeSettings
 
 HERE = Path(__file__).parent
 DRIVER = HERE.parent / "support" / "driver.py"
+NO = Decision(promote=False, verdict="rejected", reason="not faster")
 
 
 def test_torn_last_line_is_dropped_and_appends_continue(tmp_path):
     store = RunStore.create(tmp_path, "op", {"settings": {}})
-    store.append_attempt(Attempt(n=0, decision=Decision(promote=False)))
+    store.append_attempt(Attempt(n=0, decision=NO))
     with open(store.path / "attempts.jsonl", "a") as fh:
         fh.write('{"n": 1, "deci')  # kill -9 in the middle of a write
     store.close()
     again = RunStore.open(tmp_path, store.run_id)
     assert [a.n for a in again.attempts()] == [0]
-    again.append_attempt(Attempt(n=1, decision=Decision(promote=False)))
+    again.append_attempt(Attempt(n=1, decision=NO))
     assert [a.n for a in again.attempts()] == [0, 1]
     with pytest.raises(RuntimeError, match="out of order"):
         again.append_attempt(Attempt(n=5))
