@@ -9,18 +9,19 @@ Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (
     O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
     S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
 
-Kernels (default: 4 launches without CP, 6 with CP, one more when split; no host-device sync):
+Kernels (default: 3 launches without CP, 5 with CP, one more when split; no host-device sync):
   _index_kernel  one program: per-sequence prefix sums of chunk and segment counts (device side,
                  so no .tolist() on cu_seqlens).
   Prep, grid (HV, chunks), one of four algorithms with the same outputs: Tb = T diag(beta) as bf16
                  [T, HV, 64] (1/4 of what fla stores for w+u) and P = scale Q K^T . Gamma (pre_p).
-  _kkt_kernel + _solve_kernel  (prep_algo "sub16", the default) two launches: fp32 A rows (scratch,
-                 freed before the serial kernels), then 16x16 forward substitutions (rows re-read,
-                 fp32) + block merges at prep_prec. H200 G1: 352 us vs 517-553 us for blk16.
-  _prep_kernel   (prep_algo "blk16") K K^T in 16x16 blocks, 4 diagonal inverses by series + 6 block
-                 merges (tf32x3), one launch; 255 regs + spills, 12% occupancy on the H200.
+  _prep_kernel   (prep_algo "reg16", the default) one launch: K K^T in 16x16 blocks, the four
+                 diagonal inverses by forward substitution in registers (_sub16_regs), the six
+                 off-diagonal blocks by block merges at prep_prec, and P; ("blk16") the same with
+                 series inverses. 255 regs + spills at 2 warps, 12% occupancy on the H200.
                  (Measured and removed: a 63-step substitution over the whole 64x64 tile, 928 us,
                  and ten 64x64x64 dots, block-diagonal series + nilpotent merge, 950 us.)
+  _kkt_kernel + _solve_kernel  (prep_algo "sub16") two launches: fp32 A rows (scratch, freed
+                 before the serial kernels), then 16x16 forward substitutions + merges.
   _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
                  sequence, runs the chunk recurrence from [I | 0] (first segment: [- | h0]) giving
                  the segment's affine transition S_out = M S_in + C (M: K x K, C: K x V, fp32).
@@ -117,6 +118,9 @@ CONFIG = {
     # 255 + 24 B, 2 warps 255 + 1456 B (reg16 at 2 warps: 255 + 776). Slower on the H200 all the same
     # (fifth session, graph, G1 prep 207 us at 4 warps, 302 at 8, against reg16's 159; geomean 1.13x /
     # 0.94x fla against 1.30x): the fusion alone is not what makes FlashQLA's 60. docs/perf/gdn_prefill.md
+    # Since 2026-12-02 (seventh session) reg16's substitution reads its coefficients from A^T, which
+    # leaves no shared-memory layout conversion in its loop (_sub16_regs): H200, graph, same run,
+    # G1 409.6 -> 390.7 us, G2 249.2 -> 240.1, G5 314.0 -> 296.3, G7 323.8 -> 304.5 (prep 162.6 -> 144.5)
     "prep_algo": "reg16",
     # blk16/reg16 with pre_p: P from _pmat_kernel (one program per key head and chunk) instead of
     # inside _prep_kernel. (Sharing K K^T across those value heads too, in one prep program, was
@@ -242,10 +246,16 @@ def _inv16(D, PREC: tl.constexpr):
 
 
 @triton.jit
-def _sub16_regs(A0, A1, A2, A3):
-    """(I + A_b)^-1 of four strictly lower 16x16 blocks by forward substitution held in registers:
-    row i of Y = T - I is -A[i] + sum_k (-A[i, k]) Y[k], rows extracted by masked reductions
-    (fla's fused kkt-solve scheme), so no A round trip through memory. Exact in fp32."""
+def _sub16_regs(A0, A1, A2, A3, B0, B1, B2, B3):
+    """(I + A_b)^-1 of four strictly lower 16x16 blocks by forward substitution held in registers,
+    exact in fp32, with B_b = A_b^T given (_diag_pair). Row i of Y = T - I is -A[i] + sum_k (-A[i, k])
+    Y[k]; the coefficients A[i, k] are needed as a vector indexed by k, the row index of Y. Reduced
+    out of A over axis 0 they come indexed by column and need a layout conversion through shared
+    memory with a barrier, four per step (fla's fused kkt-solve scheme, this kernel until 2026-12-02;
+    Triton TTGIR); reduced out of B over axis 1 they come indexed by row, and the loop has no
+    conversion left (H200, G1: _prep_kernel 162.6 -> 144.5 us). Rows 0 and 1 of Y = -A are final as
+    they are; row i before its step still holds -A[i, :], so the step adds sum_k (-A[i, k]) Y[k, :].
+    (Unrolling the 14 steps, tl.static_range, was slower: 187 us, a 577 KB cubin.)"""
     r = tl.arange(0, 16)
     eye = (r[:, None] == r[None, :]).to(tl.float32)
     y0 = -A0
@@ -253,16 +263,33 @@ def _sub16_regs(A0, A1, A2, A3):
     y2 = -A2
     y3 = -A3
     for i in range(2, 16):
-        sel = (r == i)[:, None]
-        a0 = tl.sum(tl.where(sel, -A0, 0.0), 0)
-        a1 = tl.sum(tl.where(sel, -A1, 0.0), 0)
-        a2 = tl.sum(tl.where(sel, -A2, 0.0), 0)
-        a3 = tl.sum(tl.where(sel, -A3, 0.0), 0)
-        y0 = tl.where(sel, (a0 + tl.sum(a0[:, None] * y0, 0))[None, :], y0)
-        y1 = tl.where(sel, (a1 + tl.sum(a1[:, None] * y1, 0))[None, :], y1)
-        y2 = tl.where(sel, (a2 + tl.sum(a2[:, None] * y2, 0))[None, :], y2)
-        y3 = tl.where(sel, (a3 + tl.sum(a3[:, None] * y3, 0))[None, :], y3)
+        y0, y1, y2, y3 = _sub16_step(i, r, y0, y1, y2, y3, B0, B1, B2, B3)
     return y0 + eye, y1 + eye, y2 + eye, y3 + eye
+
+
+@triton.jit
+def _sub16_step(i, r, y0, y1, y2, y3, B0, B1, B2, B3):
+    col = (r == i)[None, :]
+    row = (r == i)[:, None]
+    c0 = tl.sum(tl.where(col, B0, 0.0), 1)  # A0[i, k], indexed by k
+    c1 = tl.sum(tl.where(col, B1, 0.0), 1)
+    c2 = tl.sum(tl.where(col, B2, 0.0), 1)
+    c3 = tl.sum(tl.where(col, B3, 0.0), 1)
+    y0 = tl.where(row, y0 - tl.sum(c0[:, None] * y0, 0)[None, :], y0)
+    y1 = tl.where(row, y1 - tl.sum(c1[:, None] * y1, 0)[None, :], y1)
+    y2 = tl.where(row, y2 - tl.sum(c2[:, None] * y2, 0)[None, :], y2)
+    y3 = tl.where(row, y3 - tl.sum(c3[:, None] * y3, 0)[None, :], y3)
+    return y0, y1, y2, y3
+
+
+@triton.jit
+def _diag_pair(a, g, b):
+    """A diagonal block and its transpose from the raw K K^T block a (symmetric): A[i, j] =
+    b_i a[i, j] 2^(g_i - g_j) for i > j, else 0, and B = A^T, in a's register layout."""
+    r = tl.arange(0, 16)
+    e = tl.exp2(tl.where(r[:, None] > r[None, :], g[:, None] - g[None, :], float("-inf")))
+    et = tl.exp2(tl.where(r[None, :] > r[:, None], g[None, :] - g[:, None], float("-inf")))
+    return a * e * b[:, None], a * et * b[None, :]
 
 
 @triton.jit
@@ -438,10 +465,10 @@ def _prep_kernel(
     k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
     y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
 
-    A00 = _akk(k0, k0, y0, y0, b0, True)
-    A11 = _akk(k1, k1, y1, y1, b1, True)
-    A22 = _akk(k2, k2, y2, y2, b2, True)
-    A33 = _akk(k3, k3, y3, y3, b3, True)
+    A00, B00 = _diag_pair(tl.dot(k0, tl.trans(k0)), y0, b0)
+    A11, B11 = _diag_pair(tl.dot(k1, tl.trans(k1)), y1, b1)
+    A22, B22 = _diag_pair(tl.dot(k2, tl.trans(k2)), y2, b2)
+    A33, B33 = _diag_pair(tl.dot(k3, tl.trans(k3)), y3, b3)
     A10 = _akk(k1, k0, y1, y0, b1, False)
     A21 = _akk(k2, k1, y2, y1, b2, False)
     A32 = _akk(k3, k2, y3, y2, b3, False)
@@ -450,7 +477,7 @@ def _prep_kernel(
     A30 = _akk(k3, k0, y3, y0, b3, False)
 
     if SUBST:
-        T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33)
+        T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33, B00, B11, B22, B33)
     else:
         T00 = _inv16(A00, PREC)
         T11 = _inv16(A11, PREC)
@@ -571,17 +598,17 @@ def _prepk_kernel(
         _store16(p_ptr, _scale16(Q31, y3, y1, sc, False, False), t_3, m_3, i_h, HV, 16)
         _store16(p_ptr, _scale16(Q32, y3, y2, sc, False, False), t_3, m_3, i_h, HV, 32)
         _store16(p_ptr, _scale16(Q33, y3, y3, sc, True, False), t_3, m_3, i_h, HV, 48)
-    A00 = _scale16(R00, y0, y0, b0, True, True)
-    A11 = _scale16(R11, y1, y1, b1, True, True)
-    A22 = _scale16(R22, y2, y2, b2, True, True)
-    A33 = _scale16(R33, y3, y3, b3, True, True)
+    A00, B00 = _diag_pair(R00, y0, b0)
+    A11, B11 = _diag_pair(R11, y1, b1)
+    A22, B22 = _diag_pair(R22, y2, b2)
+    A33, B33 = _diag_pair(R33, y3, b3)
     A10 = _scale16(R10, y1, y0, b1, False, True)
     A21 = _scale16(R21, y2, y1, b2, False, True)
     A32 = _scale16(R32, y3, y2, b3, False, True)
     A20 = _scale16(R20, y2, y0, b2, False, True)
     A31 = _scale16(R31, y3, y1, b3, False, True)
     A30 = _scale16(R30, y3, y0, b3, False, True)
-    T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33)
+    T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33, B00, B11, B22, B33)
     _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
 
 
@@ -1473,7 +1500,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
             return o, ht
         _fwd_kernel[(V // bv, HV, nseg_bound)](
             q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-            LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"], num_warps=cfg["fwd_warps"],
+            LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"],
+            num_warps=cfg["fwd_warps"],
             num_stages=cfg["fwd_stages"],
         )
         return o, ht
