@@ -1,0 +1,1502 @@
+"""Gated DeltaNet chunked prefill (fla layout, packed varlen) in Triton, with context parallelism.
+
+Recurrence per value head h (state S in R^{K x V}, fla layout), token t:
+    S <- exp(g_t) S;  v~ = beta_t (v_t - S^T k_t);  S <- S + k_t v~^T;  o_t = S^T (scale q_t)
+
+Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (exp2 everywhere):
+    A  = strictly_lower(diag(beta) (K K^T . Gamma)),  T = (I + A)^-1,  Tb = T diag(beta)
+    W  = Tb diag(e^gamma) K,  U = Tb V,  V~ = U - W S
+    O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
+    S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
+
+Kernels (default: 3 launches without CP, 5 with CP, one more when split; no host-device sync):
+  _index_kernel  one program: per-sequence prefix sums of chunk and segment counts (device side,
+                 so no .tolist() on cu_seqlens).
+  Prep, grid (HV, chunks), one of four algorithms with the same outputs: Tb = T diag(beta) as bf16
+                 [T, HV, 64] (1/4 of what fla stores for w+u) and P = scale Q K^T . Gamma (pre_p).
+  _prep_kernel   (prep_algo "reg16", the default) one launch: K K^T in 16x16 blocks, the four
+                 diagonal inverses by forward substitution in registers (_sub16_regs), the six
+                 off-diagonal blocks by block merges at prep_prec, and P; ("blk16") the same with
+                 series inverses. 255 regs + spills at 2 warps, 12% occupancy on the H200.
+                 (Measured and removed: a 63-step substitution over the whole 64x64 tile, 928 us,
+                 and ten 64x64x64 dots, block-diagonal series + nilpotent merge, 950 us.)
+  _kkt_kernel + _solve_kernel  (prep_algo "sub16") two launches: fp32 A rows (scratch, freed
+                 before the serial kernels), then 16x16 forward substitutions + merges.
+  _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
+                 sequence, runs the chunk recurrence from [I | 0] (first segment: [- | h0]) giving
+                 the segment's affine transition S_out = M S_in + C (M: K x K, C: K x V, fp32).
+  _chain_kernel  (CP only) grid (V/BVC, HV, N): S_in of segment j+1 = M_j S_in_j + C_j, a short
+                 serial chain of 128x128 GEMMs per sequence (written over the C slots).
+  _fwd_kernel    grid (V/BV, HV, segments): fused W/U (from Tb), V~, outputs and state update,
+                 chunk by chunk from the segment's entering state; writes o and the final state.
+                 W, U, V~, the per-chunk states and Q K^T never leave registers. (fuse_output=True)
+  _rec_kernel    (fuse_output=False) same grid and CP: the recurrence alone; stores the per-chunk
+                 entering states (bf16 [T/64+N, HV, K, V]) and V~ (bf16 [T, HV, V]).
+  _out_kernel    (fuse_output=False) grid (V/BVO, chunks, HV), fully parallel: O from Q, S, P, V~.
+                 Costs +2 B x (K V per chunk + V per token) per head of HBM traffic, but the serial
+                 kernel carries no output math (no spills at BV 32 or BV 64 / 8 warps, ptxas sm_90).
+
+Context parallelism: a sequence is cut into segments of SEG chunks; the policy (_seg_chunks) only
+uses host-known numbers (T_total, N, HV) so the launch needs no sync.  It costs the M/C pass
+(~2x the state GEMMs of the covered chunks) but turns a 128-step serial chain (G1) into
+independent segments.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+# Values the entry point uses; a search replaces this dict wholesale (read at call time).
+# Defaults: the only point that ran correctly on the H200 (Triton 3.6) in the first sweep
+# (BV 32 / 4 warps and any num_stages > 1 hit "illegal memory access" / out-of-range shared address
+# in _fwd_kernel's first dots there, though they pass the interpreter). docs/perf/gdn_prefill.md.
+CONFIG = {'fuse_output': True,
+ 'BV': 64,
+ 'fwd_warps': 4,
+ 'fwd_stages': 1,
+ 'fwd_algo': 'ks',
+ 'fwd_loop_stages': 2,
+ 'ks_split': False,
+ 'gate_f32': True,
+ 'gate_q': 'pdec',
+ 'fwd_prefetch': False,
+ 'reload_k': True,
+ 'pre_p': True,
+ 'rec_BV': 64,
+ 'rec_warps': 8,
+ 'rec_stages': 1,
+ 'rec_algo': 'tb',
+ 'wu_warps': 8,
+ 'BVO': 64,
+ 'out_warps': 4,
+ 'BVA': 64,
+ 'seg_warps': 4,
+ 'seg_stages': 1,
+ 'seg_algo': 'ks',
+ 'seg_loop_stages': 3,
+ 'BVC': 32,
+ 'prep_warps': 2,
+ 'prep_prec': 'tf32',
+ 'prep_algo': 'reg16',
+ 'p_kernel': False,
+ 'p_warps': 8,
+ 'prep_bk': 32,
+ 'kkt_warps': 8,
+ 'prep_stages': 3,
+ 'cp': True,
+ 'cp_min_programs': 132,
+ 'cp_target_programs': 512,
+ 'cp_min_seg_chunks': 16,
+ 'cp_warm_chunks': 32,
+ 'cp_warm_log_decay': -14.0}  # rendered by aka's offline search
+
+SPACE = {
+    "fuse_output": [False, True],
+    "BV": [64],  # 32 crashes on the H200 (Triton 3.6, illegal memory access, both fwd_algo); 128: slower (ks)
+    "fwd_warps": [4, 8],
+    "fwd_stages": [1],  # >1: out-of-range shared address on the H200
+    "fwd_algo": ["w", "ks"],
+    "fwd_loop_stages": [1, 2],
+    "fwd_prefetch": [False, True],
+    "ks_split": [False, True],
+    "gate_f32": [False, True],
+    "gate_q": ["pdec", "pow2"],
+    "reload_k": [True, False],
+    "pre_p": [True, False],
+    # ptxas sm_90 (offline, Triton 3.9; `bench_gdn_prefill.py --offline-regs`): _rec_kernel has no spill
+    # at BV 32 (4/8 warps, 1/2 stages; 230-242 regs) and BV 64 / 8 warps (255 regs); BV 64 / 4 warps
+    # spills 440-488 B, BV 128 648-1112 B (so 128 is left out). _fwd_kernel spills 112-2512 B everywhere.
+    "rec_BV": [32, 64],
+    "rec_warps": [4, 8],
+    "rec_stages": [1, 2],
+    "rec_algo": ["tb", "wu"],
+    "wu_warps": [4, 8],
+    "BVO": [32, 64, 128],  # _out_kernel: no spill except BV 128 / 4 warps (168-184 B)
+    "out_warps": [4, 8],
+    "BVA": [32, 64, 128],
+    "seg_warps": [4, 8],
+    "seg_stages": [1],
+    "seg_algo": ["w", "ks"],
+    "seg_loop_stages": [1, 2, 3],
+    "BVC": [32, 64],
+    "prep_warps": [2, 4, 8],
+    "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
+    "prep_algo": ["blk16", "sub16", "sub16f", "reg16", "reg16k"],
+    "prep_bk": [32, 64],
+    "p_kernel": [False, True],
+    "p_warps": [4, 8],
+    "kkt_warps": [4, 8],
+    "prep_stages": [1, 3],
+    "cp": [True, False],
+    "cp_min_programs": [132, 264, 528, 1056],
+    "cp_target_programs": [264, 512, 1024, 2048],
+    "cp_min_seg_chunks": [4, 8, 16, 32],
+    "cp_warm_chunks": [0, 8, 16, 32],
+    "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
+}
+
+BT = 64  # chunk size: fixed, the inverse is written for 4 blocks of 16
+LOG2E = 1.4426950408889634
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+
+@triton.jit
+def _locate(cu_ptr, idx, N, LOG_N: tl.constexpr):
+    """Largest s in [0, N] with cu[s] <= idx (cu non-decreasing, cu[0] = 0); N when idx >= cu[N]."""
+    lo = idx * 0
+    hi = lo + N
+    for _ in tl.static_range(LOG_N):
+        mid = (lo + hi + 1) // 2
+        val = tl.load(cu_ptr + mid)
+        ok = val <= idx
+        lo = tl.where(ok, mid, lo)
+        hi = tl.where(ok, hi, mid - 1)
+    return lo
+
+
+@triton.jit
+def _index_kernel(cu_ptr, cuc_ptr, cus_ptr, N, SEG, BT: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    m = i < N
+    b = tl.load(cu_ptr + i, mask=m, other=0)
+    e = tl.load(cu_ptr + i + 1, mask=m, other=0)
+    nch = (e - b + BT - 1) // BT
+    # at least one segment per sequence so an empty sequence still writes its final state
+    nseg = tl.where(m, tl.maximum((nch + SEG - 1) // SEG, 1), 0)
+    tl.store(cuc_ptr + 1 + i, tl.cumsum(nch, 0), mask=m)
+    tl.store(cus_ptr + 1 + i, tl.cumsum(nseg, 0), mask=m)
+    z = tl.zeros([BLOCK], dtype=tl.int32)
+    tl.store(cuc_ptr + i, z, mask=i == 0)
+    tl.store(cus_ptr + i, z, mask=i == 0)
+
+
+@triton.jit
+def _inv16(D, PREC: tl.constexpr):
+    """(I + D)^-1 for strictly lower D [16,16]: (I-D)(I+D^2)(I+D^4)(I+D^8) since D^16 = 0."""
+    r = tl.arange(0, 16)
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    D2 = tl.dot(D, D, input_precision=PREC)
+    D4 = tl.dot(D2, D2, input_precision=PREC)
+    D8 = tl.dot(D4, D4, input_precision=PREC)
+    T = tl.dot(eye - D, eye + D2, input_precision=PREC)
+    T = tl.dot(T, eye + D4, input_precision=PREC)
+    T = tl.dot(T, eye + D8, input_precision=PREC)
+    return T
+
+
+@triton.jit
+def _sub16_regs(A0, A1, A2, A3, B0, B1, B2, B3):
+    """(I + A_b)^-1 of four strictly lower 16x16 blocks by forward substitution held in registers,
+    exact in fp32, with B_b = A_b^T given (_diag_pair). Row i of Y = T - I is -A[i] + sum_k (-A[i, k])
+    Y[k]; the coefficients A[i, k] are needed as a vector indexed by k, the row index of Y. Reduced
+    out of A over axis 0 they come indexed by column and need a layout conversion through shared
+    memory with a barrier, four per step (fla's fused kkt-solve scheme, this kernel until 2026-12-02;
+    Triton TTGIR); reduced out of B over axis 1 they come indexed by row, and the loop has no
+    conversion left (H200, G1: _prep_kernel 162.6 -> 144.5 us). Rows 0 and 1 of Y = -A are final as
+    they are; row i before its step still holds -A[i, :], so the step adds sum_k (-A[i, k]) Y[k, :].
+    (Unrolling the 14 steps, tl.static_range, was slower: 187 us, a 577 KB cubin.)"""
+    r = tl.arange(0, 16)
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    y0 = -A0
+    y1 = -A1
+    y2 = -A2
+    y3 = -A3
+    for i in range(2, 16):
+        y0, y1, y2, y3 = _sub16_step(i, r, y0, y1, y2, y3, B0, B1, B2, B3)
+    return y0 + eye, y1 + eye, y2 + eye, y3 + eye
+
+
+@triton.jit
+def _sub16_step(i, r, y0, y1, y2, y3, B0, B1, B2, B3):
+    col = (r == i)[None, :]
+    row = (r == i)[:, None]
+    c0 = tl.sum(tl.where(col, B0, 0.0), 1)  # A0[i, k], indexed by k
+    c1 = tl.sum(tl.where(col, B1, 0.0), 1)
+    c2 = tl.sum(tl.where(col, B2, 0.0), 1)
+    c3 = tl.sum(tl.where(col, B3, 0.0), 1)
+    y0 = tl.where(row, y0 - tl.sum(c0[:, None] * y0, 0)[None, :], y0)
+    y1 = tl.where(row, y1 - tl.sum(c1[:, None] * y1, 0)[None, :], y1)
+    y2 = tl.where(row, y2 - tl.sum(c2[:, None] * y2, 0)[None, :], y2)
+    y3 = tl.where(row, y3 - tl.sum(c3[:, None] * y3, 0)[None, :], y3)
+    return y0, y1, y2, y3
+
+
+@triton.jit
+def _diag_pair(a, g, b):
+    """A diagonal block and its transpose from the raw K K^T block a (symmetric): A[i, j] =
+    b_i a[i, j] 2^(g_i - g_j) for i > j, else 0, and B = A^T, in a's register layout."""
+    r = tl.arange(0, 16)
+    e = tl.exp2(tl.where(r[:, None] > r[None, :], g[:, None] - g[None, :], float("-inf")))
+    et = tl.exp2(tl.where(r[None, :] > r[:, None], g[None, :] - g[:, None], float("-inf")))
+    return a * e * b[:, None], a * et * b[None, :]
+
+
+@triton.jit
+def _akk(ka, kb, ga, gb, ba, DIAG: tl.constexpr):
+    """beta_a (k_a k_b^T) . exp2(gamma_a - gamma_b); strictly lower when DIAG."""
+    a = tl.dot(ka, tl.trans(kb))
+    r = tl.arange(0, 16)
+    if DIAG:
+        m = r[:, None] > r[None, :]
+        e = tl.exp2(tl.where(m, ga[:, None] - gb[None, :], float("-inf")))
+    else:
+        e = tl.exp2(ga[:, None] - gb[None, :])  # <= 0: row block after column block
+    return a * e * ba[:, None]
+
+
+@triton.jit
+def _store_tb(tb_ptr, T, bcol, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.constexpr):
+    c = tl.arange(0, 16)
+    p = tb_ptr + (t_row[:, None] * HV + i_h) * 64 + COL + c[None, :]
+    tl.store(p, (T * bcol[None, :]).to(tl.bfloat16), mask=m_row[:, None])
+
+
+@triton.jit
+def _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT: tl.constexpr):
+    """First token of chunk i_c (a global chunk index, inside sequence seq) and its sequence's end."""
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    eos = tl.load(cu_ptr + seq + 1).to(tl.int64)
+    c0 = tl.load(cuc_ptr + seq)
+    return bos + (i_c - c0).to(tl.int64) * BT, eos
+
+
+@triton.jit
+def _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV: tl.constexpr, HK: tl.constexpr,
+             K: tl.constexpr, BT: tl.constexpr, f_ptr=None, gl=None, PDEC: tl.constexpr = False):
+    """P = scale (Q K^T . Gamma . causal) for one chunk (kf its keys, gam the log2 cumsum), bf16.
+    PDEC (gate_q "pdec"): column j scaled by 2^-f_j before the rounding, f_j = frac(gl - gam_j) stored
+    fp32 in f_ptr [T, HV], so _fwdks_kernel can feed one tile, V~ 2^f (rounded once), to both the
+    output dot and the state update (their products P V~ and K^T diag(2^(gl - gam)) V~ unchanged)."""
+    rb = tl.arange(0, BT)
+    ck = tl.arange(0, K)
+    qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    causal = rb[:, None] >= rb[None, :]
+    if PDEC:  # gam_i - gam_j - f_j = (gam_i - gl) + floor(gl - gam_j)
+        d = gl - gam
+        n = tl.floor(d)
+        tl.store(f_ptr + t_r * HV + i_h, d - n, mask=m_r)
+        lg = tl.where(causal, (gam - gl)[:, None] + n[None, :], float("-inf"))
+    else:
+        lg = tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))
+    pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(lg)
+    tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16), mask=m_r[:, None])
+
+
+@triton.jit
+def _rows4(t0, eos):
+    """Token rows of a chunk's four 16-row sub-blocks (from token t0) and their masks (< eos)."""
+    r = tl.arange(0, 16)
+    t_0 = t0 + r
+    t_1 = t0 + 16 + r
+    t_2 = t0 + 32 + r
+    t_3 = t0 + 48 + r
+    return t_0, t_1, t_2, t_3, t_0 < eos, t_1 < eos, t_2 < eos, t_3 < eos
+
+
+@triton.jit
+def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32,
+                 HV: tl.constexpr, PREC: tl.constexpr):
+    """From the four diagonal inverses T_ii and the off-diagonal blocks A_ij of a chunk: the six
+    off-diagonal blocks of T = (I + A)^-1 by block forward substitution, T_ij = -T_ii sum_{j<=m<i}
+    A_im T_mj, then Tb = T diag(beta) stored whole (upper zero blocks included: readers load 64x64)."""
+    t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3 = _rows4(t0, eos)
+    T10 = -tl.dot(T11, tl.dot(A10, T00, input_precision=PREC), input_precision=PREC)
+    T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
+    T32 = -tl.dot(T33, tl.dot(A32, T22, input_precision=PREC), input_precision=PREC)
+    T20 = -tl.dot(
+        T22, tl.dot(A20, T00, input_precision=PREC) + tl.dot(A21, T10, input_precision=PREC), input_precision=PREC
+    )
+    T31 = -tl.dot(
+        T33, tl.dot(A31, T11, input_precision=PREC) + tl.dot(A32, T21, input_precision=PREC), input_precision=PREC
+    )
+    T30 = -tl.dot(
+        T33,
+        tl.dot(A30, T00, input_precision=PREC)
+        + tl.dot(A31, T10, input_precision=PREC)
+        + tl.dot(A32, T20, input_precision=PREC),
+        input_precision=PREC,
+    )
+    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    Z = tl.zeros([16, 16], dtype=tl.float32)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 16)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 32)
+    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 48)
+    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 32)
+    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 48)
+    _store_tb(tb_ptr, Z, b0, t_2, m_2, i_h, HV, 48)
+    _store_tb(tb_ptr, T00, b0, t_0, m_0, i_h, HV, 0)
+    _store_tb(tb_ptr, T10, b0, t_1, m_1, i_h, HV, 0)
+    _store_tb(tb_ptr, T11, b1, t_1, m_1, i_h, HV, 16)
+    _store_tb(tb_ptr, T20, b0, t_2, m_2, i_h, HV, 0)
+    _store_tb(tb_ptr, T21, b1, t_2, m_2, i_h, HV, 16)
+    _store_tb(tb_ptr, T22, b2, t_2, m_2, i_h, HV, 32)
+    _store_tb(tb_ptr, T30, b0, t_3, m_3, i_h, HV, 0)
+    _store_tb(tb_ptr, T31, b1, t_3, m_3, i_h, HV, 16)
+    _store_tb(tb_ptr, T32, b2, t_3, m_3, i_h, HV, 32)
+    _store_tb(tb_ptr, T33, b3, t_3, m_3, i_h, HV, 48)
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel 1: Tb = (I + A)^-1 diag(beta) per chunk and value head
+
+
+@triton.jit
+def _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV: tl.constexpr):
+    """The four 16-row sub-blocks' beta and chunk-local cumsum of g (log2 units) of one chunk."""
+    g0 = tl.load(g_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    g1 = tl.load(g_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    g2 = tl.load(g_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    g3 = tl.load(g_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
+    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
+    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
+    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
+    s0 = tl.sum(g0, 0)
+    s1 = s0 + tl.sum(g1, 0)
+    s2 = s1 + tl.sum(g2, 0)
+    y0 = tl.cumsum(g0, 0) * 1.4426950408889634
+    y1 = (tl.cumsum(g1, 0) + s0) * 1.4426950408889634
+    y2 = (tl.cumsum(g2, 0) + s1) * 1.4426950408889634
+    y3 = (tl.cumsum(g3, 0) + s2) * 1.4426950408889634
+    return y0, y1, y2, y3, b0, b1, b2, b3
+
+
+@triton.jit
+def _prep_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, f_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr, SUBST: tl.constexpr, PDEC: tl.constexpr,
+):
+    """One launch: K K^T in 16x16 blocks, the diagonal inverses (SUBST: in-register forward
+    substitution, prep_algo "reg16"; else the series of _inv16, "blk16"), then the merges."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    i_hk = i_h // (HV // HK)
+    r = tl.arange(0, 16)
+    ck = tl.arange(0, K)
+    if PRE_P:  # P from the full 64x64 tile
+        t_r = t0 + tl.arange(0, BT)
+        m_r = t_r < eos
+        kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+        gv = tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
+        gf = tl.cumsum(gv, 0) * 1.4426950408889634
+        _store_p(q_ptr, p_ptr, kf, gf, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT, f_ptr,
+                 tl.sum(gv, 0) * 1.4426950408889634, PDEC)
+
+    t_0 = t0 + r
+    t_1 = t0 + 16 + r
+    t_2 = t0 + 32 + r
+    t_3 = t0 + 48 + r
+    m_0 = t_0 < eos
+    m_1 = t_1 < eos
+    m_2 = t_2 < eos
+    m_3 = t_3 < eos
+    k0 = tl.load(k_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
+    k1 = tl.load(k_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
+    k2 = tl.load(k_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
+    k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
+    y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
+
+    A00, B00 = _diag_pair(tl.dot(k0, tl.trans(k0)), y0, b0)
+    A11, B11 = _diag_pair(tl.dot(k1, tl.trans(k1)), y1, b1)
+    A22, B22 = _diag_pair(tl.dot(k2, tl.trans(k2)), y2, b2)
+    A33, B33 = _diag_pair(tl.dot(k3, tl.trans(k3)), y3, b3)
+    A10 = _akk(k1, k0, y1, y0, b1, False)
+    A21 = _akk(k2, k1, y2, y1, b2, False)
+    A32 = _akk(k3, k2, y3, y2, b3, False)
+    A20 = _akk(k2, k0, y2, y0, b2, False)
+    A31 = _akk(k3, k1, y3, y1, b3, False)
+    A30 = _akk(k3, k0, y3, y0, b3, False)
+
+    if SUBST:
+        T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33, B00, B11, B22, B33)
+    else:
+        T00 = _inv16(A00, PREC)
+        T11 = _inv16(A11, PREC)
+        T22 = _inv16(A22, PREC)
+        T33 = _inv16(A33, PREC)
+    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
+
+
+@triton.jit
+def _scale16(a, ga, gb, ba, DIAG: tl.constexpr, STRICT: tl.constexpr):
+    """ba[:, None] * a . exp2(ga - gb) for one 16x16 block; DIAG: a diagonal block, masked to the
+    strictly lower (STRICT) or lower triangle."""
+    r = tl.arange(0, 16)
+    if DIAG:
+        if STRICT:
+            m = r[:, None] > r[None, :]
+        else:
+            m = r[:, None] >= r[None, :]
+        e = tl.exp2(tl.where(m, ga[:, None] - gb[None, :], float("-inf")))
+    else:
+        e = tl.exp2(ga[:, None] - gb[None, :])
+    return a * e * ba[:, None]
+
+
+@triton.jit
+def _store16(p_ptr, X, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.constexpr):
+    c = tl.arange(0, 16)
+    tl.store(p_ptr + (t_row[:, None] * HV + i_h) * 64 + COL + c[None, :], X.to(tl.bfloat16), mask=m_row[:, None])
+
+
+@triton.jit
+def _prepk_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "reg16k": reg16 in fla's kkt-solve shape. K K^T's ten 16x16 blocks (and, with PRE_P,
+    the ten blocks of Q K^T that P needs) accumulate over K in BK-wide steps, so the program holds
+    [16, BK] slices instead of the four full [16, 128] key rows and the [64, 128] q/k tiles
+    _prep_kernel keeps for P (ptxas sm_90, Triton 3.6, 2 warps: 255 regs + 776 B spill there).
+    The gates, the in-register substitutions and the merges are reg16's."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    i_hk = i_h // (HV // HK)
+    t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3 = _rows4(t0, eos)
+    R00 = tl.zeros([16, 16], dtype=tl.float32)
+    R11 = tl.zeros([16, 16], dtype=tl.float32)
+    R22 = tl.zeros([16, 16], dtype=tl.float32)
+    R33 = tl.zeros([16, 16], dtype=tl.float32)
+    R10 = tl.zeros([16, 16], dtype=tl.float32)
+    R21 = tl.zeros([16, 16], dtype=tl.float32)
+    R32 = tl.zeros([16, 16], dtype=tl.float32)
+    R20 = tl.zeros([16, 16], dtype=tl.float32)
+    R31 = tl.zeros([16, 16], dtype=tl.float32)
+    R30 = tl.zeros([16, 16], dtype=tl.float32)
+    Q00 = tl.zeros([16, 16], dtype=tl.float32)
+    Q11 = tl.zeros([16, 16], dtype=tl.float32)
+    Q22 = tl.zeros([16, 16], dtype=tl.float32)
+    Q33 = tl.zeros([16, 16], dtype=tl.float32)
+    Q10 = tl.zeros([16, 16], dtype=tl.float32)
+    Q21 = tl.zeros([16, 16], dtype=tl.float32)
+    Q32 = tl.zeros([16, 16], dtype=tl.float32)
+    Q20 = tl.zeros([16, 16], dtype=tl.float32)
+    Q31 = tl.zeros([16, 16], dtype=tl.float32)
+    Q30 = tl.zeros([16, 16], dtype=tl.float32)
+    for i_k in range(0, K, BK):
+        ck = i_k + tl.arange(0, BK)
+        k0 = tl.load(k_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
+        k1 = tl.load(k_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
+        k2 = tl.load(k_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
+        k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
+        R00 = tl.dot(k0, tl.trans(k0), R00)
+        R11 = tl.dot(k1, tl.trans(k1), R11)
+        R22 = tl.dot(k2, tl.trans(k2), R22)
+        R33 = tl.dot(k3, tl.trans(k3), R33)
+        R10 = tl.dot(k1, tl.trans(k0), R10)
+        R21 = tl.dot(k2, tl.trans(k1), R21)
+        R32 = tl.dot(k3, tl.trans(k2), R32)
+        R20 = tl.dot(k2, tl.trans(k0), R20)
+        R31 = tl.dot(k3, tl.trans(k1), R31)
+        R30 = tl.dot(k3, tl.trans(k0), R30)
+        if PRE_P:
+            q0 = tl.load(q_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
+            q1 = tl.load(q_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
+            q2 = tl.load(q_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
+            q3 = tl.load(q_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
+            Q00 = tl.dot(q0, tl.trans(k0), Q00)
+            Q11 = tl.dot(q1, tl.trans(k1), Q11)
+            Q22 = tl.dot(q2, tl.trans(k2), Q22)
+            Q33 = tl.dot(q3, tl.trans(k3), Q33)
+            Q10 = tl.dot(q1, tl.trans(k0), Q10)
+            Q21 = tl.dot(q2, tl.trans(k1), Q21)
+            Q32 = tl.dot(q3, tl.trans(k2), Q32)
+            Q20 = tl.dot(q2, tl.trans(k0), Q20)
+            Q31 = tl.dot(q3, tl.trans(k1), Q31)
+            Q30 = tl.dot(q3, tl.trans(k0), Q30)
+    y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
+    if PRE_P:  # P = scale (Q K^T . Gamma . causal), the upper blocks stored as zeros (readers load 64x64)
+        sc = tl.zeros([16], dtype=tl.float32) + scale
+        Z = tl.zeros([16, 16], dtype=tl.float32)
+        _store16(p_ptr, _scale16(Q00, y0, y0, sc, True, False), t_0, m_0, i_h, HV, 0)
+        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 16)
+        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 32)
+        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 48)
+        _store16(p_ptr, _scale16(Q10, y1, y0, sc, False, False), t_1, m_1, i_h, HV, 0)
+        _store16(p_ptr, _scale16(Q11, y1, y1, sc, True, False), t_1, m_1, i_h, HV, 16)
+        _store16(p_ptr, Z, t_1, m_1, i_h, HV, 32)
+        _store16(p_ptr, Z, t_1, m_1, i_h, HV, 48)
+        _store16(p_ptr, _scale16(Q20, y2, y0, sc, False, False), t_2, m_2, i_h, HV, 0)
+        _store16(p_ptr, _scale16(Q21, y2, y1, sc, False, False), t_2, m_2, i_h, HV, 16)
+        _store16(p_ptr, _scale16(Q22, y2, y2, sc, True, False), t_2, m_2, i_h, HV, 32)
+        _store16(p_ptr, Z, t_2, m_2, i_h, HV, 48)
+        _store16(p_ptr, _scale16(Q30, y3, y0, sc, False, False), t_3, m_3, i_h, HV, 0)
+        _store16(p_ptr, _scale16(Q31, y3, y1, sc, False, False), t_3, m_3, i_h, HV, 16)
+        _store16(p_ptr, _scale16(Q32, y3, y2, sc, False, False), t_3, m_3, i_h, HV, 32)
+        _store16(p_ptr, _scale16(Q33, y3, y3, sc, True, False), t_3, m_3, i_h, HV, 48)
+    A00, B00 = _diag_pair(R00, y0, b0)
+    A11, B11 = _diag_pair(R11, y1, b1)
+    A22, B22 = _diag_pair(R22, y2, b2)
+    A33, B33 = _diag_pair(R33, y3, b3)
+    A10 = _scale16(R10, y1, y0, b1, False, True)
+    A21 = _scale16(R21, y2, y1, b2, False, True)
+    A32 = _scale16(R32, y3, y2, b3, False, True)
+    A20 = _scale16(R20, y2, y0, b2, False, True)
+    A31 = _scale16(R31, y3, y1, b3, False, True)
+    A30 = _scale16(R30, y3, y0, b3, False, True)
+    T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33, B00, B11, B22, B33)
+    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
+
+
+@triton.jit
+def _pmat_kernel(
+    q_ptr, k_ptr, g_ptr, cu_ptr, cuc_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr,
+):
+    """p_kernel: P = scale (Q K^T . Gamma . causal) of one chunk for the HV/HK value heads that read
+    one key head, Q K^T formed once for them. Out of _prep_kernel, whose 2-warp program otherwise
+    holds the full 64x128 q and k tiles for it (ptxas sm_90, Triton 3.6: 255 regs + 776 B spill)."""
+    i_g = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    GROUP: tl.constexpr = HV // HK
+    rb = tl.arange(0, BT)
+    ck = tl.arange(0, K)
+    t_r = t0 + rb
+    m_r = t_r < eos
+    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_g) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    qf = tl.load(q_ptr + (t_r[:, None] * HK + i_g) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    qk = tl.dot(qf, tl.trans(kf))
+    causal = rb[:, None] >= rb[None, :]
+    for gi in range(GROUP):
+        i_h = i_g * GROUP + gi
+        gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+        pf = qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
+        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
+                 mask=m_r[:, None])
+
+
+@triton.jit
+def _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV: tl.constexpr,
+              HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, PRE_P: tl.constexpr):
+    """One chunk's A rows (fp32, [T, HV, 64], upper part zeros) and, with PRE_P, its P."""
+    i_hk = i_h // (HV // HK)
+    rb = tl.arange(0, BT)
+    ck = tl.arange(0, K)
+    t_r = t0 + rb
+    m_r = t_r < eos
+    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+    b = tl.load(beta_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
+    if PRE_P:
+        _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT)
+    lower = rb[:, None] > rb[None, :]
+    A = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(lower, gam[:, None] - gam[None, :], float("-inf")))
+    tl.store(a_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], A * b[:, None], mask=m_r[:, None])
+
+
+@triton.jit
+def _kkt_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "sub16", first half: A = strictly_lower(diag(beta) (K K^T . Gamma)) as fp32 rows
+    [T, HV, 64] (upper part stored as zeros), and P when PRE_P. One 64x64x128 dot (two with P)."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV, HK, K, BT, PRE_P)
+
+
+@triton.jit
+def _sub16x4(a_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr):
+    """_sub16 for the four diagonal blocks at once. Each step's four row loads and column sums are
+    independent, so their latencies overlap instead of adding up over four loops."""
+    r = tl.arange(0, 16)
+    low = r[:, None] > r[None, :]
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    t_a = t0 + r
+    t_b = t0 + 16 + r
+    t_c = t0 + 32 + r
+    t_d = t0 + 48 + r
+    ya = -tl.where(low, tl.load(a_ptr + (t_a[:, None] * HV + i_h) * BT + r[None, :],
+                                mask=(t_a < eos)[:, None], other=0.0), 0.0)
+    yb = -tl.where(low, tl.load(a_ptr + (t_b[:, None] * HV + i_h) * BT + 16 + r[None, :],
+                                mask=(t_b < eos)[:, None], other=0.0), 0.0)
+    yc = -tl.where(low, tl.load(a_ptr + (t_c[:, None] * HV + i_h) * BT + 32 + r[None, :],
+                                mask=(t_c < eos)[:, None], other=0.0), 0.0)
+    yd = -tl.where(low, tl.load(a_ptr + (t_d[:, None] * HV + i_h) * BT + 48 + r[None, :],
+                                mask=(t_d < eos)[:, None], other=0.0), 0.0)
+    for i in range(2, 16):
+        sel = (r == i)[:, None]
+        ta = t0 + i + r * 0
+        aa = -tl.load(a_ptr + (ta * HV + i_h) * BT + r, mask=ta < eos, other=0.0)
+        ab = -tl.load(a_ptr + ((ta + 16) * HV + i_h) * BT + 16 + r, mask=ta + 16 < eos, other=0.0)
+        ac = -tl.load(a_ptr + ((ta + 32) * HV + i_h) * BT + 32 + r, mask=ta + 32 < eos, other=0.0)
+        ad = -tl.load(a_ptr + ((ta + 48) * HV + i_h) * BT + 48 + r, mask=ta + 48 < eos, other=0.0)
+        ya = tl.where(sel, (aa + tl.sum(aa[:, None] * ya, 0))[None, :], ya)
+        yb = tl.where(sel, (ab + tl.sum(ab[:, None] * yb, 0))[None, :], yb)
+        yc = tl.where(sel, (ac + tl.sum(ac[:, None] * yc, 0))[None, :], yc)
+        yd = tl.where(sel, (ad + tl.sum(ad[:, None] * yd, 0))[None, :], yd)
+    return ya + eye, yb + eye, yc + eye, yd + eye
+
+
+@triton.jit
+def _solve_kernel(
+    a_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, N,
+    HV: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr, PREC: tl.constexpr,
+):
+    """prep_algo "sub16", second half: Tb = (I + A)^-1 diag(beta) from _kkt_kernel's A rows.
+
+    The four diagonal 16x16 inverses by forward substitution (_sub16x4: exact in fp32, no series), then
+    the six off-diagonal blocks by block forward substitution with 16x16 dots at PREC (ieee: fp32 FMA,
+    what fla 0.6 uses by default for the same merges). Why two kernels: the substitution wants few
+    warps (small tiles, cheap reductions), the 64x64x128 K K^T dot wants many; fused, _prep_kernel
+    took 490 us of G1 on the H200."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV, BT, PREC)
+
+
+@triton.jit
+def _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
+    """Tb of one chunk from its A rows (written by _kkt_rows)."""
+    r = tl.arange(0, 16)
+    t_1 = t0 + 16 + r
+    t_2 = t0 + 32 + r
+    t_3 = t0 + 48 + r
+    m_1 = t_1 < eos
+    m_2 = t_2 < eos
+    m_3 = t_3 < eos
+    T00, T11, T22, T33 = _sub16x4(a_ptr, t0, eos, i_h, HV, BT)
+    A10 = _ld(a_ptr + i_h * BT + 0, t_1, m_1, HV * BT, r)
+    A20 = _ld(a_ptr + i_h * BT + 0, t_2, m_2, HV * BT, r)
+    A30 = _ld(a_ptr + i_h * BT + 0, t_3, m_3, HV * BT, r)
+    A21 = _ld(a_ptr + i_h * BT + 16, t_2, m_2, HV * BT, r)
+    A31 = _ld(a_ptr + i_h * BT + 16, t_3, m_3, HV * BT, r)
+    A32 = _ld(a_ptr + i_h * BT + 32, t_3, m_3, HV * BT, r)
+    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
+
+
+@triton.jit
+def _prepf_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, tb_ptr, p_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """prep_algo "sub16f": sub16's two halves in one program, FlashQLA's kkt_solve shape (one
+    64x64x128 dot for K K^T, the substitution reading the rows the same CTA just wrote, so they come
+    from L1/L2 rather than from the HBM round trip between two launches; one launch fewer). The
+    barrier orders the CTA's own global stores before its loads (CUDA: __syncthreads makes a block's
+    global writes visible to the block)."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV, HK, K, BT, PRE_P)
+    tl.debug_barrier()
+    _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV, BT, PREC)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-chunk building blocks shared by the segment and forward kernels
+
+
+@triton.jit
+def _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT: tl.constexpr):
+    """Segment i_s of sequence seq: (its index j in the sequence, the sequence's segment count, first
+    token, length, and the segment's local token range [t_beg, t_end))."""
+    s0 = tl.load(cus_ptr + seq)
+    nseg = tl.load(cus_ptr + seq + 1) - s0
+    j = i_s - s0
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    t_beg = j * SEG * BT
+    return j, nseg, bos, L, t_beg, tl.minimum(t_beg + SEG * BT, L)
+
+
+@triton.jit
+def _ld(base, rows, m_rows, STRIDE: tl.constexpr, cols):
+    return tl.load(base + (rows[:, None] * STRIDE + cols[None, :]), mask=m_rows[:, None], other=0.0)
+
+
+@triton.jit
+def _chunk_common(k_b, g_b, tb_b, tt, L, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
+    """One chunk at local row tt of a sequence of L rows (bases already offset to the sequence/head).
+
+    Scalar 64-bit bases + 32-bit tile offsets: int64 offset tiles spilled ~900 B/thread here
+    (ptxas, sm_90). (Block pointers are gone in Triton 3.9.)"""
+    o_r = tt + tl.arange(0, BT)
+    m_r = o_r < L
+    k = _ld(k_b, o_r, m_r, HK * K, tl.arange(0, K))
+    g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+    gam = tl.cumsum(g, 0) * 1.4426950408889634
+    gl = tl.sum(g, 0) * 1.4426950408889634
+    tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
+    kg = (k * tl.exp2(gam)[:, None]).to(tl.bfloat16)
+    w = tl.dot(tb, kg).to(tl.bfloat16)
+    return o_r, m_r, k, gam, gl, tb, w
+
+
+@triton.jit
+def _carry(S, kd, vd, gl):
+    """The chunk's state step once its operands are formed: the carried state decays by the chunk's
+    total gate, the chunk adds K^T V~ (the decay of each token folded into kd and vd by the caller).
+    Every fused path of the default structure steps the state here."""
+    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+
+
+@triton.jit
+def _state_update(S, k, vn_b, gam, gl):
+    kd = (k * tl.exp2(gl - gam)[:, None]).to(tl.bfloat16)
+    return _carry(S, kd, vn_b, gl)
+
+
+@triton.jit
+def _state_update_f32(S, k, vn, gam, gl):
+    """_state_update with one bf16 rounding instead of two: the decay 2^d (d = gl - gam <= 0, log2
+    units) splits into 2^floor(d), which scales k exactly (a power of two; bf16 has fp32's exponent
+    range), and 2^frac(d), which scales the fp32 V~ before its one rounding. Scaling k itself keeps the
+    dot's operand a fresh register tile: the plain k tile as the transposed operand made
+    _fwdks_kernel 39% slower on the H200 (shared memory 57.6 -> 74 KB, ptxas sm_90)."""
+    return _update_vd(S, k, _decay_vn(vn, gam, gl), gam, gl)
+
+
+@triton.jit
+def _decay_vn(vn, gam, gl):
+    """_state_update_f32's rounded V~ (formed early, the fp32 tile then dies before the output dots)."""
+    d = gl - gam
+    return (vn * tl.exp2(d - tl.floor(d))[:, None]).to(tl.bfloat16)
+
+
+@triton.jit
+def _qs_f32(q, s_b, gam, scale):
+    """scale diag(e^gamma) Q S with e^gamma as 2^floor (exact on the bf16 q) times 2^frac (on fp32 Q S)."""
+    gq = tl.floor(gam)
+    return tl.dot((q * tl.exp2(gq)[:, None]).to(tl.bfloat16), s_b) * (tl.exp2(gam - gq) * scale)[:, None]
+
+
+@triton.jit
+def _update_vd(S, k, vd, gam, gl):
+    kd = (k * tl.exp2(tl.floor(gl - gam))[:, None]).to(tl.bfloat16)
+    return _carry(S, kd, vd, gl)
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel 2 (CP): affine transition [M | C] of every segment except the last of its sequence
+
+
+@triton.jit
+def _seg_kernel(
+    k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, warm_ptr, cu_ptr, cus_ptr, N, SEG, THR,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr, ALG_KS: tl.constexpr,
+    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr, GATE_F32: tl.constexpr,
+):
+    """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
+
+    ALG_KS: the chunk step in _fwdks_kernel's order (V~ = Tb (V - e^gamma K S), no W), LOOP_STAGES its
+    software pipelining, as there; GATE_F32 its state update with one rounding (_state_update_f32).
+
+    Warm-up (WARM > 0): when the gates of the segment's last n <= WARM chunks decay by
+    exp(sum g) <= exp(THR), C is run over those n chunks from a zero state and M is dropped
+    (warm_ptr[j, h] = 1; the chain then copies C). Every per-token transition
+    e^g (I - beta k k^T) has spectral norm <= e^g when 0 <= beta |k|^2 <= 2 (the contract: beta in
+    (0, 1), k L2-normalised), so the dropped term M S_in is bounded by e^THR |S_in|. Otherwise the
+    exact path: the whole segment, M from the identity. Decided per (segment, head) on the device."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    s0 = tl.load(cus_ptr + seq)
+    nseg = tl.load(cus_ptr + seq + 1) - s0
+    j = i_s - s0
+    NKB: tl.constexpr = K // BVA
+    is_c = i_c >= NKB
+    if j == nseg - 1:
+        return  # the last segment's transition is never needed
+    if (j == 0) & (i_c < NKB):
+        return  # the first segment starts from a known state: no M needed
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    t_beg = j * SEG * BT
+    t_end = tl.minimum(t_beg + SEG * BT, L)  # a segment other than the last is SEG full chunks
+    i_hk = i_h // (HV // HK)
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    warm = j < 0  # False, as a tensor
+    if WARM > 0:
+        # decay of the segment's last 1..WARM chunks: one [WARM, BT] load, newest chunk first
+        cw = tl.arange(0, WARM)
+        tok = t_end - (cw[:, None] + 1) * BT + tl.arange(0, BT)[None, :]
+        inside = cw < SEG
+        tot = tl.sum(tl.load(g_b + tok * HV, mask=inside[:, None], other=0.0), 1)
+        ok = (tl.cumsum(tot, 0) <= THR) & inside
+        n_warm = tl.min(tl.where(ok, cw + 1, WARM + 1), 0)
+        warm = n_warm <= WARM
+        if is_c & (i_c == NKB):
+            tl.store(warm_ptr + i_s * HV + i_h, warm.to(tl.int32))
+        if warm & (i_c < NKB):
+            return  # M is dropped: its bound is e^THR
+        if warm:
+            t_beg = t_end - n_warm * BT
+    ck = tl.arange(0, K)
+    cc = i_c * BVA + tl.arange(0, BVA)  # column of [M | C]
+    cv = cc - K  # value column (C part)
+    S = (ck[:, None] == cc[None, :]).to(tl.float32)  # M part starts from I
+    if is_c:
+        S = tl.zeros([K, BVA], dtype=tl.float32)
+        if HAS_H0:
+            if (j == 0) & (warm == 0):  # a warm-up from inside the segment has forgotten h0 (same bound)
+                S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+    for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
+        if ALG_KS:
+            o_r = tt + tl.arange(0, BT)
+            m_r = o_r < L
+            k = _ld(k_b, o_r, m_r, HK * K, ck)
+            g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+            gam = tl.cumsum(g, 0) * 1.4426950408889634
+            gl = tl.sum(g, 0) * 1.4426950408889634
+            tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
+            x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
+            if is_c:
+                x += _ld(v_b, o_r, m_r, HV * V, cv).to(tl.float32)
+            x_hi = x.to(tl.bfloat16)
+            vn = tl.dot(tb, x_hi)
+            if X_SPLIT:
+                vn += tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
+            if GATE_F32:
+                S = _state_update_f32(S, k, vn, gam, gl)
+            else:
+                S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
+        else:
+            o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
+            ws = tl.dot(w, S.to(tl.bfloat16))
+            if is_c:
+                vb = _ld(v_b, o_r, m_r, HV * V, cv)
+                vn = tl.dot(tb, vb) - ws
+            else:
+                vn = -ws
+            S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
+    p = mc_ptr + ((i_s * HV + i_h) * K + ck[:, None]).to(tl.int64) * (K + V) + cc[None, :]
+    tl.store(p, S)
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel 3 (CP): entering states S_in(j+1) = M_j S_in(j) + C_j, written over C_j
+
+
+@triton.jit
+def _chain_kernel(
+    mc_ptr, warm_ptr, cus_ptr, N, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BVC: tl.constexpr,
+    BKC: tl.constexpr, PREC: tl.constexpr, WARM: tl.constexpr,
+):
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    seq = tl.program_id(2)
+    s0 = tl.load(cus_ptr + seq)
+    nseg = tl.load(cus_ptr + seq + 1) - s0
+    ck = tl.arange(0, K)
+    cv = K + i_v * BVC + tl.arange(0, BVC)
+    kk = tl.arange(0, BKC)
+    for j in range(1, nseg - 1):
+        exact = True
+        if WARM > 0:
+            exact = tl.load(warm_ptr + (s0 + j) * HV + i_h) == 0
+        if exact:  # a warmed-up segment's C is already its exit state
+            base = mc_ptr + ((s0 + j) * HV + i_h).to(tl.int64) * K * (K + V)
+            prev = mc_ptr + ((s0 + j - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+            acc = tl.load(base + ck[:, None] * (K + V) + cv[None, :])
+            for k0 in tl.static_range(0, K, BKC):
+                m = tl.load(base + ck[:, None] * (K + V) + (k0 + kk)[None, :])
+                s = tl.load(prev + (k0 + kk)[:, None] * (K + V) + cv[None, :])
+                acc += tl.dot(m, s, input_precision=PREC)
+            tl.store(base + ck[:, None] * (K + V) + cv[None, :], acc)
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel 4: fused chunk recurrence + output for one segment, one value head, BV value columns
+
+
+@triton.jit
+def _fwd_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, RELOAD_K: tl.constexpr,
+    PRE_P: tl.constexpr,
+):
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
+    i_hk = i_h // (HV // HK)
+    q_b = q_ptr + (bos * HK + i_hk) * K
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    o_b = o_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    p_b = p_ptr + (bos * HV + i_h) * BT
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    cb = tl.arange(0, BT)
+    if j == 0:
+        S = tl.zeros([K, BV], dtype=tl.float32)
+        if HAS_H0:
+            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+    else:
+        # entering state left by the chain kernel in the C slot of the previous segment
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
+    causal = cb[:, None] >= cb[None, :]
+    for tt in range(t_beg, t_end, BT):
+        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
+        q = _ld(q_b, o_r, m_r, HK * K, ck)
+        vb = _ld(v_b, o_r, m_r, HV * V, cv)
+        s_b = S.to(tl.bfloat16)
+        vn_b = (tl.dot(tb, vb) - tl.dot(w, s_b)).to(tl.bfloat16)
+        if PRE_P:  # (Q K^T . Gamma . causal) scale, precomputed by _prep_kernel
+            p_att = _ld(p_b, o_r, m_r, HV * BT, cb)
+        else:
+            qk = tl.dot(q, tl.trans(k))
+            p_att = (qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale).to(
+                tl.bfloat16
+            )
+        qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
+        o = tl.dot(qg, s_b) + tl.dot(p_att, vn_b)
+        tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
+        if RELOAD_K:
+            k = _ld(k_b, o_r, m_r, HK * K, ck)
+        S = _state_update(S, k, vn_b, gam, gl)
+    if j == nseg - 1:
+        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
+
+
+@triton.jit
+def _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr,
+              V: tl.constexpr, BT: tl.constexpr):
+    """Every tile one chunk of _fwdks_kernel reads; rows at or past L read as zeros."""
+    o_r = tt + tl.arange(0, BT)
+    m_r = o_r < L
+    ck = tl.arange(0, K)
+    cb = tl.arange(0, BT)
+    k = _ld(k_b, o_r, m_r, HK * K, ck)
+    g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+    tb = _ld(tb_b, o_r, m_r, HV * BT, cb)
+    q = _ld(q_b, o_r, m_r, HK * K, ck)
+    vb = _ld(v_b, o_r, m_r, HV * V, cv)
+    pa = _ld(p_b, o_r, m_r, HV * BT, cb)
+    return k, g, tb, q, vb, pa
+
+
+@triton.jit
+def _fwdks_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, PREFETCH: tl.constexpr,
+    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr, GATE_F32: tl.constexpr, PDEC: tl.constexpr, f_ptr=None,
+):
+    """fwd_algo "ks": _fwd_kernel's work in FlashQLA's order, V~ = Tb (V - diag(e^gamma) K S), so the
+    chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
+    serves both K S and the update. Needs pre_p (P from the prep kernel). PREFETCH: the next chunk's
+    tiles are loaded before this chunk's dots, so their memory latency hides behind them (the serial
+    loop otherwise waits on its loads every chunk: Triton's pipeliner leaves these masked loads alone,
+    fwd_loop_stages 2 added 256 B of shared memory, ptxas sm_90). GATE_F32: the gates multiply fp32
+    products (Q S, and V~ in the state update) instead of bf16 operands (Q, K) before the dots, which
+    removes two bf16 roundings per chunk; FlashQLA's fused kernel does the same."""
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
+    i_hk = i_h // (HV // HK)  # the q/k head value head i_h reads
+    q_b = q_ptr + (bos * HK + i_hk) * K
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    o_b = o_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    p_b = p_ptr + (bos * HV + i_h) * BT
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    if j == 0:
+        S = tl.zeros([K, BV], dtype=tl.float32)
+        if HAS_H0:
+            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+    else:
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
+    k, g, tb, q, vb, pa = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, t_beg, L, cv, HV, HK, K, V, BT)
+    for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
+        if not PREFETCH:
+            k, g, tb, q, vb, pa = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV, HK, K, V, BT)
+        else:
+            k1, g1, tb1, q1, vb1, pa1 = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt + BT, L, cv, HV, HK, K, V, BT)
+        o_r = tt + tl.arange(0, BT)
+        m_r = o_r < L
+        gam = tl.cumsum(g, 0) * 1.4426950408889634
+        gl = tl.sum(g, 0) * 1.4426950408889634
+        s_b = S.to(tl.bfloat16)
+        x = vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]
+        x_hi = x.to(tl.bfloat16)
+        if X_SPLIT:  # x = x_hi + x_lo: the bf16 rounding of x (which the "w" order does not have) cancels
+            vn = tl.dot(tb, x_hi) + tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
+        else:
+            vn = tl.dot(tb, x_hi)
+        # (the order below is ptxas's: Q S formed after the V~ tiles spills 64 B/thread less, sm_90)
+        if GATE_F32 and PDEC:  # one tile, V~ 2^f, for both dots (P came scaled by 2^-f from the prep)
+            fj = tl.load(f_ptr + (bos + o_r) * HV + i_h, mask=m_r, other=0.0)
+            vd = (vn * tl.exp2(fj)[:, None]).to(tl.bfloat16)
+            o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vd)
+        elif GATE_F32:  # V~ rounded twice over: as it is for P V~, times 2^frac(gl - gam) for the update
+            vn_b = vn.to(tl.bfloat16)
+            vd = _decay_vn(vn, gam, gl)
+            o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vn_b)
+        else:
+            vn_b = vn.to(tl.bfloat16)
+            qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
+            o = tl.dot(qg, s_b) + tl.dot(pa, vn_b)
+        tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
+        if GATE_F32 and PDEC:  # n = the integer part of gl - gam that fj leaves (round: robust to ulps)
+            kd = (k * tl.exp2(tl.floor(gl - gam - fj + 0.5))[:, None]).to(tl.bfloat16)
+            S = _carry(S, kd, vd, gl)
+        elif GATE_F32:
+            S = _update_vd(S, k, vd, gam, gl)
+        else:
+            S = _state_update(S, k, vn_b, gam, gl)
+        if PREFETCH:
+            k, g, tb, q, vb, pa = k1, g1, tb1, q1, vb1, pa1
+    if j == nseg - 1:
+        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
+
+
+# ----------------------------------------------------------------------------------------------
+# split structure (fuse_output=False), fla's h / o decomposition minus its w/u round trips:
+# kernel 4a is the serial chunk recurrence alone, kernel 4b computes the outputs fully in parallel.
+
+
+@triton.jit
+def _rec_kernel(
+    k_ptr, v_ptr, g_ptr, tb_ptr, h_ptr, vn_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cuc_ptr, cus_ptr, N, SEG,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
+):
+    """Chunk recurrence of one segment, one value head, BV value columns; no output math.
+
+    Per chunk: stores the entering state S (bf16, [chunks, HV, K, V]) and V~ = Tb V - W S (bf16,
+    [T, HV, V]), then updates S. The bf16 copies are exactly the operands the fused kernel feeds
+    its output dots (s_b, vn_b), so the split changes no rounding, only where O is computed."""
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
+    c_seq = tl.load(cuc_ptr + seq)  # global index of the sequence's first chunk
+    i_hk = i_h // (HV // HK)
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    v_b = v_ptr + (bos * HV + i_h) * V
+    vn_b = vn_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    s_off = ck[:, None] * V + cv[None, :]  # 32-bit tile offset inside one [K, V] state
+    if j == 0:
+        S = tl.zeros([K, BV], dtype=tl.float32)
+        if HAS_H0:
+            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+    else:
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
+    for tt in range(t_beg, t_end, BT):
+        # store S first, while only S is live: stored after the chunk's k/Tb/W tiles were loaded it
+        # spilled (ptxas sm_90, BV 64 / 8 warps: 152 B/thread -> 0; BV 32 / 4 warps: 64 B -> 0)
+        s_b = S.to(tl.bfloat16)
+        h_b = h_ptr + ((c_seq + tt // BT) * HV + i_h).to(tl.int64) * (K * V)
+        tl.store(h_b + s_off, s_b)
+        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
+        vb = _ld(v_b, o_r, m_r, HV * V, cv)
+        vn = (tl.dot(tb, vb) - tl.dot(w, s_b)).to(tl.bfloat16)
+        tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn, mask=m_r[:, None])
+        # k stays live for the update: re-reading it (reload_k) spilled more here at every point
+        S = _state_update(S, k, vn, gam, gl)
+    if j == nseg - 1:
+        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
+
+
+@triton.jit
+def _wu_kernel(
+    k_ptr, v_ptr, g_ptr, tb_ptr, w_ptr, u_ptr, cu_ptr, cuc_ptr, N,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    LOG_N: tl.constexpr,
+):
+    """rec_algo "wu": W = Tb diag(e^gamma) K and U = Tb V of one chunk, one value head, stored bf16
+    [T, HV, K | V], fully parallel, so the serial kernel carries only the state's own dots."""
+    i_h = tl.program_id(0)
+    i_c = tl.program_id(1)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
+    i_hk = i_h // (HV // HK)
+    rb = tl.arange(0, BT)
+    t_r = t0 + rb
+    m_r = t_r < eos
+    ck = tl.arange(0, K)
+    cv = tl.arange(0, V)
+    k = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
+    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+    tb = tl.load(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], mask=m_r[:, None], other=0.0)
+    w = tl.dot(tb, (k * tl.exp2(gam)[:, None]).to(tl.bfloat16))
+    tl.store(w_ptr + (t_r[:, None] * HV + i_h) * K + ck[None, :], w.to(tl.bfloat16), mask=m_r[:, None])
+    vb = tl.load(v_ptr + (t_r[:, None] * HV + i_h) * V + cv[None, :], mask=m_r[:, None], other=0.0)
+    u = tl.dot(tb, vb)
+    tl.store(u_ptr + (t_r[:, None] * HV + i_h) * V + cv[None, :], u.to(tl.bfloat16), mask=m_r[:, None])
+
+
+@triton.jit
+def _rec2_kernel(
+    k_ptr, w_ptr, u_ptr, g_ptr, h_ptr, vn_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cuc_ptr, cus_ptr, N, SEG,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
+):
+    """rec_algo "wu": the recurrence as fla's state kernel shapes it (the technique, our code): W and U
+    read from _wu_kernel, the K x BV state held as two 64-row halves (each dot K = 64 deep), K^T loaded
+    already transposed, the decay applied to V~ rather than to K, loads free to be pipelined
+    (rec_stages). Per chunk: stores the entering state (bf16) and V~ (bf16), like _rec_kernel.
+    Prepared on 2026-12-01, not yet timed on a GPU (CPU interpreter and offline sm_90 compile only)."""
+    i_v = tl.program_id(0)
+    i_h = tl.program_id(1)
+    i_s = tl.program_id(2)
+    seq = _locate(cus_ptr, i_s, N, LOG_N)
+    if seq >= N:
+        return
+    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
+    c_seq = tl.load(cuc_ptr + seq)
+    i_hk = i_h // (HV // HK)
+    k_b = k_ptr + (bos * HK + i_hk) * K
+    w_b = w_ptr + (bos * HV + i_h) * K
+    u_b = u_ptr + (bos * HV + i_h) * V
+    vn_b = vn_ptr + (bos * HV + i_h) * V
+    g_b = g_ptr + bos * HV + i_h
+    KH: tl.constexpr = K // 2
+    c1 = tl.arange(0, KH)
+    c2 = KH + c1
+    cv = i_v * BV + tl.arange(0, BV)
+    cb = tl.arange(0, BT)
+    if j == 0:
+        S1 = tl.zeros([KH, BV], dtype=tl.float32)
+        S2 = tl.zeros([KH, BV], dtype=tl.float32)
+        if HAS_H0:
+            hb = h0_ptr + (seq * HV + i_h).to(tl.int64) * K * V
+            S1 = tl.load(hb + c1[:, None] * V + cv[None, :])
+            S2 = tl.load(hb + c2[:, None] * V + cv[None, :])
+    else:
+        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        S1 = tl.load(p + c1[:, None] * (K + V) + K + cv[None, :])
+        S2 = tl.load(p + c2[:, None] * (K + V) + K + cv[None, :])
+    for tt in range(t_beg, t_end, BT):
+        h_b = h_ptr + ((c_seq + tt // BT) * HV + i_h).to(tl.int64) * (K * V)
+        s1 = S1.to(tl.bfloat16)
+        s2 = S2.to(tl.bfloat16)
+        tl.store(h_b + c1[:, None] * V + cv[None, :], s1)
+        tl.store(h_b + c2[:, None] * V + cv[None, :], s2)
+        o_r = tt + cb
+        m_r = o_r < L
+        w1 = _ld(w_b, o_r, m_r, HV * K, c1)
+        w2 = _ld(w_b, o_r, m_r, HV * K, c2)
+        ws = tl.dot(w1, s1)
+        ws = tl.dot(w2, s2, ws)
+        vn = _ld(u_b, o_r, m_r, HV * V, cv).to(tl.float32) - ws
+        vn_bf = vn.to(tl.bfloat16)
+        tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn_bf, mask=m_r[:, None])
+        g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+        gam = tl.cumsum(g, 0) * 1.4426950408889634
+        gl = tl.sum(g, 0) * 1.4426950408889634
+        # (e^{gamma_C - gamma} V~) rounded from the bf16 V~ the output pass reads, so both see one V~
+        vd = (vn_bf.to(tl.float32) * tl.where(m_r, tl.exp2(gl - gam), 0.0)[:, None]).to(tl.bfloat16)
+        kt1 = tl.load(k_b + c1[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
+        kt2 = tl.load(k_b + c2[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
+        decay = tl.exp2(gl)
+        S1 = tl.dot(kt1, vd, S1 * decay)
+        S2 = tl.dot(kt2, vd, S2 * decay)
+    if j == nseg - 1:
+        hb = ht_ptr + (seq * HV + i_h).to(tl.int64) * K * V
+        tl.store(hb + c1[:, None] * V + cv[None, :], S1)
+        tl.store(hb + c2[:, None] * V + cv[None, :], S2)
+
+
+@triton.jit
+def _out_kernel(
+    q_ptr, k_ptr, g_ptr, p_ptr, h_ptr, vn_ptr, o_ptr, cu_ptr, cuc_ptr, N, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, PRE_P: tl.constexpr,
+):
+    """O = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~) for one chunk, one value head,
+    BV value columns (fla's chunk_fwd_o); reads P = scale (Q K^T . Gamma . causal) when _prep_kernel
+    made it (PRE_P), else computes it here, off the serial path."""
+    i_v = tl.program_id(0)
+    i_c = tl.program_id(1)
+    i_h = tl.program_id(2)
+    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    if seq >= N:
+        return
+    bos = tl.load(cu_ptr + seq).to(tl.int64)
+    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
+    tt = (i_c - tl.load(cuc_ptr + seq)) * BT
+    i_hk = i_h // (HV // HK)
+    ck = tl.arange(0, K)
+    cv = i_v * BV + tl.arange(0, BV)
+    cb = tl.arange(0, BT)
+    o_r = tt + cb
+    m_r = o_r < L
+    q = _ld(q_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
+    g = tl.load(g_ptr + bos * HV + i_h + o_r * HV, mask=m_r, other=0.0)
+    gam = tl.cumsum(g, 0) * 1.4426950408889634
+    h = tl.load(h_ptr + (i_c * HV + i_h).to(tl.int64) * (K * V) + (ck[:, None] * V + cv[None, :]))
+    vn = _ld(vn_ptr + (bos * HV + i_h) * V, o_r, m_r, HV * V, cv)
+    if PRE_P:
+        p_att = _ld(p_ptr + (bos * HV + i_h) * BT, o_r, m_r, HV * BT, cb)
+    else:
+        k = _ld(k_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
+        causal = cb[:, None] >= cb[None, :]
+        qk = tl.dot(q, tl.trans(k))
+        p_att = (qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale).to(
+            tl.bfloat16
+        )
+    qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
+    o = tl.dot(qg, h) + tl.dot(p_att, vn)
+    tl.store(o_ptr + (bos * HV + i_h) * V + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16),
+             mask=m_r[:, None])
+
+
+# ----------------------------------------------------------------------------------------------
+# host side: glue only (allocation, grids); every operator FLOP is in the kernels above
+
+
+def _serial_bv(cfg: dict) -> int:
+    """Value-column block of the serial kernel (_fwd_kernel fused, _rec_kernel split)."""
+    return cfg["BV"] if cfg["fuse_output"] else cfg["rec_BV"]
+
+
+def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
+    """Segment length in chunks (CP policy). Uses host-known sizes only: no sync."""
+    nt = triton.cdiv(T, BT)
+    no_cp = nt + 1  # longer than any sequence can be
+    if not cfg["cp"]:
+        return no_cp
+    nv = V // _serial_bv(cfg)
+    if N * HV * nv >= cfg["cp_min_programs"]:
+        return no_cp
+    seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
+    return min(seg, no_cp)
+
+
+def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr=None, fdec=None):
+    """The prep launches of cfg["prep_algo"]: Tb into tb and (pre_p) P into pbuf (fdec: gate_q "pdec"'s
+    column-scaled P and its fractions, _prep_kernel only; _resolved sees to that). Also what
+    scripts/bench_gdn_prefill.py --prep-only times and the Tb tests call (with a NaN-filled ``ascr``,
+    sub16's fp32 scratch, to prove no unwritten row is read)."""
+    T, HK, K = q.shape
+    HV = g.shape[1]
+    if cfg["prep_algo"] in ("sub16", "sub16f") and ascr is None:
+        # A rows, read back by _solve_kernel / the second half of _prepf_kernel; freed on return
+        ascr = torch.empty(T, HV, BT, dtype=torch.float32, device=q.device)
+    if cfg["prep_algo"] == "sub16f":
+        _prepf_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, ascr, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"], num_stages=1,
+        )
+        return
+    if cfg["prep_algo"] == "sub16":
+        _kkt_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, ascr, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PRE_P=cfg["pre_p"], num_warps=cfg["kkt_warps"], num_stages=1,
+        )
+        _solve_kernel[(HV, nt_bound)](
+            ascr, beta, cu, cuc, tb, N, HV=HV, BT=BT, LOG_N=log_n, PREC=cfg["prep_prec"],
+            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
+        )
+    else:
+        if cfg["prep_algo"] == "reg16k":
+            _prepk_kernel[(HV, nt_bound)](
+                q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, BK=cfg["prep_bk"],
+                LOG_N=log_n, PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"],
+                num_stages=cfg["prep_stages"],
+            )
+            return
+        own_p = cfg["pre_p"] and cfg["p_kernel"]
+        if own_p:
+            _pmat_kernel[(HK, nt_bound)](q, k, g, cu, cuc, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+                                         num_warps=cfg["p_warps"], num_stages=1)
+        _prep_kernel[(HV, nt_bound)](
+            q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"] and not own_p, SUBST=cfg["prep_algo"] == "reg16",
+            PDEC=fdec is not None,
+            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
+        )
+
+
+def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
+    """q, k [T, HK, K] bf16; v [T, HV, V] bf16; g, beta [T, HV] fp32; cu_seqlens [N+1] int32;
+    initial_state [N, HV, K, V] fp32 or None -> (o [T, HV, V] bf16, final_state [N, HV, K, V] fp32)."""
+    return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)
+
+
+def _resolved(cfg: dict) -> dict:
+    """cfg over CONFIG: configs stored before a key existed keep working (the key's default)."""
+    out = {**CONFIG, **cfg}
+    if out["fuse_output"] and out["fwd_algo"] == "ks":
+        out["pre_p"] = True  # _fwdks_kernel reads P; a search point with pre_p off means the same kernel
+    pdec_ok = out["fuse_output"] and out["fwd_algo"] == "ks" and out["gate_f32"]
+    if out["gate_q"] == "pdec" and not (pdec_ok and out["prep_algo"] in ("reg16", "blk16") and not out["p_kernel"]):
+        out["gate_q"] = "pow2"  # pdec's scaled P comes from _prep_kernel alone; the same rounding otherwise
+    return out
+
+
+def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict):
+    cfg = _resolved(cfg)
+    T, HK, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    N = cu_seqlens.numel() - 1
+    scale = K**-0.5 if scale is None else float(scale)
+    dev = q.device
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    g, beta = g.contiguous().float(), beta.contiguous().float()
+    cu = cu_seqlens.to(torch.int32).contiguous()
+    o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)
+    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)
+    has_h0 = initial_state is not None
+    h0 = initial_state.contiguous().float() if has_h0 else ht  # dummy pointer when absent
+    if N == 0:
+        return o, ht
+
+    seg = _seg_chunks(T, N, HV, V, cfg)
+    log_n = max(1, int(N).bit_length()) + 1
+    idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
+    cuc, cus = idx[0], idx[1]
+    _index_kernel[(1,)](cu, cuc, cus, N, seg, BT=BT, BLOCK=max(16, triton.next_power_of_2(N)))
+
+    nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
+    nseg_bound = triton.cdiv(nt_bound, seg) + N
+    tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
+    pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
+    fdec = torch.empty(T, HV, dtype=torch.float32, device=dev) if cfg["gate_q"] == "pdec" else None
+    if T > 0:
+        _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, fdec=fdec)
+    mc = ht  # dummy when CP is off
+    if seg < triton.cdiv(T, BT):  # some sequence may have several segments
+        mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=dev)
+        warm = torch.empty(nseg_bound, HV, dtype=torch.int32, device=dev)
+        bva, nwarm = cfg["BVA"], cfg["cp_warm_chunks"]
+        _seg_kernel[((K + V) // bva, HV, nseg_bound)](
+            k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
+            BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, ALG_KS=cfg["seg_algo"] == "ks",
+            LOOP_STAGES=cfg["seg_loop_stages"], X_SPLIT=cfg["ks_split"], GATE_F32=cfg["gate_f32"],
+            num_warps=cfg["seg_warps"],
+            num_stages=cfg["seg_stages"],
+        )
+        bvc = cfg["BVC"]
+        _chain_kernel[(V // bvc, HV, N)](mc, warm, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32",
+                                            WARM=nwarm, num_warps=4, num_stages=1)  # stages>1: 256 KB smem
+    if cfg["fuse_output"]:
+        bv = cfg["BV"]
+        if cfg["fwd_algo"] == "ks":
+            _fwdks_kernel[(V // bv, HV, nseg_bound)](
+                q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT,
+                BV=bv, LOG_N=log_n, HAS_H0=has_h0, PREFETCH=cfg["fwd_prefetch"],
+                LOOP_STAGES=cfg["fwd_loop_stages"], X_SPLIT=cfg["ks_split"], GATE_F32=cfg["gate_f32"],
+                PDEC=fdec is not None, f_ptr=fdec, num_warps=cfg["fwd_warps"],
+                num_stages=cfg["fwd_stages"],
+            )
+            return o, ht
+        _fwd_kernel[(V // bv, HV, nseg_bound)](
+            q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+            LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"],
+            num_warps=cfg["fwd_warps"],
+            num_stages=cfg["fwd_stages"],
+        )
+        return o, ht
+    # split: per-chunk entering states (bf16, one per chunk, indexed like cuc) and V~ (bf16)
+    hbuf = torch.empty(nt_bound, HV, K, V, dtype=torch.bfloat16, device=dev)
+    vn = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
+    bv = cfg["rec_BV"]
+    if cfg["rec_algo"] == "wu":
+        w = torch.empty(T, HV, K, dtype=torch.bfloat16, device=dev)
+        u = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
+        if T > 0:
+            _wu_kernel[(HV, nt_bound)](k, v, g, tb, w, u, cu, cuc, N, HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n,
+                                       num_warps=cfg["wu_warps"], num_stages=1)
+        _rec2_kernel[(V // bv, HV, nseg_bound)](
+            k, w, u, g, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+            LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"], num_stages=cfg["rec_stages"],
+        )
+    else:
+        _rec_kernel[(V // bv, HV, nseg_bound)](
+            k, v, g, tb, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
+            LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"],
+            num_stages=cfg["rec_stages"],
+        )
+    if T > 0:
+        bvo = cfg["BVO"]
+        _out_kernel[(V // bvo, nt_bound, HV)](
+            q, k, g, pbuf, hbuf, vn, o, cu, cuc, N, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bvo, LOG_N=log_n,
+            PRE_P=cfg["pre_p"], num_warps=cfg["out_warps"],
+        )
+    return o, ht
+
+
+def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
+    """Device bytes allocated beyond inputs and outputs (Tb [+ P] + CP transitions + indices, and for
+    the split structure the bf16 per-chunk states and V~)."""
+    cfg = _resolved(cfg or {})
+    seg = _seg_chunks(T, N, HV, V, cfg)
+    nt_bound = triton.cdiv(T, BT) + N
+    b = T * HV * BT * 2 * (2 if cfg["pre_p"] else 1) + 2 * (N + 1) * 4
+    later = 0  # allocated after the prep kernels
+    if seg < triton.cdiv(T, BT):
+        later += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
+    if not cfg["fuse_output"]:
+        later += nt_bound * HV * K * V * 2 + T * HV * V * 2
+        if cfg["rec_algo"] == "wu":
+            later += T * HV * (K + V) * 2
+    # sub16's fp32 A rows are freed before anything later is allocated: the peak is the larger of the two
+    scratch = T * HV * BT * 4 if cfg["prep_algo"] in ("sub16", "sub16f") else 0
+    return b + max(later, scratch)
+
+
+_ = math  # math is whitelisted; kept for callers that compute scales
