@@ -81,7 +81,7 @@ CONFIG = {'fuse_output': True,
  'BVC': 32,
  'prep_warps': 2,
  'prep_prec': 'tf32',
- 'prep_algo': 'reg16',
+ 'prep_algo': 'blk16',
  'p_kernel': False,
  'p_warps': 8,
  'prep_bk': 32,
@@ -90,9 +90,9 @@ CONFIG = {'fuse_output': True,
  'cp': True,
  'cp_min_programs': 132,
  'cp_target_programs': 512,
- 'cp_min_seg_chunks': 16,
+ 'cp_min_seg_chunks': 8,
  'cp_warm_chunks': 32,
- 'cp_warm_log_decay': -14.0}  # rendered by aka's offline search
+ 'cp_warm_log_decay': -18.0}  # rendered by aka's offline search
 
 SPACE = {
     "fuse_output": [False, True],
