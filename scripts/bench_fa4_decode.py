@@ -59,6 +59,12 @@ SWEEP = [  # CONFIG candidates (merged over the module's CONFIG); _m64 keys appl
     dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=16, num_stages_m64=4, LAZY_RESCALE=True),
     dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=64, num_stages_m64=2, LAZY_RESCALE=True),
     dict(BLOCK_N=64, num_stages=2, BLOCK_N_m64=32, num_stages_m64=3, LAZY_RESCALE=True, SPLIT_TARGET=2112),
+    # USE_TMA (prepared 2026-12-02, untimed): K/V boxes through descriptors; ptxas sm_90 (Triton 3.9)
+    # 128 regs / 0 spill at q_len 1 BN 32 (gather: 252), 205 / 0 at the m64 tile (gather: 255 + 384 B)
+    dict(USE_TMA=True),
+    dict(USE_TMA=True, BLOCK_N=64, num_stages=2),
+    dict(USE_TMA=True, num_stages=4, num_stages_m64=2),
+    dict(USE_TMA=True, LAZY_RESCALE=True),
 ]
 SWEEP_SHAPES = ["C1-q1", "C3-q4"] if CPU else ["D2-q1", "D6-q1", "D5-q1", "D2-q4", "D6-q4", "D5-q4"]
 

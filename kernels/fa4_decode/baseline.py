@@ -19,7 +19,11 @@ Design (flash-decoding, memory-bound):
   only: enough programs to fill the SMs (SPLIT_TARGET), at least MIN_SPLIT_TOKENS keys each.
   Partials (normalised o, log2-sum-exp) go to fp32 scratch; a second kernel merges them by
   max / sum-exp. With one split the first kernel writes o directly.
-- Keys are gathered through the page table per key (any BLOCK_N, any page size and Hkv).
+- Keys are gathered through the page table per key (any BLOCK_N, any page size and Hkv), or with
+  USE_TMA as whole [BLOCK_N, D] boxes through one 2-D tensor descriptor over the cache viewed as
+  [pages * PAGE, Hkv * D] (one page-table read per block; needs PAGE % BLOCK_N == 0 so a block never
+  crosses a page, and a contiguous cache): the prefill's TMA path, which moved P5 from 403 to 426
+  TF/s there. Prepared 2026-12-02 (interpreter-tested, sm_90 compile checked), not yet timed.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ CONFIG = {
     "SPLIT_POLICY": "target",  # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model
     "CTAS_PER_SM": 2,  # "waves" policy: programs resident per SM
     "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" policy: fixed cost of a program, in keys
+    # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring); off
+    # until timed on the H200 (scripts/bench_fa4_decode.py)
+    "USE_TMA": False,
 }
 
 # Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_decode.py).
@@ -70,6 +77,7 @@ SPACE = {
     "SPLIT_POLICY": ["target", "waves"],
     "CTAS_PER_SM": [1, 2, 3],
     "SPLIT_OVERHEAD_TOKENS": [0, 256, 1024],
+    "USE_TMA": [False, True],
 }
 
 _LOG2E = 1.4426950408889634
@@ -78,6 +86,7 @@ _LOG2E = 1.4426950408889634
 @triton.jit
 def _fa4_decode_kernel(
     Q, K, V, O, PT, KVL, OP, LSEP,
+    k_desc, v_desc,
     qk_scale,
     stride_qt, stride_qh,
     stride_kp, stride_ks, stride_kh,
@@ -89,6 +98,7 @@ def _fa4_decode_kernel(
     NUM_SPLITS,
     Q_LEN: tl.constexpr, G: tl.constexpr, PAGE: tl.constexpr, HEAD_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -124,11 +134,18 @@ def _fa4_decode_kernel(
     for n0 in range(n_start, n_end, BLOCK_N):
         offs_n = n0 + offs_nb
         n_ok = offs_n < n_end
-        page = tl.load(pt_row + offs_n // PAGE, mask=n_ok, other=0).to(tl.int64)
-        k = tl.load(K + (page * stride_kp + (offs_n % PAGE) * stride_ks + k_off)[:, None] + offs_d[None, :],
-                    mask=n_ok[:, None], other=0.0)
-        v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],
-                    mask=n_ok[:, None], other=0.0)
+        if USE_TMA:  # n0 and chunk are multiples of BLOCK_N, PAGE too: the box lies in one page
+            row = tl.load(pt_row + n0 // PAGE).to(tl.int32) * PAGE + n0 % PAGE
+            k = k_desc.load([row, kvh * HEAD_D])
+            # rows past n_end: the next split's keys or a page tail that may hold NaN; the scores
+            # are masked below, but 0 * NaN in P V is not, so V's are zeroed
+            v = tl.where(n_ok[:, None], v_desc.load([row, kvh * HEAD_D]), 0.0)
+        else:
+            page = tl.load(pt_row + offs_n // PAGE, mask=n_ok, other=0).to(tl.int64)
+            k = tl.load(K + (page * stride_kp + (offs_n % PAGE) * stride_ks + k_off)[:, None] + offs_d[None, :],
+                        mask=n_ok[:, None], other=0.0)
+            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],
+                        mask=n_ok[:, None], other=0.0)
         qk = tl.dot(q, tl.trans(k))
         qk = tl.where((offs_n[None, :] <= qpos[:, None]) & n_ok[None, :], qk, float("-inf"))
         m_blk = tl.max(qk, 1) * qk_scale
@@ -244,8 +261,8 @@ _PLANS = {}
 _PLANS_MAX = 256  # a server sees few distinct shapes; a sweep that sees more just starts over
 
 
-def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale):
-    key = (rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale, tuple(cfg.items()))
+def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale, contiguous=True):
+    key = (rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale, contiguous, tuple(cfg.items()))
     plan = _PLANS.get(key)
     if plan is not None:
         return plan
@@ -259,8 +276,9 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale)
     block_n, num_warps, num_stages = cfg["BLOCK_N" + sfx], cfg["num_warps" + sfx], cfg["num_stages" + sfx]
     # Upper bound on kv_len from the page table's width (no host sync on kv_lens).
     splits = num_splits_for(batch, hkv, table_cols * page, cfg, _num_sms(device), block_n)
+    use_tma = bool(cfg.get("USE_TMA", False)) and page % block_n == 0 and contiguous
     split_kw = dict(Q_LEN=q_len, G=g, PAGE=page, HEAD_D=d, BLOCK_M=block_m, BLOCK_N=block_n,
-                    SPLIT=splits > 1, LAZY_RESCALE=bool(cfg["LAZY_RESCALE"]),
+                    SPLIT=splits > 1, LAZY_RESCALE=bool(cfg["LAZY_RESCALE"]), USE_TMA=use_tma,
                     num_warps=num_warps, num_stages=num_stages)
     merge_kw = dict(Q_LEN=q_len, HEAD_D=d, BLOCK_N=block_n, BLOCK_S=cfg["REDUCE_BLOCK_S"], num_warps=4)
     # Partials live in one fp32 allocation: o_part [rows, hq, S, d] then lse_part [rows, hq, S],
@@ -277,6 +295,28 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale)
     return plan
 
 
+# The last cache pair's descriptors (host objects: a view and a TensorDescriptor each), reused
+# only for the very same tensors at the same address, shape and strides; one entry, replaced by
+# the next pair (a decode server passes the same caches every step).
+_LAST_DESCS = {}
+
+
+def _descs(k_cache, v_cache, block_n):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    ident = (id(k_cache), id(v_cache), k_cache.data_ptr(), v_cache.data_ptr(), tuple(k_cache.shape),
+             tuple(k_cache.stride()), tuple(v_cache.stride()), block_n)
+    hit = _LAST_DESCS.get(ident)
+    if hit is not None and hit[0] is k_cache and hit[1] is v_cache:
+        return hit[2]
+    pages, page, hkv, d = k_cache.shape
+    made = tuple(TensorDescriptor(c.view(pages * page, hkv * d), [pages * page, hkv * d], [hkv * d, 1],
+                                  [block_n, d]) for c in (k_cache, v_cache))
+    _LAST_DESCS.clear()
+    _LAST_DESCS[ident] = (k_cache, v_cache, made)
+    return made
+
+
 def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     """Paged decode for q_len 1 or 4. Shapes in the module docstring; returns o like q.
 
@@ -288,8 +328,13 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
     batch = kv_lens.shape[0]
     scale, splits, grid, merge_grid, split_kw, merge_kw, ws_len, n_o, ps = _plan(
-        CONFIG, rows, hq, d, page, hkv, batch, page_table.shape[1], q.device, softmax_scale)
+        CONFIG, rows, hq, d, page, hkv, batch, page_table.shape[1], q.device, softmax_scale,
+        k_cache.is_contiguous() and v_cache.is_contiguous())
     o = torch.empty_like(q)
+    if split_kw["USE_TMA"]:
+        k_desc, v_desc = _descs(k_cache, v_cache, split_kw["BLOCK_N"])
+    else:
+        k_desc, v_desc = k_cache, v_cache  # unused placeholders
     if splits > 1:
         # Fresh per call, not cached: the contract keeps streams out of reach, so a cached buffer
         # could not tell two streams apart (the caching allocator recycles blocks per stream).
@@ -301,6 +346,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     so_t, so_h = o.stride(0), o.stride(1)
     _fa4_decode_kernel[grid](
         q, k_cache, v_cache, o, page_table, kv_lens, o_part, lse_part,
+        k_desc, v_desc,
         scale,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),

@@ -117,6 +117,27 @@ def test_lazy_rescale(hq, q_len, qscale):
     check(case, dict(LAZY_RESCALE=True, BLOCK_N=32, BLOCK_N_m64=16, SPLIT_TARGET=4, MIN_SPLIT_TOKENS=64))
 
 
+@pytest.mark.parametrize("q_len", [1, 4])
+@pytest.mark.parametrize("cfg", [dict(SPLITTY, USE_TMA=True), dict(NOSPLIT, BLOCK_N=32, USE_TMA=True),
+                                 dict(SPLITTY, BLOCK_N=16, BLOCK_N_m64=16, USE_TMA=True)],
+                         ids=["split", "nosplit", "bn16"])
+def test_tma_blocks(q_len, cfg):
+    # whole [BLOCK_N, D] boxes through descriptors: the NaN page tails and the next split's keys in
+    # a block's last rows must not leak (scores masked, V rows zeroed); G 16 x q_len 4 = the m64 tile
+    mod._LAST_DESCS.clear()
+    check(make_case([5, 300, 128, 129], q_len, hq=16, hkv=1, seed=31 + q_len), cfg)
+    assert mod._LAST_DESCS, "the descriptor path did not run"
+
+
+def test_tma_falls_back_when_blocks_cross_pages():
+    # BLOCK_N 96 does not divide the 128-token page: the plan keeps the pointer gather
+    cfg = dict(mod.CONFIG, USE_TMA=True, BLOCK_N=96)
+    plan = mod._plan(cfg, 2, 4, D, PAGE, 1, 2, 3, torch.device("cpu"), None)
+    assert plan[4]["USE_TMA"] is False
+    assert mod._plan(dict(cfg, BLOCK_N=32), 2, 4, D, PAGE, 1, 2, 3, torch.device("cpu"), None)[4]["USE_TMA"]
+    assert not mod._plan(dict(cfg, BLOCK_N=32), 2, 4, D, PAGE, 1, 2, 3, torch.device("cpu"), None, False)[4]["USE_TMA"]
+
+
 def test_split_policy_from_shapes():
     target = dict(mod.CONFIG, SPLIT_POLICY="target", SPLIT_TARGET=264)
     assert mod.num_splits_for(1, 1, 32768, target) == 128  # capped by MIN_SPLIT_TOKENS (256)
