@@ -23,3 +23,8 @@ class ProjectNotFoundError(AkaError):
 
 class ShapeSetError(AkaError):
     """A shape set or shape id that the contract does not define."""
+
+
+class WorkersLost(AkaError):
+    """The evaluation workers (Ray actors, a cluster connection) went away: the run stops, resumable."""
+

@@ -57,6 +57,10 @@ class OptimizeSettings(BaseModel):
     prepare_ahead: int = Field(
         1, ge=0, description="later candidates generated and compiled (in parallel) while one is timed"
     )
+    gpus: int = Field(1, ge=1, description="candidates measured at once, one GPU each (above 1: Ray workers on "
+                      "this machine; in the interpreter, CPU workers standing in for GPUs)")
+    cluster: str | None = Field(None, description="Ray cluster address (ray://HOST:PORT, or 'auto' inside a Ray "
+                                "job): candidates measured on its GPU workers; the driver plans, compiles and commits")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
     compile_split: int = Field(3, ge=1, description="GPU: worker processes that compile one candidate's shapes")
     screen_time_cap_s: float = Field(

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from aka.agent.config import LLMSettings
 from aka.cli.runs import _row, _x, console, cpu_note, print_summary
 from aka.contract.ops import get_op, project_root
-from aka.errors import AkaError
+from aka.errors import AkaError, WorkersLost
 from aka.run.store import RunStore
 from aka.settings import Budget, OptimizeSettings, PromotionRules, default_candidates
 
@@ -113,6 +113,12 @@ def optimize(
     profile: bool = typer.Option(True, "--profile/--no-profile",
                                  help="GPU: profile the incumbent with ncu once at the start, as evidence for the "
                                       "plans (about a minute; counts against --max-time)"),
+    gpus: int = typer.Option(None, "--gpus", min=1,
+                             help="candidates measured at once, one GPU each, on Ray workers of this machine "
+                                  "(aka\\[ray]; on CPU: interpreter workers) \\[default: 1, no Ray]"),
+    cluster: str = typer.Option(None, "--cluster",
+                                help="measure candidates on a Ray cluster's GPU workers: ray://HOST:PORT, or auto "
+                                     "inside a Ray job (aka\\[ray]); with --gpus, the number of workers"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
     from aka.agent.llm.base import LLM_BACKENDS, get_backend
@@ -123,7 +129,7 @@ def optimize(
     if resume:
         store = RunStore.open(runs_root, resume)
         stored = OptimizeSettings.model_validate(store.read_run()["settings"])
-        settings = resumed_settings(stored, budget, max_time)
+        settings = resumed_settings(stored, budget, max_time, gpus, cluster)
         if settings != stored:  # kept, so `aka show` and a later resume see the limits the run now has
             store.update_run(settings=settings.model_dump())
         the_op = get_op(settings.op)
@@ -140,6 +146,11 @@ def optimize(
                              backend, no_commit, seed, gate_rounds, llm, competitors, profile)
         settings.cpu_gate_sets = [x.strip() for x in cpu_gate.split(",") if x.strip()]
         settings.prepare_ahead = ahead if ahead is not None else _default_ahead(settings)
+        settings.gpus, settings.cluster = gpus or 1, cluster
+    if settings.gpus > 1 or settings.cluster:
+        from aka.run.raypool import require_ray
+
+        require_ray()  # without the extra: its one-line error now, before the baseline is measured
     # LLM backends check their SDK and key here, and reach their endpoint once: a missing key or a
     # dead server fails in one line before the baseline is measured
     be = (get_backend(settings.backend, op=the_op, llm=settings.llm) if settings.backend in LLM_BACKENDS
@@ -169,15 +180,25 @@ def optimize(
                           f"fixed, resume with: aka optimize --resume {store.run_id}", highlight=False)
             raise
     print_summary(store.path, summary)
+    if summary.get("workers_lost"):
+        raise WorkersLost(f"evaluation workers lost: {summary['workers_lost']}; finished attempts are saved. "
+                          f"Resume with: aka optimize --resume {store.run_id} (--gpus 1 resumes on this machine "
+                          "without Ray)")
     if summary.get("fault"):
         raise EndpointFault(fault_line(summary["fault"], store.run_id))
 
 
-def resumed_settings(stored: OptimizeSettings, budget: int | None, max_time: float | None) -> OptimizeSettings:
+def resumed_settings(stored: OptimizeSettings, budget: int | None, max_time: float | None,
+                     gpus: int | None = None, cluster: str | None = None) -> OptimizeSettings:
     """A resumed run keeps its settings; --budget and --max-time, when given, replace the limits (both
-    count the whole run, earlier sessions included), so a run stopped by either can be extended."""
+    count the whole run, earlier sessions included), so a run stopped by either can be extended;
+    --gpus and --cluster move it (a cluster run resumes here with --gpus 1, and the reverse)."""
     limits = {k: v for k, v in (("max_candidates", budget), ("max_time_s", max_time)) if v is not None}
-    return stored.model_copy(update={"budget": stored.budget.model_copy(update=limits)}) if limits else stored
+    out = stored.model_copy(update={"budget": stored.budget.model_copy(update=limits)}) if limits else stored
+    if gpus is not None or cluster is not None:
+        out = out.model_copy(update={"gpus": gpus or out.gpus, "cluster": cluster if cluster is not None
+                                     else (None if gpus == 1 else out.cluster)})
+    return out
 
 
 def fault_line(fault: dict[str, Any], run_id: str) -> str:

@@ -8,7 +8,9 @@ that swaps the evaluator from the CLI, so interpreter timings can never reach a 
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import tempfile
 import threading
 from pathlib import Path
@@ -88,8 +90,8 @@ class RealEvaluator:
         gpu = not self.interpreter
         self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2) if gpu else None
         self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
-        # one lock per machine: compile calls (shared) stay out of ABBA comparisons (exclusive)
-        self.gpu_lock = Path(tempfile.gettempdir()) / "aka-gpu.lock"
+        # one lock per GPU: compile calls (shared) stay out of ABBA comparisons (exclusive) on that device
+        self.gpu_lock = Path(tempfile.gettempdir()) / f"aka-gpu-{timing_device()}.lock"
         self.split = max(1, settings.compile_split)
         self.screen_verify = settings.screen_verify_shapes
 
@@ -211,6 +213,13 @@ class RealEvaluator:
             ok, value, err = door.call("aka.evaluate.bench_worker:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
+
+
+def timing_device(env: dict[str, str] | None = None) -> str:
+    """The physical GPU this process times on: the first of CUDA_VISIBLE_DEVICES (a Ray worker pinned
+    to one GPU sees only it), else device 0, where CUDA puts work when nothing is pinned."""
+    visible = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return re.sub(r"[^0-9A-Za-z-]", "", visible) or "0"
 
 
 def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int) -> dict[str, Any]:

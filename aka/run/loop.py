@@ -18,12 +18,13 @@ from collections import deque
 from typing import Any
 
 from aka.agent.llm.base import Backend, BackendExhausted, ProviderError
-from aka.errors import AkaError
+from aka.errors import AkaError, WorkersLost
 from aka.evaluate.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.knowledge.lessons import write_lessons
-from aka.run.measure import measure
-from aka.run.prefetch import Job, View, generate
+from aka.records import Attempt
+from aka.run.pool import Pool, make_pool
+from aka.run.prefetch import Job, Prepared, View, generate
 from aka.run.promote import finish_pending_promotion, still_current
 from aka.run.state import rebuild
 from aka.run.store import RunStore
@@ -37,19 +38,26 @@ class _Quiet:
 
 
 def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
-             view: View | None = None, profiler=None) -> dict[str, Any]:
+             view: View | None = None, profiler=None, pool: Pool | None = None) -> dict[str, Any]:
     """Run rounds until a stop condition; returns the run summary (also written to run.json).
 
     Up to `prepare_ahead` later candidates are generated (one after another) and checked and
     compiled (in parallel worker processes) while candidate n is gated and timed: compilation is
-    CPU work, GPU timing stays serial. However the run ends (budget, exhausted backend, Ctrl-C, a
-    crash), what it learned is written to lessons.jsonl.
+    CPU work, GPU timing stays serial per GPU. With a pool of several workers (`--gpus N`,
+    `--cluster`), up to N candidates are measured at once and recorded in candidate order.
+    However the run ends (budget, exhausted backend, Ctrl-C, a crash), what it learned is written
+    to lessons.jsonl.
     """
     view = view or _Quiet()
     try:
         view.update(stage="profile the incumbent")
         profile_incumbent(store, op, settings, profiler)  # once per run; a resume reads run.json
-        return _rounds(store, settings, op, backend, evaluator, view)
+        pool = pool or make_pool(settings, op, evaluator, store.read_run(), view)
+        _pool_record(store, pool)
+        try:
+            return _rounds(store, settings, op, backend, evaluator, view, pool)
+        finally:
+            pool.close()
     finally:
         try:
             write_lessons(store.path)
@@ -58,46 +66,81 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
 
 
 def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
-            view: View) -> dict[str, Any]:
+            view: View, pool: Pool) -> dict[str, Any]:
     run = store.read_run()
     st = rebuild(store, run)
     with store.op_lock():
         finish_pending_promotion(store, settings, op)
-    reason, fault, queue = None, None, deque()
+    reason, fault, lost, queue = None, None, None, deque()
     make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=evaluator,
                              run=run, view=view)
-    while reason is None:
-        reason = stop_reason(settings.budget, st.used)
-        if reason:
+    cap = settings.budget.max_candidates
+    flight: dict[int, tuple[Prepared, str]] = {}  # n -> (candidate, the incumbent it is measured against)
+    done: dict[int, Attempt] = {}
+    nxt, t_last = st.used.candidates, time.monotonic()
+    while True:
+        reason = reason or stop_reason(settings.budget, st.used)
+        while reason is None and len(flight) < pool.slots and nxt < cap:  # a free worker: hand it the next one
+            view.update(attempt=nxt, stage="plan", best=st.best, left=cap - st.used.candidates)
+            while len(queue) < pool.slots + settings.prepare_ahead and nxt + len(queue) < cap:
+                queue.append(Job(nxt + len(queue), queue[-1] if queue else None, make, st))
+            try:
+                prep = queue.popleft().result()
+            except BackendExhausted as exc:
+                reason = str(exc)
+            except ProviderError as exc:  # the endpoint's fault: no attempt is charged, the run stops and says why
+                reason, fault = f"LLM endpoint fault: {exc}", exc.record()
+            else:
+                flight[prep.rec.n] = (prep, st.incumbent_label)
+                nxt += 1
+                pool.submit(prep, st)
+        if not flight or lost:
             break
-        n, t0 = st.used.candidates, time.monotonic()
-        view.update(attempt=n, stage="plan", best=st.best, left=settings.budget.max_candidates - n)
-        while len(queue) < 1 + settings.prepare_ahead and n + len(queue) < settings.budget.max_candidates:
-            queue.append(Job(n + len(queue), queue[-1] if queue else None, make, st))
         try:
-            prep = queue.popleft().result()
-        except BackendExhausted as exc:
-            reason = str(exc)
-            break
-        except ProviderError as exc:  # the endpoint's fault: no attempt is charged, the run stops and says why
-            reason, fault = f"LLM endpoint fault: {exc}", exc.record()
-            break
-        view.update(stage="measure", candidate=prep.summary)
-        rec = measure(prep, settings, op, evaluator, st, run, view)
-        with store.op_lock():  # another run of this op may be promoting right now
-            if rec.promoted:
-                rec.decision = still_current(store, op, rec.decision)
-            rec.duration_s = round(time.monotonic() - t0, 3)  # wall time of the round (preparation overlaps)
-            store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
-            if rec.promoted:
-                finish_pending_promotion(store, settings, op)
-        st = rebuild(store, run)
-        for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
-            job.st = st
-        view.update(stage="decided", record=rec, best=st.best)
-    summary = summarize(store, reason, **({"fault": fault} if fault else {}))
-    store.update_run(status="stopped" if fault else "finished", summary=summary)
+            done.update(pool.wait())
+        except WorkersLost as exc:  # the harness's fault: what finished is recorded, the rest is redone on resume
+            lost = str(exc)
+            reason = f"evaluation workers lost: {lost}"  # nothing more is handed out
+        _pool_record(store, pool)
+        while st.used.candidates in done:  # in candidate order, so the log reads as a serial run's
+            n = st.used.candidates
+            rec = done.pop(n)
+            prep, against = flight[n]
+            if rec.promoted and against != st.incumbent_label:
+                # measured against an incumbent that a lower-numbered candidate replaced meanwhile:
+                # its comparison is stale, so it is measured again against the new one (on resume,
+                # when the workers are gone)
+                if lost:
+                    break
+                flight[n] = (prep, st.incumbent_label)
+                pool.submit(prep, st)
+                break
+            del flight[n]
+            with store.op_lock():  # another run of this op may be promoting right now
+                if rec.promoted:
+                    rec.decision = still_current(store, op, rec.decision)
+                now = time.monotonic()
+                rec.duration_s = round(now - t_last, 3)  # wall time since the previous record (work overlaps)
+                t_last = now
+                store.append_attempt(rec)  # fsynced: from here on this attempt is never redone
+                if rec.promoted:
+                    finish_pending_promotion(store, settings, op)
+            st = rebuild(store, run)
+            for job in queue:  # queued candidates are judged against the new incumbent when their turn comes
+                job.st = st
+            view.update(stage="decided", record=rec, best=st.best)
+    summary = summarize(store, reason, **({"fault": fault} if fault else {}),
+                        **({"workers_lost": lost} if lost else {}))
+    store.update_run(status="stopped" if fault or lost else "finished", summary=summary)
     return summary
+
+
+def _pool_record(store: RunStore, pool: Pool) -> None:
+    """Into run.json, for Ray workers: the device each worker measures on, which worker measured
+    which candidate, and the workers lost (an inline pool has nothing to add)."""
+    if getattr(pool, "devices", None):
+        store.update_run(workers=list(pool.devices), placements=list(pool.placements),
+                         worker_events=list(pool.events))
 
 
 def summarize(store: RunStore, reason: str, **extra: Any) -> dict[str, Any]:

@@ -31,6 +31,21 @@ def test_user_mistakes_are_one_line_errors(project):
     assert r.returncode == 1 and "uncommitted edits" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_gpus_without_ray_is_a_one_line_error(project, tmp_path):
+    # a `ray` that cannot be imported (the extra not installed): the flag names the extra, before any
+    # baseline is measured
+    (tmp_path / "noray").mkdir()
+    (tmp_path / "noray" / "ray.py").write_text("raise ImportError('No module named ray')\n")
+    code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from aka.cli.main import main; "
+            "sys.argv = ['aka', *sys.argv[1:]]; main()")
+    env = {**os.environ, "AKA_ROOT": str(project), "COLUMNS": "200"}
+    for flags in (["--gpus", "2"], ["--cluster", "ray://10.0.0.1:10001"]):
+        r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "noray"), "optimize", "gdn_prefill", *flags],
+                           capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 1 and "pip install 'aka[ray]'" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not (project / "runs").exists()
+
+
 def test_runs_show_history_rollback(project, op):
     settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=3), commit=True)
     ev = FakeEvaluator(op, timing="gpu")

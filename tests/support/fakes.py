@@ -31,7 +31,7 @@ def marks(text: str) -> dict[str, str]:
 
 class FakeEvaluator:
     def __init__(self, op, timing: str = "gpu", noise: float = 0.002, delay_s: float = 0.0, drift: float = 1.0,
-                 paired: bool = False):
+                 paired: bool = False, screen_delay_s: float = 0.0):
         self.op = op
         # drift: screen times read `drift` times the setup's (a busier or hotter GPU later in the run);
         # paired: the screen times the incumbent beside the candidate, under the same drift
@@ -39,6 +39,7 @@ class FakeEvaluator:
         self.timing = timing
         self.noise = noise
         self.delay_s = delay_s
+        self.screen_delay_s = screen_delay_s  # a measurement long enough to kill its worker in the middle
         self.calls: list[str] = []
 
     def device(self) -> dict[str, Any]:
@@ -71,6 +72,7 @@ class FakeEvaluator:
         return GateOutcome(passed, "S1: rel_l2 3e-1 > 1e-2" if fail else "")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int, shapes: str, incumbent: Path | None = None):
+        time.sleep(self.screen_delay_s)
         g = self.gate(path, sets, rounds, seed)
         if g.error:
             return g, None
@@ -96,6 +98,11 @@ class FakeEvaluator:
         from aka.evaluate.bench import geomean
 
         return CompareOutcome(sp, geomean(list(sp.values())), self.noise, self.timing)
+
+
+def slow_fake(op, settings) -> FakeEvaluator:
+    """A Ray worker's evaluator in the pool tests (aka.run.raypool factory): 2 s per screen."""
+    return FakeEvaluator(op, timing="interpreter" if settings.interpreter else "gpu", screen_delay_s=2.0)
 
 
 def make_project(tmp: Path, git: bool = True) -> Path:

@@ -1,0 +1,119 @@
+"""Candidates on Ray workers (issue 22), on CPU: a local Ray instance whose two CPU workers stand in
+for GPUs. A real interpreter campaign with two candidates in flight, and a worker killed in the
+middle of a candidate, which is measured again on a fresh worker and never charged for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fakes import FakeEvaluator, slow_fake, source
+
+from aka.agent.llm.base import get_backend
+from aka.agent.llm.scripted import ScriptedBackend
+from aka.contract.ops import get_op
+from aka.evaluate.evaluator import RealEvaluator
+from aka.records import Attempt
+from aka.run.loop import run_loop
+from aka.run.raypool import RayPool
+from aka.run.setup import prepare_run
+from aka.settings import Budget, OptimizeSettings
+
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+
+pytestmark = pytest.mark.slow
+
+
+class _Q:
+    def update(self, **_):
+        pass
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    path = os.pathsep.join(p for p in (str(SUPPORT), os.environ.get("PYTHONPATH", "")) if p)
+    # two CPUs: the two workers; the fakes module importable in them (the kill test's evaluator)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield ray
+    ray.shutdown()
+
+
+def _toy(tmp: Path) -> Path:
+    """The toy op with a search space for the offline backend: seven block sizes."""
+    root = tmp / "toy"
+    shutil.copytree(SUPPORT / "toyop", root)
+    base = root / "kernels/scale_add/baseline.py"
+    space = 'SPACE = {"BLOCK": [16, 32, 64, 128, 256, 512, 1024]}'
+    base.write_text(base.read_text().replace('CONFIG = {"BLOCK": 128}', 'CONFIG = {"BLOCK": 128}\n' + space))
+    return root
+
+
+def test_interpreter_campaign_with_two_candidates_in_flight(tmp_path, ray_local):
+    root = _toy(tmp_path)
+    op = get_op("scale_add", root)
+    settings = OptimizeSettings(op="scale_add", budget=Budget(max_candidates=6), interpreter=True, gpus=2,
+                                commit=False, cpu_gate_sets=["smoke"], cpu_bench_shapes="smoke", prepare_ahead=1)
+    ev = RealEvaluator(op, settings)
+    store = prepare_run(root / "runs", settings, op, ev)
+    pool = RayPool(settings, op, store.read_run(), _Q())
+    assert len({d["pid"] for d in pool.devices}) == 2 and {d["name"] for d in pool.devices} == {ev.device()["name"]}
+    summary = run_loop(store, settings, op, get_backend("offline"), ev, pool=pool)
+    att = store.attempts()
+    assert summary["attempts"] == 6 and [a.n for a in att] == list(range(6))
+    assert pool.peak == 2  # two candidates measured at once
+    measured = [a for a in att if not a.failed_stage]
+    assert len(measured) >= 5, [(a.n, a.failed_stage) for a in att]
+    assert all(a.bench.timing == "interpreter" and a.gate.passed for a in measured)
+    assert {a.decision.reason for a in measured} == {"not promoted: interpreter timings cannot promote"}
+    run = json.loads((store.path / "run.json").read_text())
+    assert len(run["workers"]) == 2 and {p["worker"] for p in run["placements"]} == {0, 1}
+    assert sorted(p["candidate"] for p in run["placements"]) == [a.n for a in measured]
+    # the log a local run writes: every line is a whole Attempt, with the same fields
+    for line in (store.path / "attempts.jsonl").read_text().splitlines():
+        assert set(json.loads(line)) == set(Attempt.model_fields)
+
+
+def test_a_killed_worker_requeues_its_candidate(project, op, ray_local):
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=4), interpreter=True, gpus=2,
+                                commit=False, prepare_ahead=1)
+    ev = FakeEvaluator(op, timing="interpreter")
+    store = prepare_run(project / "runs", settings, op, ev)
+    pool = RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
+    steps = [{"source": source(1.0 + i / 10, tag=str(i))} for i in range(4)]
+    out: dict = {}
+    loop = threading.Thread(target=lambda: out.update(summary=run_loop(store, settings, op, ScriptedBackend(steps),
+                                                                        ev, pool=pool)))
+    loop.start()
+    deadline = time.time() + 60
+    while not pool._busy and time.time() < deadline:
+        time.sleep(0.05)
+    n, actor, _, _ = next(iter(pool._busy.values()))
+    time.sleep(0.5)  # inside its 2 s screen
+    ray_local.kill(actor)
+    loop.join(timeout=120)
+    assert not loop.is_alive() and out["summary"]["attempts"] == 4
+    att = store.attempts()
+    assert [a.n for a in att] == [0, 1, 2, 3]
+    assert pool.events == [{"candidate": n, "event": "worker lost", "error": pool.events[0]["error"],
+                            "requeued": True}]
+    assert "died" in pool.events[0]["error"].lower() or "actor" in pool.events[0]["error"].lower()
+    # measured in full on the fresh worker, recorded like the others: the loss is not the candidate's
+    assert att[n].failed_stage == "" and att[n].gate.passed and att[n].bench.timing == "interpreter"
+    run = json.loads((store.path / "run.json").read_text())
+    assert run["worker_events"] == pool.events and len(run["workers"]) == 3  # the replacement's device too
+    assert [p["candidate"] for p in run["placements"]].count(n) == 2
+
+
+def test_without_enough_workers_the_pool_says_how_many_there_are(project, op, ray_local):
+    settings = OptimizeSettings(op="gdn_prefill", interpreter=True, gpus=3, commit=False)
+    store = prepare_run(project / "runs", settings, op, FakeEvaluator(op, timing="interpreter"))
+    with pytest.raises(Exception, match=r"--gpus 3: Ray sees 2 CPUs"):
+        RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
