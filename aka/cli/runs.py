@@ -96,6 +96,18 @@ def _stopped(run: dict[str, Any], summary: dict[str, Any]) -> str:
     return f"{run.get('status')} ({err})" if err else str(run.get("status"))
 
 
+def workers_line(run: dict[str, Any]) -> str:
+    """A Ray run's workers: how many, on what, where, and the ones lost."""
+    ws, events = run["workers"], run.get("worker_events") or []
+    kinds = sorted({w["name"] for w in ws})
+    nodes = sorted({w.get("node", "?") for w in ws})
+    text = f"measured on {len(ws)} Ray workers ({', '.join(kinds)}; {len(nodes)} node(s))"
+    if events:
+        text += f"; {len(events)} worker(s) lost, candidates " + ", ".join(
+            f"{e['candidate']} ({'measured again' if e.get('requeued') else 'left for resume'})" for e in events)
+    return text
+
+
 def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_settings: bool = False) -> None:
     run = json.loads((run_dir / "run.json").read_text())
     attempts = read_attempts(run_dir)
@@ -128,6 +140,8 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
                                                     " (written, not committed)"))
     if not run.get("promotions"):
         lines.append(f"nothing promoted: {escape(_tally(attempts))}")
+    if run.get("workers"):
+        lines.append(escape(workers_line(run)))
     lines += [escape(x) for x in llm_lines(attempts, calls=show_settings)]
     console.print(Panel("\n".join(lines), title="summary"))
 

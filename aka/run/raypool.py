@@ -16,6 +16,7 @@ In the interpreter (no GPU) `--gpus N` runs N CPU workers standing in for GPUs, 
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -84,7 +85,9 @@ class RayPool:
         self.events: list[dict[str, Any]] = []
         self._own = not ray.is_initialized()
         if self._own:
-            kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, **(init or {})}
+            # Ray's start-up notices would interleave with the progress display: errors only
+            kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR,
+                                  **(init or {})}
             if settings.cluster:
                 kw["address"] = settings.cluster
             elif settings.interpreter:

@@ -110,6 +110,10 @@ def test_a_killed_worker_requeues_its_candidate(project, op, ray_local):
     run = json.loads((store.path / "run.json").read_text())
     assert run["worker_events"] == pool.events and len(run["workers"]) == 3  # the replacement's device too
     assert [p["candidate"] for p in run["placements"]].count(n) == 2
+    from aka.cli.runs import workers_line
+
+    assert workers_line(run) == (f"measured on 3 Ray workers (cpu (fake); 1 node(s)); 1 worker(s) lost, "
+                                 f"candidates {n} (measured again)")
 
 
 def test_without_enough_workers_the_pool_says_how_many_there_are(project, op, ray_local):
@@ -117,3 +121,39 @@ def test_without_enough_workers_the_pool_says_how_many_there_are(project, op, ra
     store = prepare_run(project / "runs", settings, op, FakeEvaluator(op, timing="interpreter"))
     with pytest.raises(Exception, match=r"--gpus 3: Ray sees 2 CPUs"):
         RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
+
+
+def test_a_lost_cluster_stops_the_run_resumable(project, op, ray_local, monkeypatch):
+    # the connection to Ray fails while candidates are in flight: what finished is recorded, the run
+    # stops with the reason, and nothing is charged to the candidates that were out
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=4), interpreter=True, gpus=2,
+                                commit=False, prepare_ahead=1)
+    ev = FakeEvaluator(op, timing="interpreter")
+    store = prepare_run(project / "runs", settings, op, ev)
+    pool = RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
+    real_wait, calls = pool.ray.wait, []
+
+    def flaky_wait(refs, num_returns=1):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ConnectionError("GCS at 10.0.0.1:6379 unreachable")
+        return real_wait(refs, num_returns=num_returns)
+
+    monkeypatch.setattr(pool.ray, "wait", flaky_wait)
+    steps = [{"source": source(1.0 + i / 10, tag=str(i))} for i in range(4)]
+    summary = run_loop(store, settings, op, ScriptedBackend(steps), ev, pool=pool)
+    assert summary["workers_lost"].startswith("the Ray cluster went away (GCS at 10.0.0.1:6379 unreachable")
+    # candidate 0 is recorded when it finished first (1 waits for 0: the log stays in order)
+    assert summary["attempts"] in (0, 1) and store.read_run()["status"] == "stopped"
+    assert [a.n for a in store.attempts()] == list(range(summary["attempts"]))
+
+
+def test_resume_moves_a_run_between_ray_and_this_machine():
+    from aka.cli.optimize import resumed_settings
+
+    stored = OptimizeSettings(op="gdn_prefill", gpus=8, cluster="ray://10.0.0.1:10001")
+    here = resumed_settings(stored, None, None, gpus=1)
+    assert here.gpus == 1 and here.cluster is None
+    back = resumed_settings(here, 40, None, gpus=4, cluster="auto")
+    assert back.gpus == 4 and back.cluster == "auto" and back.budget.max_candidates == 40
+    assert resumed_settings(stored, None, None) == stored
