@@ -18,7 +18,11 @@ Design (flash-decoding, memory-bound):
   rounded up to BLOCK_N, computed in the kernel, so no host sync). NUM_SPLITS comes from shapes
   only: enough programs to fill the SMs (SPLIT_TARGET), at least MIN_SPLIT_TOKENS keys each.
   Partials (normalised o, log2-sum-exp) go to fp32 scratch; a second kernel merges them by
-  max / sum-exp. With one split the first kernel writes o directly.
+  max / sum-exp. With one split the first kernel writes o directly. FUSED_MERGE: no second
+  kernel; the last split program of each (sequence, KV head) to finish, found by an atomic counter
+  (zeroed per call), merges that tile's partials from L2 (prepared 2026-12-02: the interpreter runs
+  programs one after another, so it checks the counting and the merge, not the memory ordering;
+  off until the H200 has run it).
 - Keys are gathered through the page table per key (any BLOCK_N, any page size and Hkv), or with
   USE_TMA as whole [BLOCK_N, D] boxes through one 2-D tensor descriptor over the cache viewed as
   [pages * PAGE, Hkv * D] (one page-table read per block; needs PAGE % BLOCK_N == 0 so a block never
@@ -59,6 +63,9 @@ CONFIG = {
     # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring); off
     # until timed on the H200 (scripts/bench_fa4_decode.py)
     "USE_TMA": False,
+    # split-KV merge inside the split kernel (module docstring): one launch instead of two; off until
+    # run on the H200 (the ordering of the partials before the counter is not visible on CPU)
+    "FUSED_MERGE": False,
 }
 
 # Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_decode.py).
@@ -78,6 +85,7 @@ SPACE = {
     "CTAS_PER_SM": [1, 2, 3],
     "SPLIT_OVERHEAD_TOKENS": [0, 256, 1024],
     "USE_TMA": [False, True],
+    "FUSED_MERGE": [False, True],
 }
 
 _LOG2E = 1.4426950408889634
@@ -85,7 +93,7 @@ _LOG2E = 1.4426950408889634
 
 @triton.jit
 def _fa4_decode_kernel(
-    Q, K, V, O, PT, KVL, OP, LSEP,
+    Q, K, V, O, PT, KVL, OP, LSEP, CNT,
     k_desc, v_desc,
     qk_scale,
     stride_qt, stride_qh,
@@ -98,7 +106,7 @@ def _fa4_decode_kernel(
     NUM_SPLITS,
     Q_LEN: tl.constexpr, G: tl.constexpr, PAGE: tl.constexpr, HEAD_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-    USE_TMA: tl.constexpr,
+    USE_TMA: tl.constexpr, FUSED_MERGE: tl.constexpr,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -181,6 +189,45 @@ def _fa4_decode_kernel(
         base = qrow.to(tl.int64) * stride_opt + head * stride_oph + split * stride_ops
         tl.store(OP + base[:, None] + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(LSEP + qrow.to(tl.int64) * stride_lt + head * stride_lh + split, lse, mask=row_ok)
+        if FUSED_MERGE:
+            # every thread's partial stores happen before the count (barrier, then a release at gpu
+            # scope); the program that counts last sees them all (acquire) and merges the tile
+            tl.debug_barrier()
+            ticket = tl.atomic_add(CNT + b * tl.num_programs(1) + kvh, 1, sem="acq_rel", scope="gpu")
+            if ticket == tl.cdiv(kv_len, chunk) - 1:
+                _merge_tile(OP, LSEP, O, qrow, head, row_ok, tl.cdiv(kv_len, chunk), stride_opt, stride_oph,
+                            stride_ops, stride_lt, stride_lh, stride_ot, stride_oh, BLOCK_M, HEAD_D)
+
+
+@triton.jit
+def _merge_tile(OP, LSEP, O, qrow, head, row_ok, n_splits, stride_opt, stride_oph, stride_ops, stride_lt,
+                stride_lh, stride_ot, stride_oh, BLOCK_M: tl.constexpr, HEAD_D: tl.constexpr):
+    """FUSED_MERGE: o of one (sequence, KV head) tile from its n_splits partials, one split at a time
+    by running max / sum-exp (as _fa4_decode_merge_kernel does per row), over column blocks of at
+    most 2048 / BLOCK_M (a 64-row tile merged whole: 255 regs + 936 B spill; at 2048: 238 regs, no
+    spill with USE_TMA, ptxas sm_90, Triton 3.9);
+    loads bypass L1 (.cg), where lines of another SM's writes could be stale."""
+    DC: tl.constexpr = HEAD_D if BLOCK_M * HEAD_D <= 2048 else 2048 // BLOCK_M
+    lse_row = LSEP + qrow.to(tl.int64) * stride_lt + head * stride_lh
+    op_row = OP + qrow.to(tl.int64) * stride_opt + head * stride_oph
+    o_row = O + qrow.to(tl.int64) * stride_ot + head * stride_oh
+    for d0 in tl.static_range(0, HEAD_D, DC):
+        offs_d = d0 + tl.arange(0, DC)
+        m = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        w_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, DC], dtype=tl.float32)
+        for s in range(0, n_splits):
+            lse = tl.load(lse_row + s, mask=row_ok, other=0.0, cache_modifier=".cg")
+            m_new = tl.maximum(m, lse)  # split 0 holds keys for every row: finite from the first step
+            w = tl.math.exp2(lse - m_new)
+            alpha = tl.math.exp2(m - m_new)
+            o = tl.load(op_row[:, None] + s * stride_ops + offs_d[None, :], mask=row_ok[:, None], other=0.0,
+                        cache_modifier=".cg")
+            acc = acc * alpha[:, None] + w[:, None] * o
+            w_sum = w_sum * alpha + w
+            m = m_new
+        out = acc / tl.where(row_ok, w_sum, 1.0)[:, None]
+        tl.store(o_row[:, None] + offs_d[None, :], out.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit
@@ -279,6 +326,7 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
     use_tma = bool(cfg.get("USE_TMA", False)) and page % block_n == 0 and contiguous
     split_kw = dict(Q_LEN=q_len, G=g, PAGE=page, HEAD_D=d, BLOCK_M=block_m, BLOCK_N=block_n,
                     SPLIT=splits > 1, LAZY_RESCALE=bool(cfg["LAZY_RESCALE"]), USE_TMA=use_tma,
+                    FUSED_MERGE=splits > 1 and bool(cfg.get("FUSED_MERGE", False)),
                     num_warps=num_warps, num_stages=num_stages)
     merge_kw = dict(Q_LEN=q_len, HEAD_D=d, BLOCK_N=block_n, BLOCK_S=cfg["REDUCE_BLOCK_S"], num_warps=4)
     # Partials live in one fp32 allocation: o_part [rows, hq, S, d] then lse_part [rows, hq, S],
@@ -320,8 +368,9 @@ def _descs(k_cache, v_cache, block_n):
 def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     """Paged decode for q_len 1 or 4. Shapes in the module docstring; returns o like q.
 
-    Per call on the host: one plan lookup, one or two allocations (o; the split partials), one
-    or two launches. No host sync: nothing reads a device value.
+    Per call on the host: one plan lookup, one or two allocations (o; the split partials, and with
+    FUSED_MERGE the zeroed counters), one or two launches (one with FUSED_MERGE). No host sync:
+    nothing reads a device value.
     """
     rows, hq, d = q.shape
     num_pages, page, hkv, dk = k_cache.shape
@@ -343,9 +392,13 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
         lse_part = ws.narrow(0, n_o, ws_len - n_o)
     else:
         o_part = lse_part = o  # unused placeholders
+    fused = split_kw["FUSED_MERGE"]
+    # FUSED_MERGE: one arrival counter per (sequence, KV head), zero at every call (a memset, not a
+    # kernel of ours: the counters of a call that died mid-way must not leak into the next)
+    cnt = torch.zeros(batch * hkv, dtype=torch.int32, device=q.device) if fused else o
     so_t, so_h = o.stride(0), o.stride(1)
     _fa4_decode_kernel[grid](
-        q, k_cache, v_cache, o, page_table, kv_lens, o_part, lse_part,
+        q, k_cache, v_cache, o, page_table, kv_lens, o_part, lse_part, cnt,
         k_desc, v_desc,
         scale,
         q.stride(0), q.stride(1),
@@ -357,7 +410,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
         splits,
         **split_kw,
     )
-    if splits > 1:
+    if splits > 1 and not fused:
         _fa4_decode_merge_kernel[merge_grid](
             o_part, lse_part, o, kv_lens,
             ps[0], ps[1], ps[2], ps[3], ps[4],

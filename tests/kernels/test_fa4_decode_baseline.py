@@ -129,6 +129,17 @@ def test_tma_blocks(q_len, cfg):
     assert mod._LAST_DESCS, "the descriptor path did not run"
 
 
+@pytest.mark.parametrize("q_len", [1, 4])
+@pytest.mark.parametrize("cfg", [dict(SPLITTY, FUSED_MERGE=True), dict(SPLITTY, FUSED_MERGE=True, USE_TMA=True),
+                                 dict(SPLITTY, FUSED_MERGE=True, LAZY_RESCALE=True, BLOCK_N_m64=16)],
+                         ids=["gather", "tma", "lazy"])
+def test_fused_merge(q_len, cfg):
+    # the last split program of each (sequence, KV head) merges: many splits, a one-split sequence,
+    # NaN page tails, the 64-row tile (q_len 4 x G 16) merged in column blocks, GQA with 2 KV heads
+    check(make_case([5, 300, 128, 129], q_len, hq=16, hkv=1, seed=41 + q_len), cfg)
+    check(make_case([200, 70], q_len, hq=8, hkv=2, seed=43 + q_len), cfg)
+
+
 def test_tma_falls_back_when_blocks_cross_pages():
     # BLOCK_N 96 does not divide the 128-token page: the plan keeps the pointer gather
     cfg = dict(mod.CONFIG, USE_TMA=True, BLOCK_N=96)

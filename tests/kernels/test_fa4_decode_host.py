@@ -98,6 +98,16 @@ def test_host_work_per_warm_call():
     assert new.torch_ops == {"empty_like": 1, "empty": 1, "slice": 2}, new.torch_ops
     assert not new.torch_compute
 
+    # FUSED_MERGE: the merge inside the split kernel, one launch; its counters a zeroed allocation
+    try:
+        mod.CONFIG.update(SPLITTY, FUSED_MERGE=True)
+        fused = record(mod.fa4_decode, x)
+    finally:
+        mod.CONFIG.clear()
+        mod.CONFIG.update(saved[0])
+    assert fused.triton == {"_fa4_decode_kernel": 1}, fused.triton
+    assert fused.torch_ops == {"empty_like": 1, "empty": 1, "slice": 2, "zeros": 1}, fused.torch_ops
+
     x1 = op.inputs.make_inputs(op.cases("E1")[0], 3, "cpu")  # a single key: one split, one launch
     one = record(mod.fa4_decode, x1)
     assert one.triton == {"_fa4_decode_kernel": 1} and one.torch_ops == {"empty_like": 1}
