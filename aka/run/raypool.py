@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aka
 from aka.errors import AkaError, WorkersLost
 from aka.records import Attempt
 from aka.run.prefetch import Prepared, View
@@ -53,7 +54,7 @@ class EvalWorker:
         from aka.evaluate.evaluator import RealEvaluator
 
         self.settings = OptimizeSettings.model_validate(settings)
-        self.op = get_op(op_name, Path(root))
+        self.op = get_op(op_name, Path(root) if root else Path.cwd())
         self.ev = factory(self.op, self.settings) if factory else RealEvaluator(self.op, self.settings)
         self.dir = Path(tempfile.mkdtemp(prefix="aka-ray-worker-"))
 
@@ -89,7 +90,12 @@ class RayPool:
             kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR,
                                   **(init or {})}
             if settings.cluster:
+                # the workers run this driver's aka on this project's contracts and kernels, shipped by
+                # Ray (runs/, git and environments stay here); their Python needs aka's dependencies
                 kw["address"] = settings.cluster
+                kw.setdefault("runtime_env", {"working_dir": str(op.root),
+                                              "py_modules": [str(Path(aka.__file__).parent)],
+                                              "excludes": ["runs/", ".git/", ".venv/", "__pycache__/"]})
             elif settings.interpreter:
                 kw.setdefault("num_cpus", self.slots)  # CPU workers standing in for GPUs
             try:
@@ -118,12 +124,19 @@ class RayPool:
     def _spawn(self):
         if self._cls is None:
             self._cls = self.ray.remote(EvalWorker).options(**self._resources, max_restarts=0)
-        return self._cls.remote(self.op.name, str(self.op.root), self.settings.model_dump(), self.factory)
+        # on a cluster the project arrives as the workers' working directory
+        root = "" if self.settings.cluster and self._own else str(self.op.root)
+        return self._cls.remote(self.op.name, root, self.settings.model_dump(), self.factory)
 
     def _check_devices(self, actors: list) -> list[dict[str, Any]]:
         """Every worker must measure on the device model the run's baseline was measured on: a
         promotion compares only measurements of one model."""
-        devices = self.ray.get([a.device.remote() for a in actors])
+        try:  # a worker waits for a free GPU: on a busy cluster that can be forever
+            devices = self.ray.get([a.device.remote() for a in actors], timeout=self.settings.timeout_s)
+        except self.ray.exceptions.GetTimeoutError:
+            self.close()
+            raise AkaError(f"{len(actors)} Ray worker(s) did not start within {self.settings.timeout_s:.0f} s: "
+                           f"no free GPU ({self.settings.cluster or 'this machine'} busy?)") from None
         want = self.run["device"]["name"]
         for d in devices:
             if d["name"] != want:

@@ -157,3 +157,25 @@ def test_resume_moves_a_run_between_ray_and_this_machine():
     back = resumed_settings(here, 40, None, gpus=4, cluster="auto")
     assert back.gpus == 4 and back.cluster == "auto" and back.budget.max_candidates == 40
     assert resumed_settings(stored, None, None) == stored
+
+
+def test_a_cluster_gets_the_project_and_this_aka_and_an_unreachable_one_is_one_line(project, op, monkeypatch):
+    import ray
+
+    import aka
+    from aka.errors import AkaError
+
+    seen = {}
+
+    def fake_init(**kw):
+        seen.update(kw)
+        raise ConnectionError("Could not connect to ray://10.0.0.9:10001\n(timed out)")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    settings = OptimizeSettings(op="gdn_prefill", gpus=4, cluster="ray://10.0.0.9:10001")
+    with pytest.raises(AkaError, match=r"^cannot start or reach Ray \(ray://10\.0\.0\.9:10001\): Could not connect"):
+        RayPool(settings, op, {"device": {"name": "NVIDIA H200"}}, _Q())
+    env = seen["runtime_env"]
+    assert seen["address"] == "ray://10.0.0.9:10001" and env["working_dir"] == str(op.root)
+    assert env["py_modules"] == [str(Path(aka.__file__).parent)] and "runs/" in env["excludes"]
