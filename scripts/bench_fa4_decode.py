@@ -65,6 +65,9 @@ SWEEP = [  # CONFIG candidates (merged over the module's CONFIG); _m64 keys appl
     dict(USE_TMA=True, BLOCK_N=64, num_stages=2),
     dict(USE_TMA=True, num_stages=4, num_stages_m64=2),
     dict(USE_TMA=True, LAZY_RESCALE=True),
+    # FUSED_MERGE (prepared 2026-12-02, never run on a GPU): the merge in the split kernel, one launch
+    dict(FUSED_MERGE=True),
+    dict(FUSED_MERGE=True, USE_TMA=True),
 ]
 SWEEP_SHAPES = ["C1-q1", "C3-q4"] if CPU else ["D2-q1", "D6-q1", "D5-q1", "D2-q4", "D6-q4", "D5-q4"]
 
