@@ -46,6 +46,15 @@ class _Quiet:
         pass
 
 
+def worker_folder(base: str | None = None) -> Path:
+    """The folder a Ray worker writes the sources it is sent into, named like aka's worker folders
+    (aka-worker-<pid>-...) so that the next aka process on that machine removes it once the worker's
+    process is gone (aka.evaluate.runner.sweep_stale_folders): Ray kills actors without a clean-up."""
+    from aka.evaluate.runner import _PREFIX
+
+    return Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-ray-", dir=base))
+
+
 class EvalWorker:
     """Inside the Ray actor: an evaluator for the op, and a folder for the sources it is sent."""
 
@@ -56,7 +65,7 @@ class EvalWorker:
         self.settings = OptimizeSettings.model_validate(settings)
         self.op = get_op(op_name, Path(root) if root else Path.cwd())
         self.ev = factory(self.op, self.settings) if factory else RealEvaluator(self.op, self.settings)
-        self.dir = Path(tempfile.mkdtemp(prefix="aka-ray-worker-"))
+        self.dir = worker_folder()
 
     def device(self) -> dict[str, Any]:
         import ray

@@ -179,3 +179,16 @@ def test_a_cluster_gets_the_project_and_this_aka_and_an_unreachable_one_is_one_l
     env = seen["runtime_env"]
     assert seen["address"] == "ray://10.0.0.9:10001" and env["working_dir"] == str(op.root)
     assert env["py_modules"] == [str(Path(aka.__file__).parent)] and "runs/" in env["excludes"]
+
+
+def test_a_dead_workers_folder_is_swept(tmp_path, monkeypatch):
+    import os as _os
+
+    from aka.evaluate import runner
+    from aka.run.raypool import worker_folder
+
+    d = worker_folder(str(tmp_path))
+    assert d.parent == tmp_path and d.name.startswith(f"aka-worker-{_os.getpid()}-ray-")
+    assert runner.sweep_stale_folders(str(tmp_path)) == [] and d.exists()  # its process still runs
+    monkeypatch.setattr(runner, "_alive", lambda pid: False)  # the Ray worker's process is gone
+    assert runner.sweep_stale_folders(str(tmp_path)) == [d.name] and not d.exists()
