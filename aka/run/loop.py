@@ -24,17 +24,12 @@ from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.knowledge.lessons import write_lessons
 from aka.records import Attempt
 from aka.run.pool import Pool, make_pool
-from aka.run.prefetch import Job, Prepared, View, generate
+from aka.run.prefetch import Job, Prepared, Quiet, View, generate
 from aka.run.promote import finish_pending_promotion, still_current
 from aka.run.state import rebuild
 from aka.run.store import RunStore
 from aka.run.supervisor import stop_reason
 from aka.settings import OptimizeSettings
-
-
-class _Quiet:
-    def update(self, **fields: Any) -> None:
-        pass
 
 
 def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
@@ -48,12 +43,13 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
     However the run ends (budget, exhausted backend, Ctrl-C, a crash), what it learned is written
     to lessons.jsonl.
     """
-    view = view or _Quiet()
+    view = view or Quiet()
     try:
         view.update(stage="profile the incumbent")
         profile_incumbent(store, op, settings, profiler)  # once per run; a resume reads run.json
         pool = pool or make_pool(settings, op, evaluator, store.read_run(), view)
-        _pool_record(store, pool)
+        if fields := pool.run_fields():
+            store.update_run(**fields)
         try:
             return _rounds(store, settings, op, backend, evaluator, view, pool)
         finally:
@@ -101,7 +97,8 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
         except WorkersLost as exc:  # the harness's fault: what finished is recorded, the rest is redone on resume
             lost = str(exc)
             reason = f"evaluation workers lost: {lost}"  # nothing more is handed out
-        _pool_record(store, pool)
+        if fields := pool.run_fields():
+            store.update_run(**fields)
         while st.used.candidates in done:  # in candidate order, so the log reads as a serial run's
             n = st.used.candidates
             rec = done.pop(n)
@@ -133,14 +130,6 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
                         **({"workers_lost": lost} if lost else {}))
     store.update_run(status="stopped" if fault or lost else "finished", summary=summary)
     return summary
-
-
-def _pool_record(store: RunStore, pool: Pool) -> None:
-    """Into run.json, for Ray workers: the device each worker measures on, which worker measured
-    which candidate, and the workers lost (an inline pool has nothing to add)."""
-    if getattr(pool, "devices", None):
-        store.update_run(workers=list(pool.devices), placements=list(pool.placements),
-                         worker_events=list(pool.events))
 
 
 def summarize(store: RunStore, reason: str, **extra: Any) -> dict[str, Any]:

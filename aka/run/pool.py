@@ -21,10 +21,10 @@ from aka.settings import OptimizeSettings
 
 class Pool(Protocol):
     slots: int  # candidates measured at once
-    events: list[dict[str, Any]]  # worker faults and re-queues, for run.json
 
     def submit(self, prep: Prepared, st: State) -> None: ...
     def wait(self) -> list[tuple[int, Attempt]]: ...  # blocks until at least one submitted candidate finished
+    def run_fields(self) -> dict[str, Any]: ...  # what run.json records of the pool ({} when nothing)
     def close(self) -> None: ...
 
 
@@ -36,7 +36,6 @@ class InlinePool:
 
     def __init__(self, settings: OptimizeSettings, op, evaluator, run: dict[str, Any], view: View):
         self.settings, self.op, self.ev, self.run, self.view = settings, op, evaluator, run, view
-        self.events: list[dict[str, Any]] = []
         self._done: list[tuple[int, Attempt]] = []
 
     def submit(self, prep: Prepared, st: State) -> None:
@@ -46,6 +45,9 @@ class InlinePool:
     def wait(self) -> list[tuple[int, Attempt]]:
         out, self._done = self._done, []
         return out
+
+    def run_fields(self) -> dict[str, Any]:
+        return {}
 
     def close(self) -> None:
         pass

@@ -26,6 +26,13 @@ class View(Protocol):
     def update(self, **fields: Any) -> None: ...
 
 
+class Quiet:
+    """A View that shows nothing (no display attached, or a Ray worker's own measurement)."""
+
+    def update(self, **fields: Any) -> None:
+        pass
+
+
 @dataclass
 class Prepared:
     """A candidate up to compilation: its record so far and what the static stages found."""

@@ -26,7 +26,7 @@ from typing import Any
 import aka
 from aka.errors import AkaError, WorkersLost
 from aka.records import Attempt
-from aka.run.prefetch import Prepared, View
+from aka.run.prefetch import Prepared, Quiet, View
 from aka.run.state import State
 from aka.settings import OptimizeSettings
 
@@ -39,11 +39,6 @@ def require_ray():
     except ImportError:
         raise AkaError(f"--gpus above 1 and --cluster measure candidates on Ray workers: {EXTRA}") from None
     return ray
-
-
-class _Quiet:
-    def update(self, **fields: Any) -> None:
-        pass
 
 
 def worker_folder(base: str | None = None) -> Path:
@@ -81,7 +76,7 @@ class EvalWorker:
         prep.path.write_text(source)
         st.incumbent = self.dir / f"incumbent-{code_hash(incumbent)}.py"
         st.incumbent.write_text(incumbent)
-        return measure_copy(prep, self.settings, self.op, self.ev, st, run, _Quiet())
+        return measure_copy(prep, self.settings, self.op, self.ev, st, run, Quiet())
 
 
 class RayPool:
@@ -121,7 +116,11 @@ class RayPool:
             raise AkaError(f"--gpus {self.slots}: Ray sees {have:g} {kind}s "
                            f"({settings.cluster or 'this machine'}); ask for at most that many")
         self.idle = [self._spawn() for _ in range(self.slots)]
-        self.devices = self._check_devices(self.idle)  # run.json "workers": what each measures on
+        try:
+            self.devices = self._check_devices(self.idle)  # run.json "workers": what each measures on
+        except AkaError:
+            self.close()
+            raise
         self._index = {a: i for i, a in enumerate(self.idle)}
         self.placements: list[dict[str, Any]] = []  # which worker measured which candidate
         self._busy: dict[Any, tuple[int, Any, Prepared, State]] = {}  # ref -> (n, actor, candidate, state)
@@ -133,8 +132,9 @@ class RayPool:
     def _spawn(self):
         if self._cls is None:
             self._cls = self.ray.remote(EvalWorker).options(**self._resources, max_restarts=0)
-        # on a cluster the project arrives as the workers' working directory
-        root = "" if self.settings.cluster and self._own else str(self.op.root)
+        # on a cluster the project is the workers' working directory (shipped by this pool, or by the
+        # Ray job this driver runs in)
+        root = "" if self.settings.cluster else str(self.op.root)
         return self._cls.remote(self.op.name, root, self.settings.model_dump(), self.factory)
 
     def _check_devices(self, actors: list) -> list[dict[str, Any]]:
@@ -143,13 +143,11 @@ class RayPool:
         try:  # a worker waits for a free GPU: on a busy cluster that can be forever
             devices = self.ray.get([a.device.remote() for a in actors], timeout=self.settings.timeout_s)
         except self.ray.exceptions.GetTimeoutError:
-            self.close()
             raise AkaError(f"{len(actors)} Ray worker(s) did not start within {self.settings.timeout_s:.0f} s: "
                            f"no free GPU ({self.settings.cluster or 'this machine'} busy?)") from None
         want = self.run["device"]["name"]
         for d in devices:
             if d["name"] != want:
-                self.close()
                 raise AkaError(f"a Ray worker on {d['node']} measures on {d['name']}, this run on {want}: "
                                "use workers of one device model")
         return devices
@@ -159,7 +157,7 @@ class RayPool:
             from aka.run.pool import measure_copy
 
             self._finished.append((prep.rec.n, measure_copy(prep, self.settings, self.op, None, st, self.run,
-                                                           _Quiet())))
+                                                           Quiet())))
             return
         actor = self.idle.pop()
         ref = actor.measure.remote(prep, st, self.run, prep.path.read_text(), st.incumbent.read_text())
@@ -198,19 +196,25 @@ class RayPool:
         """A worker died under candidate n: a new worker replaces it and n is measured again, once."""
         why = " ".join(str(exc).split())[:200]
         self._tries[n] = self._tries.get(n, 0) + 1
-        self.events.append({"candidate": n, "event": "worker lost", "error": why, "requeued": self._tries[n] == 1})
+        again = self._tries[n] == 1
+        event = {"candidate": n, "event": "worker lost", "error": why, "requeued": False}
         try:
             fresh = self._spawn()
             self.devices += self._check_devices([fresh])
-        except AkaError:
-            raise
-        except Exception as e:  # the cluster itself is gone
-            raise WorkersLost(f"no worker could replace a lost one ({type(e).__name__}: {str(e)[:150]})") from None
+        except Exception as e:  # the cluster is gone, or no worker of the run's device model starts
+            self.events.append(event)
+            raise WorkersLost(f"no worker could replace a lost one ({' '.join(str(e).split())[:150]})") from None
         self._index[fresh] = len(self.devices) - 1
         self.idle.append(fresh)
-        if self._tries[n] > 1:
+        self.events.append({**event, "requeued": again})
+        if not again:
             raise WorkersLost(f"candidate {n} lost its worker twice ({why})")
         self.submit(prep, st)
+
+    def run_fields(self) -> dict[str, Any]:
+        """The device each worker measures on, which worker measured which candidate, the workers lost."""
+        return {"workers": list(self.devices), "placements": list(self.placements),
+                "worker_events": list(self.events)}
 
     def close(self) -> None:
         for actor in [*getattr(self, "idle", []), *(a for _, a, _, _ in getattr(self, "_busy", {}).values())]:

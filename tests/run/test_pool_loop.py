@@ -9,6 +9,7 @@ from fakes import FakeEvaluator, source
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.run.loop import run_loop
 from aka.run.pool import measure_copy
+from aka.run.prefetch import Quiet
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
 
@@ -40,16 +41,15 @@ class TwoSlots:
     def wait(self):
         if len(self.flight) < self.slots and self.submitted[-1][0] < self.settings.budget.max_candidates - 1:
             return []  # nothing finishes before the pool is full, except at the end of the budget
-        out = [(p.rec.n, measure_copy(p, self.settings, self.op, self.ev, st, self.run, _Q())) for p, st in self.flight]
+        out = [(p.rec.n, measure_copy(p, self.settings, self.op, self.ev, st, self.run, Quiet()))
+               for p, st in self.flight]
         self.flight = []
         return out[::-1]
 
+    def run_fields(self):
+        return {}
+
     def close(self):
-        pass
-
-
-class _Q:
-    def update(self, **_):
         pass
 
 
@@ -95,7 +95,7 @@ class LosesWorkers(TwoSlots):
 
     def wait(self):
         if any(p.rec.n == 0 for p, _ in self.flight):
-            out = [(0, measure_copy(p, self.settings, self.op, self.ev, st, self.run, _Q()))
+            out = [(0, measure_copy(p, self.settings, self.op, self.ev, st, self.run, Quiet()))
                    for p, st in self.flight if p.rec.n == 0]
             self.flight = [(p, st) for p, st in self.flight if p.rec.n != 0]
             return out

@@ -20,6 +20,7 @@ from aka.contract.ops import get_op
 from aka.evaluate.evaluator import RealEvaluator
 from aka.records import Attempt
 from aka.run.loop import run_loop
+from aka.run.prefetch import Quiet
 from aka.run.raypool import RayPool
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
@@ -27,11 +28,6 @@ from aka.settings import Budget, OptimizeSettings
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 pytestmark = pytest.mark.slow
-
-
-class _Q:
-    def update(self, **_):
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +59,7 @@ def test_interpreter_campaign_with_two_candidates_in_flight(tmp_path, ray_local)
                                 commit=False, cpu_gate_sets=["smoke"], cpu_bench_shapes="smoke", prepare_ahead=1)
     ev = RealEvaluator(op, settings)
     store = prepare_run(root / "runs", settings, op, ev)
-    pool = RayPool(settings, op, store.read_run(), _Q())
+    pool = RayPool(settings, op, store.read_run(), Quiet())
     assert len({d["pid"] for d in pool.devices}) == 2 and {d["name"] for d in pool.devices} == {ev.device()["name"]}
     summary = run_loop(store, settings, op, get_backend("offline"), ev, pool=pool)
     att = store.attempts()
@@ -86,7 +82,7 @@ def test_a_killed_worker_requeues_its_candidate(project, op, ray_local):
                                 commit=False, prepare_ahead=1)
     ev = FakeEvaluator(op, timing="interpreter")
     store = prepare_run(project / "runs", settings, op, ev)
-    pool = RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
+    pool = RayPool(settings, op, store.read_run(), Quiet(), factory=slow_fake)
     steps = [{"source": source(1.0 + i / 10, tag=str(i))} for i in range(4)]
     out: dict = {}
     loop = threading.Thread(target=lambda: out.update(summary=run_loop(store, settings, op, ScriptedBackend(steps),
@@ -120,7 +116,7 @@ def test_without_enough_workers_the_pool_says_how_many_there_are(project, op, ra
     settings = OptimizeSettings(op="gdn_prefill", interpreter=True, gpus=3, commit=False)
     store = prepare_run(project / "runs", settings, op, FakeEvaluator(op, timing="interpreter"))
     with pytest.raises(Exception, match=r"--gpus 3: Ray sees 2 CPUs"):
-        RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
+        RayPool(settings, op, store.read_run(), Quiet(), factory=slow_fake)
 
 
 def test_a_lost_cluster_stops_the_run_resumable(project, op, ray_local, monkeypatch):
@@ -130,7 +126,7 @@ def test_a_lost_cluster_stops_the_run_resumable(project, op, ray_local, monkeypa
                                 commit=False, prepare_ahead=1)
     ev = FakeEvaluator(op, timing="interpreter")
     store = prepare_run(project / "runs", settings, op, ev)
-    pool = RayPool(settings, op, store.read_run(), _Q(), factory=slow_fake)
+    pool = RayPool(settings, op, store.read_run(), Quiet(), factory=slow_fake)
     real_wait, calls = pool.ray.wait, []
 
     def flaky_wait(refs, num_returns=1):
@@ -175,7 +171,7 @@ def test_a_cluster_gets_the_project_and_this_aka_and_an_unreachable_one_is_one_l
     monkeypatch.setattr(ray, "init", fake_init)
     settings = OptimizeSettings(op="gdn_prefill", gpus=4, cluster="ray://10.0.0.9:10001")
     with pytest.raises(AkaError, match=r"^cannot start or reach Ray \(ray://10\.0\.0\.9:10001\): Could not connect"):
-        RayPool(settings, op, {"device": {"name": "NVIDIA H200"}}, _Q())
+        RayPool(settings, op, {"device": {"name": "NVIDIA H200"}}, Quiet())
     env = seen["runtime_env"]
     assert seen["address"] == "ray://10.0.0.9:10001" and env["working_dir"] == str(op.root)
     assert env["py_modules"] == [str(Path(aka.__file__).parent)] and "runs/" in env["excludes"]
