@@ -1,0 +1,124 @@
+"""Where an eager fa4 call spends its host time (device script; issue 18 point 3).
+
+For small calls the GPU waits on the host: eager time ~ graph time + the host work not hidden
+behind the previous GPU work. This prints, per call (mean over many back-to-back calls, no sync in
+between, so the GPU never throttles the loop):
+  - the whole entry point (plan lookup, allocation, descriptors, Triton launch),
+  - torch.empty_like alone, a torch.zeros of the FUSED_MERGE counters,
+  - Triton's JIT launch of the same kernel with the same arguments (binder, cache key, launcher),
+  - a direct launch of the cached CompiledKernel (what a launch cache would do: no binder),
+  - an empty Triton kernel through the JIT path.
+
+    python scripts/fa4_host_cost.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_fa4_decode as dec  # noqa: E402
+import bench_fa4_prefill as pre  # noqa: E402
+
+N = 300
+
+
+def host_us(fn, n=N):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    dt = (time.perf_counter() - t) / n * 1e6
+    torch.cuda.synchronize()
+    return dt
+
+
+@triton.jit
+def _empty(X, a, b, c, BLOCK: tl.constexpr):
+    pass
+
+
+def capture_launch(jit_fn):
+    """Wrap jit_fn.run to keep the CompiledKernel and the bound argument values of the last launch."""
+    seen = {}
+    orig = jit_fn.run
+
+    def run(*args, grid, warmup, **kwargs):
+        kernel = orig(*args, grid=grid, warmup=warmup, **kwargs)
+        device = triton.runtime.driver.active.get_current_device()
+        binder = jit_fn.device_caches[device][-1]
+        bound, _, _ = binder(*args, **kwargs)
+        seen.update(kernel=kernel, grid=grid, vals=list(bound.values()), args=args, kwargs=kwargs)
+        return kernel
+
+    jit_fn.run = run
+    return seen, lambda: setattr(jit_fn, "run", orig)
+
+
+def direct(seen):
+    k, grid, vals = seen["kernel"], seen["grid"], seen["vals"]
+    dev = triton.runtime.driver.active.get_current_device()
+    g = tuple(grid) + (1,) * (3 - len(grid))
+
+    def launch():
+        stream = triton.runtime.driver.active.get_current_stream(dev)
+        k.run(g[0], g[1], g[2], stream, k.function, k.packed_metadata, None, None, None, *vals)
+
+    return launch
+
+
+def jit_only(jit_fn, seen):
+    return lambda: jit_fn[seen["grid"]](*seen["args"], **seen["kwargs"])
+
+
+def report(name, fn, jit_fn, extra=""):
+    seen, undo = capture_launch(jit_fn)
+    fn()
+    torch.cuda.synchronize()
+    undo()
+    whole = host_us(fn)
+    jit = host_us(jit_only(jit_fn, seen))
+    try:
+        d = host_us(direct(seen))
+    except Exception as e:  # noqa: BLE001
+        d = float("nan")
+        print("direct launch failed:", type(e).__name__, str(e)[:200])
+    print(f"{name:14s} whole call {whole:6.1f} us | Triton JIT launch {jit:6.1f} | direct CompiledKernel {d:6.1f} {extra}",
+          flush=True)
+
+
+def main():
+    print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__, flush=True)
+    x = torch.zeros(16, device="cuda")
+    print(f"empty Triton kernel (JIT path): {host_us(lambda: _empty[(1,)](x, 1, 2, 3, BLOCK=16)):.1f} us", flush=True)
+    q = torch.empty(16, 16, 256, device="cuda", dtype=torch.bfloat16)
+    print(f"torch.empty_like(q): {host_us(lambda: torch.empty_like(q)):.1f} us; "
+          f"torch.zeros(16, int32): {host_us(lambda: torch.zeros(16, dtype=torch.int32, device='cuda')):.1f} us",
+          flush=True)
+    for sid in ("D7-q1", "D1-q1", "D7-q4"):
+        kv_lens, q_len, hq, hkv = dec.SHAPES[sid]
+        case = dec.make_case(kv_lens, q_len, hq, hkv)
+        for cfg in ({}, {"FUSED_MERGE": True}, {"USE_TMA": True}):
+            saved = dict(dec.mod.CONFIG)
+            dec.mod.CONFIG.update(cfg)
+            report(sid, lambda: dec.mod.fa4_decode(**case), dec.mod._fa4_decode_kernel, str(cfg))
+            dec.mod.CONFIG.clear()
+            dec.mod.CONFIG.update(saved)
+        del case
+    for sid in ("P0", "P0p", "P1"):
+        q_lens, prefixes, hq, hkv = pre.spec(sid)
+        case = pre.make_case(q_lens, prefixes, hq, hkv)
+        report(sid, lambda: pre.mod.fa4_prefill(**case), pre.mod._fa4_prefill_kernel)
+        del case
+
+
+if __name__ == "__main__":
+    main()
