@@ -53,18 +53,15 @@ if CPU:
 SHAPES = {f"{k}-q{ql}": (v[0], ql, v[1], v[2]) for ql in (1, 4) for k, v in BASE.items()}
 
 SWEEP = [  # CONFIG candidates (merged over the module's CONFIG); _m64 keys apply to q_len 4 x G 16 tiles.
-    # Runs 1-3 (2026-11-29) swept block sizes, stages, lazy rescale and split targets; the committed
-    # CONFIG was their winner and comes first here.
+    # The committed CONFIG comes first: the 2026-12-02 sweep's winners (TMA; BN 64 / 2 stages at
+    # q_len 1; 2 stages at the m64 tile). Then that sweep's other points, as deltas from it.
     dict(),
-    # USE_TMA (prepared 2026-12-02): K/V boxes through descriptors; ptxas sm_90 (Triton 3.9)
-    # 128 regs / 0 spill at q_len 1 BN 32 (gather: 252), 205 / 0 at the m64 tile (gather: 255 + 384 B)
-    dict(USE_TMA=True),
-    dict(USE_TMA=True, BLOCK_N=64, num_stages=2),
-    dict(USE_TMA=True, num_stages=4, num_stages_m64=2),
-    dict(USE_TMA=True, LAZY_RESCALE=True),
-    # FUSED_MERGE (prepared 2026-12-02): the merge in the split kernel, one launch
+    # the pointer gather of runs 1-3 (2026-11-29): BN 32 / 3 stages everywhere
+    dict(USE_TMA=False, BLOCK_N=32, num_stages=3, num_stages_m64=3),
+    dict(BLOCK_N=32, num_stages=3),
+    dict(BLOCK_N=32, num_stages=4),
+    dict(LAZY_RESCALE=True),
     dict(FUSED_MERGE=True),
-    dict(FUSED_MERGE=True, USE_TMA=True),
 ]
 SWEEP_SHAPES = ["C1-q1", "C3-q4"] if CPU else ["D2-q1", "D6-q1", "D5-q1", "D2-q4", "D6-q4", "D5-q4"]
 

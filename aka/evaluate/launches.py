@@ -109,6 +109,31 @@ def _wrap(cls, count: bool) -> None:
     cls.run = run
 
 
+def _wrap_compiled(cls) -> None:
+    """Count launches made straight through a compiled kernel (``compiled[grid](*args)``, what a
+    kernel's own launch cache does to skip Triton's per-call binding): JITFunction.run never sees them.
+    Triton's own JIT path calls ``compiled.run`` directly, so nothing is counted twice."""
+    original = cls.__getitem__
+
+    def getitem(self, grid):
+        runner = original(self, grid)
+
+        def counted(*args, **kwargs):
+            rec = getattr(_STATE, "rec", None)
+            if rec is not None:
+                name = getattr(self, "name", type(self).__name__)
+                rec.triton[name] = rec.triton.get(name, 0) + 1
+            _STATE.depth = _depth() + 1
+            try:
+                return runner(*args, **kwargs)
+            finally:
+                _STATE.depth -= 1
+
+        return counted
+
+    cls.__getitem__ = getitem
+
+
 def install_hooks() -> None:
     """Wrap Triton's launch entry points once per process (before the candidate loads is not needed:
     the wrappers sit on the classes)."""
@@ -118,6 +143,12 @@ def install_hooks() -> None:
     from triton.runtime import autotuner, jit
 
     _wrap(jit.JITFunction, count=True)
+    try:
+        from triton.compiler.compiler import CompiledKernel
+
+        _wrap_compiled(CompiledKernel)
+    except ImportError:  # pragma: no cover - a Triton without it
+        pass
     _wrap(autotuner.Autotuner, count=False)  # its benchmarking runs torch ops: Triton's, not the candidate's
     _wrap(autotuner.Heuristics, count=False)
     try:

@@ -26,8 +26,8 @@ Design (flash-decoding, memory-bound):
 - Keys are gathered through the page table per key (any BLOCK_N, any page size and Hkv), or with
   USE_TMA as whole [BLOCK_N, D] boxes through one 2-D tensor descriptor over the cache viewed as
   [pages * PAGE, Hkv * D] (one page-table read per block; needs PAGE % BLOCK_N == 0 so a block never
-  crosses a page, and a contiguous cache): the prefill's TMA path, which moved P5 from 403 to 426
-  TF/s there. Prepared 2026-12-02 (interpreter-tested, sm_90 compile checked), not yet timed.
+  crosses a page, and a contiguous cache): the prefill's TMA path. On by default since the H200
+  sweep of 2026-12-02 (with BN 64 / 2 stages at q_len 1: +1.7 points of the bandwidth floor).
 """
 
 from __future__ import annotations
@@ -40,15 +40,17 @@ import triton.language as tl
 
 # Values used at call time (the entry reads the module global each call, so a search can swap it).
 CONFIG = {
-    # Tiles with < 64 packed rows (q_len 1: M = G = 8 or 16). H200 sweeps (runs 2-3, six shapes of
-    # >= 537 MB): BN 32 / 3 stages best by ~2-5% (2 programs per SM: 98 KB smem, 246 regs at M 64).
-    "BLOCK_N": 32,
+    # Tiles with < 64 packed rows (q_len 1: M = G = 8 or 16). H200 sweep 2026-12-02 (graph replay, six
+    # shapes of >= 537 MB): TMA boxes with BN 64 / 2 stages best (mean 72.0% of the floor vs 70.3% for
+    # the pointer gather at BN 32 / 3 stages; 255 regs, 0 spills, 109 KB smem).
+    "BLOCK_N": 64,
     "num_warps": 4,
-    "num_stages": 3,
+    "num_stages": 2,
     # Tiles with >= 64 packed rows (q_len 4 x G 16): more compute per byte, registers are the limit.
+    # Same sweep: with TMA, 2 stages beat 3 by 3-5% (207.9 / 247.4 / 668.6 vs 214.8 / 261.0 / 705.0 us).
     "BLOCK_N_m64": 32,
     "num_warps_m64": 4,
-    "num_stages_m64": 3,
+    "num_stages_m64": 2,
     # Skip the accumulator rescale until the running max grows by > 2^8. Run 3 (with BN 64 / 2 stages):
     # -10..+3% time on the six sweep shapes, mostly faster but within the ~5% run-to-run spread;
     # BN 32 / 3 stages + lazy was not measured, so it stays off.
@@ -60,11 +62,12 @@ CONFIG = {
     "SPLIT_POLICY": "target",  # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model
     "CTAS_PER_SM": 2,  # "waves" policy: programs resident per SM
     "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" policy: fixed cost of a program, in keys
-    # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring); off
-    # until timed on the H200 (scripts/bench_fa4_decode.py)
-    "USE_TMA": False,
-    # split-KV merge inside the split kernel (module docstring): one launch instead of two; off until
-    # run on the H200 (the ordering of the partials before the counter is not visible on CPU)
+    # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring)
+    "USE_TMA": True,
+    # split-KV merge inside the split kernel (module docstring): one launch instead of two. Correct on
+    # the H200 but slower (2026-12-02, graph: D2-q4 557.9 vs 214.8 us, mean 53.8% of the floor vs
+    # 70.3%): the last program of each tile merges alone while the SMs idle, and the counter atomics
+    # order every split's stores.
     "FUSED_MERGE": False,
 }
 
@@ -267,6 +270,45 @@ def _fa4_decode_merge_kernel(
     tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
 
 
+def _arg_key(a):
+    """What Triton specialises a compiled kernel on, per argument, plus more: a tensor's dtype and
+    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a
+    descriptor's dtype, alignment, shape, strides and box. Same key -> the same compiled code applies."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0, a.device)
+    if isinstance(a, (int, float, bool)):
+        return (type(a), a)
+    base = a.base  # a host TensorDescriptor
+    return (base.dtype, base.data_ptr() % 16 == 0, base.device, tuple(a.shape), tuple(a.strides),
+            tuple(a.block_shape))
+
+
+class _Launch:
+    """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
+    specialisation, cache lookup, compile on a miss: ~38 us of host time per launch on the H200's
+    host, 2026-12-02), which returns the compiled kernel; later calls with the same key launch that
+    compiled kernel directly (~11 us). The key is the plan (constexprs, warps, stages) and every
+    argument's _arg_key, so a call Triton would compile differently never reuses the wrong code.
+    The interpreter compiles nothing: there every call takes the JIT path."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.hits = {}
+
+    def __call__(self, grid, plan_key, args, kw):
+        key = (plan_key, tuple(map(_arg_key, args)))
+        hit = self.hits.get(key)
+        if hit is not None:
+            hit[0][grid](*args, *hit[1])
+            return
+        compiled = self.fn[grid](*args, **kw)
+        if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)
+            if len(self.hits) >= 256:
+                self.hits.clear()
+            # the launcher takes every parameter in order, constexprs included
+            self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
+
+
 def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132, block_n=None):
     """Split count from shapes only (max_kv is the page table's capacity, an upper bound).
 
@@ -336,12 +378,15 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
     ws_len = n_o + rows * hq * splits if splits > 1 else 0
     part_strides = (splits * d * hq, splits * d, d, splits * hq, splits) if splits > 1 else (0,) * 5
     plan = (float(softmax_scale) * _LOG2E, splits, (batch, hkv, splits), (rows, hq), split_kw, merge_kw,
-            ws_len, n_o, part_strides)
+            ws_len, n_o, part_strides, key)
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
     _PLANS[key] = plan
     return plan
 
+
+_SPLIT_LAUNCH = _Launch(_fa4_decode_kernel)
+_MERGE_LAUNCH = _Launch(_fa4_decode_merge_kernel)
 
 # The last cache pair's descriptors (host objects: a view and a TensorDescriptor each), reused
 # only for the very same tensors at the same address, shape and strides; one entry, replaced by
@@ -369,14 +414,15 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     """Paged decode for q_len 1 or 4. Shapes in the module docstring; returns o like q.
 
     Per call on the host: one plan lookup, one or two allocations (o; the split partials, and with
-    FUSED_MERGE the zeroed counters), one or two launches (one with FUSED_MERGE). No host sync:
+    FUSED_MERGE the zeroed counters), one or two launches (one with FUSED_MERGE), each straight
+    through its compiled kernel once Triton compiled it for that key (_Launch). No host sync:
     nothing reads a device value.
     """
     rows, hq, d = q.shape
     num_pages, page, hkv, dk = k_cache.shape
     assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
     batch = kv_lens.shape[0]
-    scale, splits, grid, merge_grid, split_kw, merge_kw, ws_len, n_o, ps = _plan(
+    scale, splits, grid, merge_grid, split_kw, merge_kw, ws_len, n_o, ps, plan_key = _plan(
         CONFIG, rows, hq, d, page, hkv, batch, page_table.shape[1], q.device, softmax_scale,
         k_cache.is_contiguous() and v_cache.is_contiguous())
     o = torch.empty_like(q)
@@ -397,7 +443,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     # kernel of ours: the counters of a call that died mid-way must not leak into the next)
     cnt = torch.zeros(batch * hkv, dtype=torch.int32, device=q.device) if fused else o
     so_t, so_h = o.stride(0), o.stride(1)
-    _fa4_decode_kernel[grid](
+    _SPLIT_LAUNCH(grid, plan_key, (
         q, k_cache, v_cache, o, page_table, kv_lens, o_part, lse_part, cnt,
         k_desc, v_desc,
         scale,
@@ -407,15 +453,11 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
         so_t, so_h,
         page_table.stride(0),
         ps[0], ps[1], ps[2], ps[3], ps[4],
-        splits,
-        **split_kw,
-    )
+        splits), split_kw)
     if splits > 1 and not fused:
-        _fa4_decode_merge_kernel[merge_grid](
+        _MERGE_LAUNCH(merge_grid, plan_key, (
             o_part, lse_part, o, kv_lens,
             ps[0], ps[1], ps[2], ps[3], ps[4],
             so_t, so_h,
-            splits,
-            **merge_kw,
-        )
+            splits), merge_kw)
     return o

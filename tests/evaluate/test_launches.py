@@ -51,3 +51,35 @@ def test_recorder_sees_torch_operators_but_not_triton_launches():
     assert rec.launches.torch_compute == {"mul": 1, "sum": 1}
     assert {"empty_like", "copy_"} <= set(rec.launches.torch_ops)
     assert float(z) == 96.0
+
+
+def test_recorder_counts_launches_straight_through_a_compiled_kernel():
+    """A kernel's own launch cache calls compiled[grid](*args), which JITFunction.run never sees: the
+    hook on the compiled kernel's class counts it under the kernel's name, only inside a Recorder."""
+    from aka.evaluate.launches import _wrap_compiled
+
+    ran = []
+
+    class Compiled:  # the shape of triton.compiler.compiler.CompiledKernel's launch entry
+        name = "_attn_fwd"
+
+        def __getitem__(self, grid):
+            return lambda *args, **kw: ran.append((grid, args))
+
+    _wrap_compiled(Compiled)
+    k = Compiled()
+    k[(2, 1, 1)](1, 2)  # outside a Recorder: runs, counts nowhere
+    with Recorder() as rec:
+        k[(4, 1, 1)]("a")
+        k[(4, 1, 1)]("b")
+    assert ran == [((2, 1, 1), (1, 2)), ((4, 1, 1), ("a",)), ((4, 1, 1), ("b",))]
+    assert rec.launches.triton == {"_attn_fwd": 2}
+
+
+def test_install_hooks_wraps_the_compiled_kernel_class():
+    from triton.compiler.compiler import CompiledKernel
+
+    from aka.evaluate.launches import install_hooks
+
+    install_hooks()
+    assert CompiledKernel.__getitem__.__qualname__.startswith("_wrap_compiled")

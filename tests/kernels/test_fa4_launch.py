@@ -1,0 +1,88 @@
+"""The fa4 kernels' launch cache (_Launch, issue 18 point 3): a warm call skips Triton's per-call
+binding by launching the compiled kernel itself, but only where Triton would have picked that same
+compiled kernel. A fake JIT function stands in for Triton (the interpreter compiles nothing)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+MODULES = ["kernels.fa4_decode.baseline", "kernels.fa4_prefill.baseline"]
+
+
+class FakeCompiled:
+    packed_metadata = ()
+
+    def __init__(self, log):
+        self.log = log
+
+    def __getitem__(self, grid):
+        return lambda *args: self.log.append(("direct", grid, args))
+
+
+class FakeJit:
+    """Records each JIT launch and returns a compiled kernel, as JITFunction.__getitem__(grid)(...) does."""
+
+    arg_names = ["x", "n", "scale", "BLOCK", "FLAG"]
+
+    def __init__(self, compiles=True):
+        self.log = []
+        self.compiles = compiles
+
+    def __getitem__(self, grid):
+        def jit(*args, **kw):
+            self.log.append(("jit", grid, args, kw))
+            return FakeCompiled(self.log) if self.compiles else None
+
+        return jit
+
+
+def kinds(log):
+    return [e[0] for e in log]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_a_warm_call_launches_the_compiled_kernel_with_its_constexprs(name):
+    launch_cls = importlib.import_module(name)._Launch
+    fn = FakeJit()
+    launch = launch_cls(fn)
+    x = torch.zeros(64, dtype=torch.bfloat16)
+    kw = dict(BLOCK=64, FLAG=True, num_warps=4, num_stages=2)
+    launch((2, 1, 1), "plan", (x, 7, 0.5), kw)
+    launch((2, 1, 1), "plan", (x, 7, 0.5), kw)
+    launch((3, 1, 1), "plan", (torch.ones_like(x), 7, 0.5), kw)  # another aligned tensor, grid from the call
+    assert kinds(fn.log) == ["jit", "direct", "direct"]
+    assert fn.log[1][2][3:] == (64, True)  # every parameter in order: constexprs after the runtime args
+    assert fn.log[2][1] == (3, 1, 1)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_anything_triton_specialises_on_misses_the_cache(name):
+    launch_cls = importlib.import_module(name)._Launch
+    fn = FakeJit()
+    launch = launch_cls(fn)
+    buf = torch.zeros(128, dtype=torch.bfloat16)
+    x = buf[:64]
+    kw = dict(BLOCK=64, FLAG=True)
+    launch((1,), "plan", (x, 16, 0.5), kw)
+    launch((1,), "plan", (buf[1:65], 16, 0.5), kw)  # 2-byte offset: not 16-byte aligned
+    launch((1,), "plan", (x.float(), 16, 0.5), kw)  # another dtype
+    launch((1,), "plan", (x, 1, 0.5), kw)  # an int Triton keys on (== 1)
+    launch((1,), "plan", (x, 16, 0.25), kw)  # another scale
+    launch((1,), "other plan", (x, 16, 0.5), kw)  # other constexprs / warps
+    assert kinds(fn.log) == ["jit"] * 6
+    launch((1,), "plan", (x, 16, 0.5), kw)
+    assert kinds(fn.log)[-1] == "direct"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_without_a_compiled_kernel_every_call_takes_the_jit_path(name):
+    launch_cls = importlib.import_module(name)._Launch
+    fn = FakeJit(compiles=False)  # the interpreter returns no kernel
+    launch = launch_cls(fn)
+    x = torch.zeros(8)
+    for _ in range(3):
+        launch((1,), "plan", (x, 3, 1.0), dict(BLOCK=8, FLAG=False))
+    assert kinds(fn.log) == ["jit"] * 3
