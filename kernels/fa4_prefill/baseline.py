@@ -276,8 +276,9 @@ def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale):
     block_m, block_n = cfg["BLOCK_M"], cfg["BLOCK_N"]
     pack = bool(cfg["PACK_GQA"])
     use_tma = bool(cfg["USE_TMA"])
-    if pack:
-        assert block_m % g == 0, f"PACK_GQA needs BLOCK_M ({block_m}) divisible by Hq/Hkv ({g})"
+    # Packing needs whole head groups per tile (G = 6 at Hq 24 / Hkv 4 does not divide 64 or 128):
+    # such shapes run unpacked, so a searched CONFIG holds on every shape of the workload.
+    pack = pack and block_m % g == 0
     # TMA blocks must not cross a page and need the cache viewable as 2-D: else gather by pointer.
     use_tma = use_tma and page % block_n == 0 and contiguous
     tpt = block_m // g if pack else block_m

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from aka.agent.llm.base import Context, get_backend
 from aka.agent.llm.offline import load_patterns, read_dict, render, structure_of
 
@@ -68,21 +70,23 @@ def test_offline_backend_plans_renders_and_replays_from_history():
 
 
 def test_unknown_backend_is_one_clear_line():
-    import pytest
-
     from aka.agent.llm.base import UnknownBackendError
 
     with pytest.raises(UnknownBackendError, match="unknown backend 'gpt9'; choose one of: .*offline.*scripted"):
         get_backend("gpt9")
 
 
-def test_every_pattern_matches_its_template_and_renders_policy_clean():
+@pytest.mark.parametrize("name", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+def test_every_pattern_matches_its_template_and_renders_policy_clean(name):
     """Guards the library against knobs renamed in the kernel: each pattern's start passes the policy."""
     from aka.contract.ops import get_op
     from aka.evaluate.policy import check_source
 
-    op = get_op("gdn_prefill", REPO)
-    for p in load_patterns(KDIR, BASELINE):
+    op = get_op(name, REPO)
+    kdir = REPO / "kernels" / name
+    pats = load_patterns(kdir, kdir / "baseline.py")
+    assert len(pats) >= 3 and all(p.name != "baseline" for p in pats)  # a library, not the fallback
+    for p in pats:
         src = p.template.read_text()
         config, space = read_dict(src, "CONFIG"), read_dict(src, "SPACE")
         assert set(p.params or []) <= set(space), (p.name, set(p.params or []) - set(space))
@@ -91,3 +95,31 @@ def test_every_pattern_matches_its_template_and_renders_policy_clean():
         assert s.valid(s.start), p.name
         report = check_source(render(src, s.start), op.spec)
         assert report.ok, (p.name, report.message)
+
+
+@pytest.mark.parametrize("name", ["fa4_prefill", "fa4_decode"])
+def test_fa4_patterns_search_around_the_incumbent(name):
+    """The incumbent is the start of one pattern (never proposed again); the search's first proposals
+    are the other structures, then parameter steps, all inside the constraints."""
+    kdir = REPO / "kernels" / name
+    base = kdir / "baseline.py"
+
+    def c(n, history):
+        return Context(op=name, attempt=n, incumbent_source=base.read_text(), incumbent_label="baseline",
+                       baseline_path=str(base), kernel_dir=str(kdir), hardware={"sms": 132}, history=list(history))
+
+    pats = {p.name: p for p in load_patterns(kdir, base)}
+    structures = {n: structure_of(p, {"sms": 132}, read_dict(base.read_text(), "CONFIG")) for n, p in pats.items()}
+    inc = read_dict(base.read_text(), "CONFIG")
+    assert [n for n, s in structures.items() if s.start == inc]  # the incumbent belongs to one structure
+    be = get_backend("offline")
+    history, seen = [], []
+    for n in range(6):
+        plan, _ = be.plan(c(n, history))
+        cfg = {**inc, **plan.fixed_config()}
+        assert cfg != inc and cfg not in seen
+        assert structures[plan.pattern].valid(plan.fixed_config())
+        seen.append(cfg)
+        history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 1.0,
+                        "failed_stage": ""})
+    assert {h["plan"]["pattern"] for h in history} >= set(pats) - {n for n, s in structures.items() if s.start == inc}
