@@ -299,7 +299,7 @@ class _Launch:
         key = (plan_key, tuple(map(_arg_key, args)))
         hit = self.hits.get(key)
         if hit is not None:
-            hit[0][grid](*args, *hit[1])
+            hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes
             return
         compiled = self.fn[grid](*args, **kw)
         if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)

@@ -19,6 +19,7 @@ class FakeCompiled:
         self.log = log
 
     def __getitem__(self, grid):
+        assert len(grid) == 3, grid  # Triton's compiled launcher reads grid[0], grid[1], grid[2]
         return lambda *args: self.log.append(("direct", grid, args))
 
 
@@ -50,12 +51,12 @@ def test_a_warm_call_launches_the_compiled_kernel_with_its_constexprs(name):
     launch = launch_cls(fn)
     x = torch.zeros(64, dtype=torch.bfloat16)
     kw = dict(BLOCK=64, FLAG=True, num_warps=4, num_stages=2)
-    launch((2, 1, 1), "plan", (x, 7, 0.5), kw)
-    launch((2, 1, 1), "plan", (x, 7, 0.5), kw)
-    launch((3, 1, 1), "plan", (torch.ones_like(x), 7, 0.5), kw)  # another aligned tensor, grid from the call
+    launch((2, 5), "plan", (x, 7, 0.5), kw)
+    launch((2, 5), "plan", (x, 7, 0.5), kw)
+    launch((3,), "plan", (torch.ones_like(x), 7, 0.5), kw)  # another aligned tensor, grid from the call
     assert kinds(fn.log) == ["jit", "direct", "direct"]
     assert fn.log[1][2][3:] == (64, True)  # every parameter in order: constexprs after the runtime args
-    assert fn.log[2][1] == (3, 1, 1)
+    assert fn.log[1][1] == (2, 5, 1) and fn.log[2][1] == (3, 1, 1)  # padded to three axes
 
 
 @pytest.mark.parametrize("name", MODULES)
