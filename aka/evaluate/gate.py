@@ -9,7 +9,9 @@ same-precision outputs, hands the inputs over as bytes, and checks the bytes tha
 (aka.evaluate.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
 launched (aka.evaluate.launches) and reports what only it can see (subclasses, aliasing, side streams,
 modified inputs). Calls on one shape follow each other with different inputs, so a cached result
-shows as an identical output. Whatever the candidate patches in its own process, the references
+shows as an identical output. The last call repeats the previous call's scalars and input regime
+(fresh values): a kernel's host caches keyed on shape and scalars (plans, compiled launches,
+descriptors) then take their warm path under the gate too, not only the cold one. Whatever the candidate patches in its own process, the references
 and verdicts here are out of its reach. A candidate that raises fails its shape; a hang, a crash,
 an OOM or a device fault ends the candidate's process and the gate records the stage.
 """
@@ -31,6 +33,7 @@ from aka.evaluate.launches import Launches
 
 DEFAULT_ROUNDS = 3
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
+WARM_CALLS = 1  # then one call that repeats the last one's scalars and regime (a warm call), fresh values
 GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadline (startup, report)
 
 
@@ -41,6 +44,7 @@ class RoundResult(BaseModel):
     reason: str = ""
     variant: str = Field("", description="input regime of this round (the contract's input_variants)")
     scalars: dict[str, Any] = Field(default_factory=dict, description="scalars passed (drawn), default when absent")
+    warm: bool = Field(False, description="repeats the previous round's scalars and regime with fresh values")
     outputs: list[OutputCheck] = Field(default_factory=list)
     launches: Launches | None = Field(None, description="what the call ran (Triton, torch glue, device kernels)")
     seconds: float = 0.0
@@ -160,7 +164,7 @@ def gate_on(host, payload: dict[str, Any]) -> GateReport:
     op = get_op(cfg.op, Path(cfg.root))
     device, interp = device_of()
     cases = resolve_cases(op, cfg.shapes, device)
-    n_rounds = max(cfg.rounds, MIN_CALLS)
+    n_rounds = max(cfg.rounds, MIN_CALLS) + WARM_CALLS
     base = dict(op=op.name, kernel=cfg.kernel, device=_device_name(device, interp), interpreter=interp,
                 shapes=cfg.shapes, n_rounds=n_rounds)
     results: list[ShapeResult] = []
@@ -220,14 +224,24 @@ def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str
     prev = None
     for r in range(n_rounds):
         s = seed + 1_000_003 * r + 101 * index
+        like = warm_of(r, n_rounds, seed, index)
         t0 = time.perf_counter()
-        rr, prev, stage = run_round(host, op, case, r, s, device, prev, deadline)
+        rr, prev, stage = run_round(host, op, case, r, s, device, prev, deadline, like)
         rr.seconds = round(time.perf_counter() - t0, 3)
         rounds.append(rr)
         if not rr.ok:
             return ShapeResult(id=case.id, params=case.describe(), passed=False, stage=stage,
                                reason=f"round {r}{round_label(op, rr)}: {rr.reason}", rounds=rounds)
     return ShapeResult(id=case.id, params=case.describe(), passed=True, rounds=rounds)
+
+
+def warm_of(r: int, n_rounds: int, seed: int, index: int) -> tuple[int, int] | None:
+    """(round, seed) whose scalars and regime round r repeats: the last WARM_CALLS rounds repeat the
+    round before them; None for the others. Pure."""
+    if r < n_rounds - WARM_CALLS or r == 0:
+        return None
+    src = n_rounds - WARM_CALLS - 1
+    return src, seed + 1_000_003 * src + 101 * index
 
 
 def round_label(op, rr: RoundResult) -> str:
@@ -238,6 +252,8 @@ def round_label(op, rr: RoundResult) -> str:
     if rr.variant and variants and rr.variant != variants[0]:
         parts.append(rr.variant)
     parts += [f"{k}={v:.4g}" for k, v in rr.scalars.items()]
+    if rr.warm:
+        parts.append("warm: repeats the previous call's scalars")
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -251,14 +267,18 @@ def draw_scalars(spec, r: int, seed: int) -> dict[str, float]:
             for s in spec.interface.scalars if s.draw}
 
 
-def round_inputs(op, case, r: int, seed: int, device: str) -> tuple[dict[str, Any], dict[str, float], str]:
-    """(inputs, drawn scalars, input variant) of round r."""
+def round_inputs(op, case, r: int, seed: int, device: str,
+                 like: tuple[int, int] | None = None) -> tuple[dict[str, Any], dict[str, float], str]:
+    """(inputs, drawn scalars, input variant) of round r; `like` (round, seed): take that round's
+    scalars and variant, keep this round's seed for the values."""
+    sr, ss = like or (r, seed)
     variants = op.spec.input_variants
-    kw = {"variant": variants[r % len(variants)]} if variants else {}
-    return op.inputs.make_inputs(case, seed, device, **kw), draw_scalars(op.spec, r, seed), kw.get("variant", "")
+    kw = {"variant": variants[sr % len(variants)]} if variants else {}
+    return op.inputs.make_inputs(case, seed, device, **kw), draw_scalars(op.spec, sr, ss), kw.get("variant", "")
 
 
-def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: float):
+def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: float,
+              like: tuple[int, int] | None = None):
     """One call of the candidate on fresh inputs: (RoundResult, outputs kept for the next round, stage)."""
     import torch
 
@@ -266,7 +286,7 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     from aka.evaluate.sandbox import HostError, write_inputs
 
     spec = op.spec
-    inputs, scalars, variant = round_inputs(op, case, r, seed, device)
+    inputs, scalars, variant = round_inputs(op, case, r, seed, device, like)
     with torch.no_grad():
         ref = _as_tuple(op.reference.reference(**_clone(inputs), **scalars))
         plain = _as_tuple(op.reference.plain(**_clone(inputs), **scalars))
@@ -278,7 +298,7 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     req = {"cmd": "call", "device": device, "inputs": refs, "scalars": {**extra, **scalars}, "expected": expected,
            "config": case.config, "profile": r == 0 and device == "cuda"}
     ans = host.request(req, timeout=_left(deadline))
-    head = dict(round=r, seed=seed, variant=variant, scalars=scalars)
+    head = dict(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None)
     if not ans["ok"]:
         stage = ans.get("stage") or "run"
         if stage in ("oom", "device-fault"):

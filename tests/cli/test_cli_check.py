@@ -27,7 +27,7 @@ def test_gdn_prefill_smoke_runs_on_cpu(tmp_path):
     out = tmp_path / "r.json"
     res = runner.invoke(app, ["check", "gdn_prefill", "--shapes", "smoke", "--json", str(out)])
     report = json.loads(out.read_text())
-    assert report["interpreter"] and report["n_rounds"] == 3
+    assert report["interpreter"] and report["n_rounds"] == 4
     assert {r["id"] for r in report["results"]} == {"S1", "S2"}
     assert "final" in res.output  # both outputs have rows (the column may be cut on a narrow terminal)
     assert res.exit_code == (0 if report["passed"] else 1)

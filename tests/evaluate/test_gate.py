@@ -41,13 +41,36 @@ def test_missing_entry(tmp_path):
     assert (report.stage, report.reason) == ("import", "the candidate defines no function 'fa4_decode'")
 
 
-def test_rounds_use_fresh_inputs_and_at_least_two_calls(tmp_path):
+def test_rounds_use_fresh_inputs_and_at_least_two_calls_then_a_warm_one(tmp_path):
     path = tmp_path / "ok.py"
     path.write_text(HEAD + CASES["correct"][0] + "    return o.contiguous()\n")
     report = check_kernel(OP, path, shapes="E1", rounds=1, timeout=120, interpreter=True)
     rounds = report.results[0].rounds
-    assert report.passed and report.n_rounds == 2 and len(rounds) == 2
-    assert rounds[0].seed != rounds[1].seed
+    assert report.passed and report.n_rounds == 3 and len(rounds) == 3
+    assert len({r.seed for r in rounds}) == 3
+    assert [r.warm for r in rounds] == [False, False, True]
+    assert rounds[2].scalars == rounds[1].scalars and rounds[1].scalars  # drawn once, repeated warm
+
+
+def test_a_kernel_wrong_only_on_its_warm_path_fails_the_warm_round(tmp_path):
+    """A per-shape host cache whose hit path is broken: right on every first call with new scalars,
+    wrong when the same shape and scale come again. Calls that all differ in scale never see it."""
+    body = ("    key = (tuple(q.shape), softmax_scale)\n"
+            "    hit = key in SEEN\n"
+            "    SEEN.add(key)\n" + CORRECT_E1 +
+            "    return (o * 0.5 if hit else o).contiguous()\n")
+    path = tmp_path / "warm_broken.py"
+    path.write_text("SEEN = set()\n" + HEAD + body)
+    report = check_kernel(OP, path, shapes="E1", rounds=2, timeout=120, interpreter=True)
+    assert not report.passed and report.stage == "check", report.reason
+    assert report.reason.startswith("E1: round 2 (") and "warm" in report.reason, report.reason
+
+
+def test_warm_of_points_at_the_round_before_the_warm_calls():
+    from aka.evaluate.gate import warm_of
+
+    assert [warm_of(r, 3, 10, 2) for r in range(3)] == [None, None, (1, 10 + 1_000_003 + 202)]
+    assert warm_of(0, 1, 10, 0) is None  # a lone call repeats nothing
 
 
 def test_scalars_are_drawn_from_round_one_in_their_contract_range():
