@@ -270,24 +270,28 @@ def _fa4_decode_merge_kernel(
     tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
 
 
-def _arg_key(a):
-    """What Triton specialises a compiled kernel on, per argument, plus more: a tensor's dtype and
-    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a
-    descriptor's dtype, alignment, shape, strides and box. Same key -> the same compiled code applies."""
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() % 16 == 0, a.device)
-    if isinstance(a, (int, float, bool)):
-        return (type(a), a)
+def _arg_key(a, _tensor=torch.Tensor):
+    """What Triton specialises a compiled kernel on, per argument, or more: a tensor's dtype and
+    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a float's
+    or bool's type and value, a descriptor's dtype, alignment, shape, strides and box. The device is
+    in the plan key. Same key -> the same compiled code applies. Cheap on purpose (~0.3 us a tensor):
+    it runs for every argument of every launch."""
+    t = type(a)
+    if t is int:
+        return a
+    if isinstance(a, _tensor):
+        return (a.dtype, a.data_ptr() & 15)
+    if t is float or t is bool:
+        return (t, a)
     base = a.base  # a host TensorDescriptor
-    return (base.dtype, base.data_ptr() % 16 == 0, base.device, tuple(a.shape), tuple(a.strides),
-            tuple(a.block_shape))
+    return (base.dtype, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
 
 
 class _Launch:
     """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
-    specialisation, cache lookup, compile on a miss: ~38 us of host time per launch on the H200's
-    host, 2026-12-02), which returns the compiled kernel; later calls with the same key launch that
-    compiled kernel directly (~11 us). The key is the plan (constexprs, warps, stages) and every
+    specialisation, cache lookup, compile on a miss: 38-60 us of host time per launch on the H200's
+    host, 2026-12-02/03), which returns the compiled kernel; later calls with the same key launch that
+    compiled kernel directly (11-22 us). The key is the plan (constexprs, warps, stages) and every
     argument's _arg_key, so a call Triton would compile differently never reuses the wrong code.
     The interpreter compiles nothing: there every call takes the JIT path."""
 
@@ -348,6 +352,7 @@ def _num_sms(device):
 # kwargs dict. The key holds CONFIG's items, so a search that swaps or edits CONFIG gets a new plan.
 _PLANS = {}
 _PLANS_MAX = 256  # a server sees few distinct shapes; a sweep that sees more just starts over
+_PLAN_GEN = [0]  # clears so far: a plan's number len(_PLANS) + _PLANS_MAX * clears is never reused
 
 
 def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale, contiguous=True):
@@ -377,10 +382,11 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
     n_o = rows * hq * splits * d
     ws_len = n_o + rows * hq * splits if splits > 1 else 0
     part_strides = (splits * d * hq, splits * d, d, splits * hq, splits) if splits > 1 else (0,) * 5
-    plan = (float(softmax_scale) * _LOG2E, splits, (batch, hkv, splits), (rows, hq), split_kw, merge_kw,
-            ws_len, n_o, part_strides, key)
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
+        _PLAN_GEN[0] += 1  # numbers stay unique after a clear
+    plan = (float(softmax_scale) * _LOG2E, splits, (batch, hkv, splits), (rows, hq), split_kw, merge_kw,
+            ws_len, n_o, part_strides, len(_PLANS) + _PLANS_MAX * _PLAN_GEN[0])  # the launch cache's key
     _PLANS[key] = plan
     return plan
 

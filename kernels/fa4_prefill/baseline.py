@@ -200,6 +200,7 @@ def _fa4_prefill_kernel(
 #   It holds one reference to the last caches (views of them), released when another pair comes.
 _PLANS = {}
 _PLANS_MAX = 256
+_PLAN_GEN = [0]  # clears so far: a plan's number len(_PLANS) + _PLANS_MAX * clears is never reused
 _DESCS = []  # [(k_cache, v_cache, key, (k_desc, v_desc))], at most one entry
 
 
@@ -226,24 +227,28 @@ def _cached_descs(k_cache, v_cache, block_n):
     return descs
 
 
-def _arg_key(a):
-    """What Triton specialises a compiled kernel on, per argument, plus more: a tensor's dtype and
-    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a
-    descriptor's dtype, alignment, shape, strides and box. Same key -> the same compiled code applies."""
-    if isinstance(a, torch.Tensor):
-        return (a.dtype, a.data_ptr() % 16 == 0, a.device)
-    if isinstance(a, (int, float, bool)):
-        return (type(a), a)
+def _arg_key(a, _tensor=torch.Tensor):
+    """What Triton specialises a compiled kernel on, per argument, or more: a tensor's dtype and
+    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a float's
+    or bool's type and value, a descriptor's dtype, alignment, shape, strides and box. The device is
+    in the plan key. Same key -> the same compiled code applies. Cheap on purpose (~0.3 us a tensor):
+    it runs for every argument of every launch."""
+    t = type(a)
+    if t is int:
+        return a
+    if isinstance(a, _tensor):
+        return (a.dtype, a.data_ptr() & 15)
+    if t is float or t is bool:
+        return (t, a)
     base = a.base  # a host TensorDescriptor
-    return (base.dtype, base.data_ptr() % 16 == 0, base.device, tuple(a.shape), tuple(a.strides),
-            tuple(a.block_shape))
+    return (base.dtype, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
 
 
 class _Launch:
     """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
-    specialisation, cache lookup, compile on a miss: ~38 us of host time per launch on the H200's
-    host, 2026-12-02), which returns the compiled kernel; later calls with the same key launch that
-    compiled kernel directly (~11 us). The key is the plan (constexprs, warps, stages) and every
+    specialisation, cache lookup, compile on a miss: 38-60 us of host time per launch on the H200's
+    host, 2026-12-02/03), which returns the compiled kernel; later calls with the same key launch that
+    compiled kernel directly (11-22 us). The key is the plan (constexprs, warps, stages) and every
     argument's _arg_key, so a call Triton would compile differently never reuses the wrong code.
     The interpreter compiles nothing: there every call takes the JIT path."""
 
@@ -265,8 +270,8 @@ class _Launch:
             self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
 
 
-def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale):
-    key = (t_total, hq, d, page, hkv, n, contiguous, softmax_scale, tuple(cfg.items()))
+def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale, device):
+    key = (t_total, hq, d, page, hkv, n, contiguous, softmax_scale, device, tuple(cfg.items()))
     plan = _PLANS.get(key)
     if plan is not None:
         return plan
@@ -288,9 +293,11 @@ def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale):
               PACK_GQA=pack, SPLIT_CAUSAL=bool(cfg["SPLIT_CAUSAL"]), USE_TMA=use_tma,
               WARP_SPEC=bool(cfg.get("WARP_SPEC", False)),
               num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    plan = (float(softmax_scale) * _LOG2E, grid, use_tma, block_n, kw, key)
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
+        _PLAN_GEN[0] += 1  # numbers stay unique after a clear
+    # the launch cache keys on this plan's number (hashing the whole key again per launch costs)
+    plan = (float(softmax_scale) * _LOG2E, grid, use_tma, block_n, kw, len(_PLANS) + _PLANS_MAX * _PLAN_GEN[0])
     _PLANS[key] = plan
     return plan
 
@@ -310,7 +317,8 @@ def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_
     assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
     n = kv_lens.shape[0]
     contiguous = k_cache.is_contiguous() and v_cache.is_contiguous()
-    scale, grid, use_tma, block_n, kw, plan_key = _plan(CONFIG, t_total, hq, d, page, hkv, n, contiguous, softmax_scale)
+    scale, grid, use_tma, block_n, kw, plan_key = _plan(CONFIG, t_total, hq, d, page, hkv, n, contiguous, softmax_scale,
+                                                     q.device)
     o = torch.empty_like(q)
     if t_total == 0:
         return o

@@ -87,3 +87,18 @@ def test_without_a_compiled_kernel_every_call_takes_the_jit_path(name):
     for _ in range(3):
         launch((1,), "plan", (x, 3, 1.0), dict(BLOCK=8, FLAG=False))
     assert kinds(fn.log) == ["jit"] * 3
+
+
+def test_plan_numbers_stay_unique_when_the_plan_cache_starts_over(monkeypatch):
+    """The launch cache keys on a plan's number: a number reused for another plan after the plan
+    cache was cleared would launch code compiled for other constexprs."""
+    dec = importlib.import_module("kernels.fa4_decode.baseline")
+    pre = importlib.import_module("kernels.fa4_prefill.baseline")
+    cpu = torch.device("cpu")
+    for mod, make in ((dec, lambda s: dec._plan(dict(dec.CONFIG), 2, 4, 256, 128, 1, 2, 3, cpu, s)),
+                      (pre, lambda s: pre._plan(dict(pre.CONFIG), 70, 4, 256, 64, 1, 1, True, s, cpu))):
+        monkeypatch.setattr(mod, "_PLANS_MAX", 3)
+        monkeypatch.setattr(mod, "_PLANS", {})
+        numbers = [make(0.01 * (i + 1))[-1] for i in range(10)]  # 10 plans through a cache of 3
+        assert len(set(numbers)) == 10, numbers
+        assert make(0.1)[-1] == numbers[-1]  # the live entry is found again, same number
