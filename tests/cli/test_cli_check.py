@@ -13,13 +13,16 @@ ADV = Path(__file__).parents[1] / "evaluate" / "adversarial"
 runner = CliRunner()
 
 
-def test_baseline_smoke_passes_and_writes_json(tmp_path):
+def test_default_kernel_smoke_passes_and_writes_json(tmp_path):
+    """Without --kernel the op's current kernel is checked: the promoted one where there is one."""
     out = tmp_path / "r.json"
     res = runner.invoke(app, ["check", "fa4_decode", "--shapes", "smoke", "--rounds", "2", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "S1" in res.output and "S2" in res.output and "PASSED" in res.output
     report = json.loads(out.read_text())
-    assert report["passed"] and report["kernel"].endswith("kernels/fa4_decode/baseline.py")
+    kdir = Path(__file__).parents[2] / "kernels" / "fa4_decode"
+    current = "promoted.py" if (kdir / "promoted.py").exists() else "baseline.py"
+    assert report["passed"] and report["kernel"].endswith(f"kernels/fa4_decode/{current}")
     assert [r["id"] for r in report["results"]] == ["S1", "S2"]
 
 

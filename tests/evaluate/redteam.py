@@ -179,7 +179,12 @@ _SCALE_ENTRY = ("    if softmax_scale is None:\n        softmax_scale = d ** -0.
 # ---------------------------------------------------------------------------------------------
 # fa4_decode
 
-_DEC_RET = "            **merge_kw,\n        )\n    return o\n"
+_DEC_RET = "            splits), merge_kw)\n    return o\n"
+# CONFIG pins for mutants of a path today's CONFIG does not take on their shapes: the pointer gather
+# (the default loads K/V through TMA) and the 32-key blocks under which E6 has more splits than one
+# merge step and E7 a split in which a draft row sees no key
+_DEC_GATHER = ('    "USE_TMA": True,', '    "USE_TMA": False,')
+_DEC_BN32 = ('    "BLOCK_N": 64,', '    "BLOCK_N": 32,')
 _DEC_NO_MAX = ("            m_new = tl.maximum(m_i, m_blk)\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])",
                "            m_new = m_i * 0.0\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])")
 
@@ -196,17 +201,22 @@ DECODE = [
            edits=(("            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None]"
                    " + offs_d[None, :],\n                        mask=n_ok[:, None], other=0.0)",
                    "            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None]"
-                   " + offs_d[None, :])"),),
+                   " + offs_d[None, :])"), _DEC_GATHER),
            doc="V loads unmasked: masked page-table slots fall back to page 0, weighted by p = 0"),
+    Kernel("tma_v_unzeroed", "fa4_decode", "finite page garbage", r"o: NaN/Inf", base="baseline", shapes="S1",
+           edits=(("            v = tl.where(n_ok[:, None], v_desc.load([row, kvh * HEAD_D]), 0.0)",
+                   "            v = v_desc.load([row, kvh * HEAD_D])"),),
+           doc="TMA V boxes kept whole: the rows past the split's end (a NaN page tail) meet p = 0"),
     Kernel("no_max_subtraction", "fa4_decode", "overflow", r"^E8: round 0: o: NaN/Inf", base="baseline", edits=(_DEC_NO_MAX,),
            shapes="E8", doc="softmax without its running max: exp overflows on large scores"),
     Kernel("merge_one_step", "fa4_decode", "more splits than one merge step", r"^E6: round 0: o: (rel L2|max element)",
            base="baseline", shapes="E6",
-           edits=(("    for s0 in range(0, n_splits, BLOCK_S):", "    for s0 in range(0, tl.minimum(n_splits, BLOCK_S), BLOCK_S):"),),
+           edits=(("    for s0 in range(0, n_splits, BLOCK_S):", "    for s0 in range(0, tl.minimum(n_splits, BLOCK_S), BLOCK_S):"),
+                  _DEC_BN32),
            doc="merges only the first REDUCE_BLOCK_S splits"),
     Kernel("empty_draft_split", "fa4_decode", "empty draft window", r"^E7: round 0: o: (NaN/Inf|rel L2)",
            base="baseline", shapes="E7",
-           edits=(("    has = l_i > 0.0  # a draft row can see no key of a late split", "    has = l_i > -1.0"),),
+           edits=(("    has = l_i > 0.0  # a draft row can see no key of a late split", "    has = l_i > -1.0"), _DEC_BN32),
            doc="divides by l = 0 for a draft row that sees no key of a split"),
     Kernel("drafts_see_all", "fa4_decode", "wrong maths", r"^S2: round 0: o: (rel L2|max element)", base="baseline",
            shapes="S2",
@@ -226,7 +236,7 @@ DECODE = [
            edits=(("    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape",
                    "    key = (q.data_ptr(), k_cache.data_ptr(), tuple(q.shape))\n    if key in _MEMO:\n"
                    "        return _MEMO[key]\n    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape"),
-                  (_DEC_RET, "            **merge_kw,\n        )\n    _MEMO[key] = o\n    return o\n")),
+                  (_DEC_RET, "            splits), merge_kw)\n    _MEMO[key] = o\n    return o\n")),
            doc="memoises by buffer address: free on repeated buffers"),
     Kernel("detects_gate_by_frames", "fa4_decode", "gate detection", r"timed output wrong", base="baseline",
            where="screen", policy=False, refused=r"attribute '\.gi_frame'|dataclasses", prologue=_FRAMES,

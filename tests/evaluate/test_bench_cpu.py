@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ from aka.evaluate.bench import is_gpu_timing
 from aka.evaluate.bench_worker import bench_worker
 from aka.evaluate.impls import ImplError, prepare, resolve
 
+REPO = Path(__file__).resolve().parents[2]
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}
 
 
@@ -33,7 +36,7 @@ def test_interpreter_run_is_labelled_and_never_a_gpu_timing():
     assert any("not representative" in n for n in res["notes"])
 
 
-def test_missing_fla_and_promoted_are_skipped_with_notes():
+def test_missing_fla_and_promoted_are_skipped_with_notes(tmp_path):
     pytest.importorskip("torch")
     try:
         import fla  # noqa: F401
@@ -41,9 +44,11 @@ def test_missing_fla_and_promoted_are_skipped_with_notes():
         pytest.skip("fla is installed here")
     except ImportError:
         pass
-    # fa4_decode has no promoted kernel in this repository (gdn_prefill has one since 2026-11-29)
-    assert not (get_op("fa4_decode").root / "kernels/fa4_decode/promoted.py").exists()
-    _, skipped = _payload("fa4_decode", ["baseline", "promoted"], "S1")
+    # a project whose fa4_decode has no promoted kernel (this repository's has one since 2026-12-03)
+    shutil.copytree(REPO / "workloads", tmp_path / "workloads")
+    shutil.copytree(REPO / "kernels" / "fa4_decode", tmp_path / "kernels" / "fa4_decode",
+                    ignore=shutil.ignore_patterns("promoted.*", "__pycache__"))
+    _, skipped = resolve(get_op("fa4_decode", tmp_path), ["baseline", "promoted"])
     assert [s.name for s in skipped] == ["promoted"] and "promoted.py" in skipped[0].note
     payload, skipped = _payload("gdn_prefill", ["baseline", "fla"], "S1")
     assert not skipped
