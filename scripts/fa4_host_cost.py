@@ -94,8 +94,8 @@ def report(name, fn, jit_fn, extra="", mod=None):
     except Exception as e:  # noqa: BLE001
         d = float("nan")
         print("direct launch failed:", type(e).__name__, str(e)[:200])
-    print(f"{name:14s} whole call {whole:6.1f} us | Triton JIT launch {jit:6.1f} | direct CompiledKernel {d:6.1f} {extra}",
-          flush=True)
+    print(f"{name:14s} whole call {whole:6.1f} us | Triton JIT launch {jit:6.1f} | "
+          f"direct CompiledKernel {d:6.1f} {extra}", flush=True)
 
 
 def main():
@@ -112,7 +112,8 @@ def main():
         for cfg in ({}, {"FUSED_MERGE": True}, {"USE_TMA": False, "BLOCK_N": 32, "num_stages": 3}):
             saved = dict(dec.mod.CONFIG)
             dec.mod.CONFIG.update(cfg)
-            report(sid, lambda: dec.mod.fa4_decode(**case), dec.mod._fa4_decode_kernel, str(cfg), dec.mod)
+            report(sid, lambda: dec.mod.fa4_decode(**case), dec.mod._fa4_decode_kernel, str(cfg),
+                   dec.mod)
             dec.mod.CONFIG.clear()
             dec.mod.CONFIG.update(saved)
         del case

@@ -34,7 +34,8 @@ def check(
     """Check a kernel against the float64 reference in an isolated worker; exit 0 only if all passes."""
     o = get_op(op)
     if rounds < MIN_CALLS:
-        raise CheckUsageError(f"--rounds {rounds}: use at least {MIN_CALLS} (the cached-result check needs two calls; a warm repeat of the last one follows)")
+        raise CheckUsageError(f"--rounds {rounds}: use at least {MIN_CALLS} (the cached-result check needs two "
+                              "calls; a warm repeat of the last one follows)")
     path = kernel or o.default_kernel()
     if not path.is_file():
         raise CheckUsageError(f"{path}: no such kernel file; pass an existing .py file to --kernel")

@@ -11,9 +11,10 @@ launched (aka.evaluate.launches) and reports what only it can see (subclasses, a
 modified inputs). Calls on one shape follow each other with different inputs, so a cached result
 shows as an identical output. The last call repeats the previous call's scalars and input regime
 (fresh values): a kernel's host caches keyed on shape and scalars (plans, compiled launches,
-descriptors) then take their warm path under the gate too, not only the cold one. Whatever the candidate patches in its own process, the references
-and verdicts here are out of its reach. A candidate that raises fails its shape; a hang, a crash,
-an OOM or a device fault ends the candidate's process and the gate records the stage.
+descriptors) then take their warm path under the gate too, not only the cold one. Whatever the
+candidate patches in its own process, the references and verdicts here are out of its reach. A
+candidate that raises fails its shape; a hang, a crash, an OOM or a device fault ends the candidate's
+process and the gate records the stage.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str
     rounds: list[RoundResult] = []
     prev = None
     for r in range(n_rounds):
-        s = seed + 1_000_003 * r + 101 * index
+        s = round_seed(seed, r, index)
         like = warm_of(r, n_rounds, seed, index)
         t0 = time.perf_counter()
         rr, prev, stage = run_round(host, op, case, r, s, device, prev, deadline, like)
@@ -235,13 +236,18 @@ def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str
     return ShapeResult(id=case.id, params=case.describe(), passed=True, rounds=rounds)
 
 
+def round_seed(seed: int, r: int, index: int) -> int:
+    """The seed of round r of the index-th shape. Pure."""
+    return seed + 1_000_003 * r + 101 * index
+
+
 def warm_of(r: int, n_rounds: int, seed: int, index: int) -> tuple[int, int] | None:
     """(round, seed) whose scalars and regime round r repeats: the last WARM_CALLS rounds repeat the
     round before them; None for the others. Pure."""
     if r < n_rounds - WARM_CALLS or r == 0:
         return None
     src = n_rounds - WARM_CALLS - 1
-    return src, seed + 1_000_003 * src + 101 * index
+    return src, round_seed(seed, src, index)
 
 
 def round_label(op, rr: RoundResult) -> str:

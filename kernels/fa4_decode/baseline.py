@@ -352,7 +352,7 @@ def _num_sms(device):
 # kwargs dict. The key holds CONFIG's items, so a search that swaps or edits CONFIG gets a new plan.
 _PLANS = {}
 _PLANS_MAX = 256  # a server sees few distinct shapes; a sweep that sees more just starts over
-_PLAN_GEN = [0]  # clears so far: a plan's number len(_PLANS) + _PLANS_MAX * clears is never reused
+_PLAN_COUNT = [0]  # plans built so far: a plan's number, never reused (the launch cache keys on it)
 
 
 def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale, contiguous=True):
@@ -384,9 +384,9 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
     part_strides = (splits * d * hq, splits * d, d, splits * hq, splits) if splits > 1 else (0,) * 5
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
-        _PLAN_GEN[0] += 1  # numbers stay unique after a clear
+    _PLAN_COUNT[0] += 1
     plan = (float(softmax_scale) * _LOG2E, splits, (batch, hkv, splits), (rows, hq), split_kw, merge_kw,
-            ws_len, n_o, part_strides, len(_PLANS) + _PLANS_MAX * _PLAN_GEN[0])  # the launch cache's key
+            ws_len, n_o, part_strides, _PLAN_COUNT[0])
     _PLANS[key] = plan
     return plan
 

@@ -200,7 +200,7 @@ def _fa4_prefill_kernel(
 #   It holds one reference to the last caches (views of them), released when another pair comes.
 _PLANS = {}
 _PLANS_MAX = 256
-_PLAN_GEN = [0]  # clears so far: a plan's number len(_PLANS) + _PLANS_MAX * clears is never reused
+_PLAN_COUNT = [0]  # plans built so far: a plan's number, never reused (the launch cache keys on it)
 _DESCS = []  # [(k_cache, v_cache, key, (k_desc, v_desc))], at most one entry
 
 
@@ -295,9 +295,9 @@ def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale, device):
               num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
-        _PLAN_GEN[0] += 1  # numbers stay unique after a clear
-    # the launch cache keys on this plan's number (hashing the whole key again per launch costs)
-    plan = (float(softmax_scale) * _LOG2E, grid, use_tma, block_n, kw, len(_PLANS) + _PLANS_MAX * _PLAN_GEN[0])
+    _PLAN_COUNT[0] += 1
+    # the launch cache keys on the plan's number (hashing the whole key again per launch costs)
+    plan = (float(softmax_scale) * _LOG2E, grid, use_tma, block_n, kw, _PLAN_COUNT[0])
     _PLANS[key] = plan
     return plan
 
