@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 18 on the H200, one device call (~5 min): the timing and profile questions left open on 2026-12-03.
+#   1. scripts/fa4_timing_probe.py: why the optimize loop's eager decode times are ~2x the bench script's.
+#   2. scripts/fa4_prefill_gap_probe.py: where the eager-vs-graph gap of P9-P12, P25, P30 comes from.
+#   3. Nsight Compute on P7, ours (promoted) beside SDPA: what separates 527 from 588 TFLOP/s.
+# Carried wheels (.whl/: pydantic, fla-core; .rayw/: ray and its dependencies) are installed into
+# /tmp/site first, so later calls on the warm machine find them. Logs land in $OUT (<= 8 files).
+# Usage (device, repo root): bash scripts/device_probes.sh        (STEPS="timing gap ncu" by default)
+set -o pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/probes_out}; mkdir -p "$OUT"
+[ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl
+if [ -d .rayw ]; then  # ray: a wheel stripped of Java, the dashboard's web client, rllib and llm (xz)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .rayw/*.whl
+  python3 -c "import tarfile; tarfile.open('.rayw/ray-min.tar.xz').extractall('/tmp/site')"
+fi
+export PYTHONPATH="/tmp/site:$PWD"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+  python3 -c 'import ray; print("ray", ray.__version__)' 2>&1 | tail -1
+  echo "ncu: ${NCU:-missing}"; [ -n "$NCU" ] && "$NCU" --version | tail -1
+} 2>&1 | tee "$OUT/env.txt"
+STEPS=${STEPS:-timing gap ncu}
+for s in $STEPS; do
+  case $s in
+    timing) echo "== decode timing probe"; timeout 150 python3 scripts/fa4_timing_probe.py 2>&1 | tee "$OUT/timing_probe.txt" ;;
+    gap) echo "== prefill eager-vs-graph probe"; timeout 150 python3 scripts/fa4_prefill_gap_probe.py 2>&1 | tee "$OUT/gap_probe.txt" ;;
+    ncu)
+      for impl in ${NCU_IMPLS:-promoted sdpa}; do
+        echo "== ncu P7 $impl"
+        SEC=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy
+             --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats)
+        MET=(--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.sum)
+        timeout 120 "$NCU" --profile-from-start off --clock-control none "${SEC[@]}" "${MET[@]}" \
+          python3 scripts/fa4_prefill_ncu.py --impl "$impl" --shape "${NCU_SHAPE:-P7}" > "$OUT/ncu_$impl.txt" 2>&1 \
+          || timeout 120 "$NCU" --profile-from-start off --clock-control none "${SEC[@]}" \
+          python3 scripts/fa4_prefill_ncu.py --impl "$impl" --shape "${NCU_SHAPE:-P7}" > "$OUT/ncu_$impl.txt" 2>&1
+        grep -E "^  [a-zA-Z_]|Duration|Registers Per|Achieved Occupancy|Theoretical Occ|Compute \(SM\) Thr|Memory Thr|Issue Slots Busy|No Eligible|gmma|Executed Ipc A|Shared Memory Config|Dynamic Shared|Block Size|Grid Size|Warp Cycles Per Issued" "$OUT/ncu_$impl.txt" | head -60
+      done ;;
+  esac
+done
+ls "$OUT"
