@@ -15,8 +15,32 @@ from __future__ import annotations
 from typing import Any
 
 
+def dsl_on_path() -> str | None:
+    """Put nvidia-cutlass-dsl's `cutlass` package on sys.path where only the package's .pth would.
+
+    The DSL ships `cutlass` under nvidia_cutlass_dsl/dsl_packages and adds that folder through a .pth
+    file, which Python reads only in site directories: an install with `pip --target` (how the H200,
+    which has no network, receives it) leaves `import cutlass` failing. Returns the folder added."""
+    import importlib.util
+    import os
+    import sys
+
+    try:
+        spec = importlib.util.find_spec("nvidia_cutlass_dsl")
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        folder = os.path.join(base, "dsl_packages")
+        if os.path.isdir(os.path.join(folder, "cutlass")):
+            if folder not in sys.path:
+                sys.path.append(folder)
+            return folder
+    return None
+
+
 def entry():
     """flash_attn.cute's flash_attn_varlen_func, or a one-line reason it cannot be imported."""
+    dsl_on_path()
     try:
         from flash_attn.cute.interface import flash_attn_varlen_func
     except ImportError as exc:

@@ -95,3 +95,29 @@ def test_a_missing_flash_attn4_is_a_one_line_skip(monkeypatch):
                         "force_cpu": True})
     cell = res["rows"][0]["results"]["flash_attn4"]
     assert cell["skipped"].startswith("ImportError: flash_attn.cute not importable") and "\n" not in cell["skipped"]
+
+
+def test_dsl_found_without_its_pth(tmp_path, monkeypatch):
+    """A `pip --target` install skips the DSL's .pth (seen on the H200, 2026-12-03): the adapter adds
+    nvidia_cutlass_dsl/dsl_packages itself, so `import cutlass` inside flash_attn.cute resolves."""
+    from aka.contract.ops import load_module, project_root
+
+    cute = load_module(project_root() / "kernels" / "_shared" / "fa4_cute.py", "t_fa4_cute_dsl")
+    assert cute.dsl_on_path() is None or "nvidia_cutlass_dsl" in cute.dsl_on_path()  # whatever this machine has
+    pkg = tmp_path / "nvidia_cutlass_dsl"
+    (pkg / "dsl_packages" / "cutlass").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "dsl_packages" / "cutlass" / "__init__.py").write_text("MARK = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the adapter's append is undone after the test
+    for name in ("nvidia_cutlass_dsl", "cutlass"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(ImportError):
+        import cutlass  # noqa: F401
+    folder = cute.dsl_on_path()
+    assert folder == str(pkg / "dsl_packages")
+    import cutlass
+
+    assert cutlass.MARK == 7
+    assert cute.dsl_on_path() == folder and sys.path.count(folder) == 1  # added once
+    sys.modules.pop("cutlass", None)
