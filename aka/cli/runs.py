@@ -101,7 +101,8 @@ def workers_line(run: dict[str, Any]) -> str:
     ws, events = run["workers"], run.get("worker_events") or []
     kinds = sorted({w["name"] for w in ws})
     nodes = sorted({w.get("node", "?") for w in ws})
-    text = f"measured on {len(ws)} Ray workers ({', '.join(kinds)}; {len(nodes)} node(s))"
+    text = (f"measured on {len(ws)} Ray worker{'s' if len(ws) != 1 else ''} ({', '.join(kinds)}; "
+            f"{len(nodes)} node{'s' if len(nodes) != 1 else ''})")
     if events:
         text += f"; {len(events)} worker(s) lost, candidates " + ", ".join(
             f"{e['candidate']} ({'measured again' if e.get('requeued') else 'left for resume'})" for e in events)

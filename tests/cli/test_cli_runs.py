@@ -233,3 +233,14 @@ def test_a_budget_below_one_is_a_usage_error(project):
     text = re.sub(r"[│╭╮╰╯─\s]+", " ", res.output)  # the error box, unwrapped at any terminal width
     assert res.exit_code == 2 and "--budget" in text and "greater than or equal to 1" in text, res.output
     assert not (project / "runs" / "gdn_prefill").exists()  # refused before anything is measured
+
+
+def test_workers_line_counts_in_words():
+    """The summary line of a Ray run: one worker on one node reads as such (the H200 comparison of
+    2026-12-03 printed "1 Ray workers ... 1 node(s)")."""
+    from aka.cli.runs import workers_line
+
+    one = {"workers": [{"name": "NVIDIA H200", "node": "10.0.0.1"}]}
+    assert workers_line(one) == "measured on 1 Ray worker (NVIDIA H200; 1 node)"
+    two = {"workers": [{"name": "NVIDIA H200", "node": "a"}, {"name": "NVIDIA H200", "node": "b"}]}
+    assert workers_line(two) == "measured on 2 Ray workers (NVIDIA H200; 2 nodes)"

@@ -108,7 +108,7 @@ def test_a_killed_worker_requeues_its_candidate(project, op, ray_local):
     assert [p["candidate"] for p in run["placements"]].count(n) == 2
     from aka.cli.runs import workers_line
 
-    assert workers_line(run) == (f"measured on 3 Ray workers (cpu (fake); 1 node(s)); 1 worker(s) lost, "
+    assert workers_line(run) == (f"measured on 3 Ray workers (cpu (fake); 1 node); 1 worker(s) lost, "
                                  f"candidates {n} (measured again)")
 
 
