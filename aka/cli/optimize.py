@@ -117,8 +117,9 @@ def optimize(
                              help="candidates measured at once, one GPU each, on Ray workers of this machine "
                                   "(aka\\[ray]; on CPU: interpreter workers) \\[default: 1, no Ray]"),
     cluster: str = typer.Option(None, "--cluster",
-                                help="measure candidates on a Ray cluster's GPU workers: ray://HOST:PORT, or auto "
-                                     "inside a Ray job (aka\\[ray]); with --gpus, the number of workers"),
+                                help="measure candidates on a Ray cluster's GPU workers: ray://HOST:PORT, auto inside "
+                                     "a Ray job, or local (a new Ray instance here, even for --gpus 1) "
+                                     "(aka\\[ray]); with --gpus, the number of workers"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
     from aka.agent.llm.base import LLM_BACKENDS, get_backend
