@@ -3,8 +3,11 @@
 Structure first: every structure (a pattern with its structural choices fixed) gets one trial at
 its starting point; then successive halving keeps the better half of the structures alive, and
 finally the best one. Parameters second: an evolutionary step mutates one or two parameters of a
-good parent, preferring neighbouring values. Failures steer: a (parameter, value) pair seen in
-failed trials loses weight, and a structure whose trials all failed gets no more.
+good parent, preferring neighbouring values. Failures and losses steer: a (parameter, value) pair
+seen in failed trials loses weight, so does one whose every measured trial stayed below LOSS of the
+run's best score, and a structure whose trials all failed gets no more. A low weight makes a move
+rarely proposed, never forbidden: a structure with no other move left yields to the next one, and
+only when none has one is the best-weighted of those moves taken.
 
 All state is derived from the list of finished trials, so a resumed run proposes exactly what
 the killed one would have (the RNG is seeded from the seed and the number of trials).
@@ -67,14 +70,14 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
     for s in structures:  # structure phase, in the planner's order of preference
         if not by_name[s.name] and key(s.name, s.start) not in seen:  # pending ones are in `seen`
             return Proposal(s, dict(s.start), "structure", f"first look at structure '{s.name}'")
-    for s in alive(structures, by_name, len(trials)):
-        prop = _mutate(s, by_name[s.name], trials, seen, rng)
-        if prop is not None:
-            return prop
-    for s in structures:  # alive ones exhausted: anything unseen anywhere
-        prop = _mutate(s, by_name[s.name], trials, seen, rng)
-        if prop is not None:
-            return prop
+    # alive structures first, then anything unseen anywhere; a move that failed or lost before is
+    # taken only when no structure has another one left
+    for settle in (False, True):
+        for group in (alive(structures, by_name, len(trials)), structures):
+            for s in group:
+                prop = _mutate(s, by_name[s.name], trials, seen, rng, settle)
+                if prop is not None:
+                    return prop
     return None
 
 
@@ -96,23 +99,46 @@ def best(trials: list[Trial]) -> float | None:
     return max(scores) if scores else None
 
 
+# A value none of whose trials came within this fraction of the run's best is a losing move. On the
+# H200 (2026-12-03) a 22-candidate fa4_prefill run spent 9 candidates on BLOCK_M 64, BLOCK_N 32 and
+# SPLIT_CAUSAL off in new combinations after each had already lost 20-50% earlier in the run.
+LOSS = 0.9
+LOSS_WEIGHT = 0.2
+AVOID = 0.5  # a value weighing less is avoided: proposed only when no structure has another move
+
+
 def value_weights(trials: list[Trial]) -> dict[tuple[str, str], float]:
-    """Weight per (param, value): failures push it down, successes bring it back."""
+    """Weight per (param, value): failures push it down, successes bring it back; a value whose best
+    trial is below LOSS of the best trial overall weighs LOSS_WEIGHT as much."""
     fail: Counter = Counter()
     ok: Counter = Counter()
+    best_of: dict[tuple[str, str], float] = {}
     for t in trials:
         for k, v in t.config.items():
-            (ok if t.score is not None else fail)[(k, repr(v))] += 1
-    return {kv: (1 + ok[kv]) / (1 + ok[kv] + 3 * fail[kv]) for kv in set(fail) | set(ok)}
+            kv = (k, repr(v))
+            (ok if t.score is not None else fail)[kv] += 1
+            if t.score is not None:
+                best_of[kv] = max(best_of.get(kv, t.score), t.score)
+    top = best(trials)
+    w = {kv: (1 + ok[kv]) / (1 + ok[kv] + 3 * fail[kv]) for kv in set(fail) | set(ok)}
+    if top is not None and top > 0:
+        for kv, b in best_of.items():
+            if b < LOSS * top:
+                w[kv] *= LOSS_WEIGHT
+    return w
 
 
-def _mutate(s: Structure, mine: list[Trial], every: list[Trial], seen: set[str], rng: random.Random):
+def _mutate(s: Structure, mine: list[Trial], every: list[Trial], seen: set[str], rng: random.Random,
+            settle: bool = True):
     good = sorted((t for t in mine if t.score is not None), key=lambda t: -t.score)
-    parent = rng.choice(good[:3]).config if good else s.start
+    # parents among the structure's three best, leaving out losers (below LOSS of its best)
+    strong = [t for t in good[:3] if t.score >= LOSS * good[0].score]
+    parent = rng.choice(strong).config if good else s.start
     weights = value_weights(every)
     tunable = [k for k, vals in s.space.items() if len(vals) > 1]
     if not tunable:
         return None
+    fallback: tuple[float, dict, dict] | None = None  # the best-weighted move, if all are turned down
     for _ in range(200):
         cfg = dict(parent)
         changed = {}
@@ -122,11 +148,26 @@ def _mutate(s: Structure, mine: list[Trial], every: list[Trial], seen: set[str],
                 changed[k] = (cfg.get(k), new)
                 cfg[k] = new
         if changed and key(s.name, cfg) not in seen and s.valid(cfg):
-            avoided = sorted(f"{k}={v}" for (k, v), w in weights.items() if w < 0.5 and k in s.space)
-            what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in changed.items())
-            base = f"best of '{s.name}' ({good[0].score:.3f})" if good else f"start of '{s.name}'"
-            return Proposal(s, cfg, "parameters", f"mutate {base}: {what}", changed, avoided)
-    return None
+            # _pick's weights only choose among a value's neighbours; a lone neighbour that failed or
+            # lost would always be taken, so the move as a whole is accepted with its weight
+            ws = [weights.get((k, repr(b)), 1.0) for k, (_, b) in changed.items()]
+            if not settle:  # first pass: only moves to values never avoided (failed or lost)
+                if min(ws) >= AVOID:
+                    return _proposal(s, cfg, changed, good, weights)
+                continue
+            p = math.prod(ws)
+            if rng.random() < p:
+                return _proposal(s, cfg, changed, good, weights)
+            if fallback is None or p > fallback[0]:
+                fallback = (p, cfg, changed)
+    return _proposal(s, fallback[1], fallback[2], good, weights) if fallback and settle else None
+
+
+def _proposal(s: Structure, cfg: dict[str, Any], changed: dict, good: list[Trial], weights: dict) -> Proposal:
+    avoided = sorted(f"{k}={v}" for (k, v), w in weights.items() if w < AVOID and k in s.space)
+    what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in changed.items())
+    base = f"best of '{s.name}' ({good[0].score:.3f})" if good else f"start of '{s.name}'"
+    return Proposal(s, cfg, "parameters", f"mutate {base}: {what}", changed, avoided)
 
 
 def _pick(k: str, values: list[Any], current: Any, weights: dict, rng: random.Random) -> Any:

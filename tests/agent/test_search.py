@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from aka.agent.search import Structure, Trial, key, propose, value_weights
 
@@ -68,3 +69,31 @@ def test_exhausts_cleanly():
             break
         trials.append(Trial("tiny", p.config, 1.0))
     assert len(trials) == 2 and propose([tiny], trials) is None
+
+
+def test_losing_values_steer_away():
+    """A value whose every trial stayed well below the run's best is rarely proposed again (the
+    2026-12-03 fa4_prefill run re-tried BLOCK_M 64 three times after it had lost 42%)."""
+    s = Structure("s", {"bm": [64, 128], "bn": [32, 64, 128]}, {"bm": 128, "bn": 64})
+    trials = [Trial("s", {"bm": 128, "bn": 64}, 1.0), Trial("s", {"bm": 64, "bn": 64}, 0.58),
+              Trial("s", {"bm": 128, "bn": 128}, 0.97)]
+    w = value_weights(trials)
+    assert w[("bm", "64")] < 0.5 <= w[("bm", "128")] and w[("bn", "128")] >= 0.5  # 0.97 is within LOSS
+    picked = Counter()
+    for seed in range(60):
+        p = propose([s], trials, seed)
+        picked[(p.config["bm"], p.config["bn"])] += 1
+        assert "bm=64" in p.avoided
+    # unseen: (128, 32) avoids the loser; (64, 32) and (64, 128) repeat it. Without the loss weight
+    # 46 of these 60 proposals repeated bm 64 and (128, 32) was the least proposed.
+    assert picked[(128, 32)] == max(picked.values())
+    assert picked[(64, 32)] + picked[(64, 128)] <= 30
+
+
+def test_only_losing_moves_left_are_still_proposed():
+    """Low weights never end the search early: with every unseen move a loser, one is still taken."""
+    s3 = Structure("s3", {"bm": [64, 128], "bn": [32, 64]}, {"bm": 128, "bn": 64})
+    trials = [Trial("s3", {"bm": 128, "bn": 64}, 1.0), Trial("s3", {"bm": 64, "bn": 64}, 0.5),
+              Trial("s3", {"bm": 128, "bn": 32}, 0.5)]
+    p = propose([s3], trials, 0)
+    assert p is not None and p.config == {"bm": 64, "bn": 32}  # the last unseen point, both values losers
