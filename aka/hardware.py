@@ -9,6 +9,7 @@ page's numbers. A part without a page is `known=False` with the reason, never fi
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from typing import Any
 
@@ -121,9 +122,39 @@ def _driver() -> str | None:
     return line[0].strip() if out.returncode == 0 and line else None
 
 
+_CLOCKS = {"clocks.max.sm": "sm_max_mhz", "clocks.applications.graphics": "sm_app_mhz", "clocks.max.mem": "mem_max_mhz"}
+
+
+def clocks(gpu: str | None = None) -> dict[str, int] | None:
+    """The GPU's clock limits in MHz from nvidia-smi, or None where it cannot say.
+
+    Limits, not the current clock (an idle H200 reads 345 MHz), because two devices of one model differ
+    in what they may run at: a lowered application clock slows every kernel measured on it. `gpu` is
+    what nvidia-smi -i takes (an index or a UUID); by default the first of CUDA_VISIBLE_DEVICES, the
+    device this process measures on (a Ray worker is pinned to one), else 0."""
+    if gpu is None:
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
+    try:
+        out = subprocess.run(["nvidia-smi", "-i", gpu, f"--query-gpu={','.join(_CLOCKS)}",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return None
+    got = {}
+    for name, value in zip(_CLOCKS.values(), lines[0].split(",")):
+        try:
+            got[name] = int(float(value))
+        except ValueError:  # "[N/A]" where the device does not report one
+            pass
+    return got or None
+
+
 def device_record(interpreter: bool) -> dict[str, object]:
     """What a measurement was made on, as run.json, promoted.json and `aka regress` record it: the
-    device model (its name keys recorded numbers), SMs, capability and the software versions."""
+    device model (its name keys recorded numbers), SMs, capability, clock limits (where nvidia-smi
+    reads them) and the software versions."""
     import platform
 
     import torch
@@ -133,6 +164,9 @@ def device_record(interpreter: bool) -> dict[str, object]:
     out: dict[str, object] = {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0}
     if d is not None:
         out = {"name": d.name, "interpreter": False, "sms": d.sm_count, "capability": arch_of(d.capability)}
+        limits = clocks()
+        if limits:
+            out["clocks"] = limits
     out.update(python=platform.python_version(), torch=torch.__version__, triton=triton.__version__)
     if torch.cuda.is_available():
         out.update(cuda=str(torch.version.cuda), driver=(d.driver if d else _driver()) or "?")

@@ -75,3 +75,34 @@ def test_cli_hw_with_unknown_name():
     res = CliRunner().invoke(app, ["hw", "--name", "NVIDIA H200 NVL", "--json"])
     assert res.exit_code == 0, res.output
     assert '"known": false' in res.output and "bf16_dense_tflops" not in res.output
+
+
+def test_clock_limits_read_from_nvidia_smi(monkeypatch):
+    """Issue 22: a measurement records the device's clock limits; the GPU asked about is the one this
+    process measures on (a Ray worker's CUDA_VISIBLE_DEVICES), and what nvidia-smi cannot say is left out."""
+    import subprocess
+
+    from aka import hardware
+
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="1980, [N/A], 3201\n", stderr="")
+
+    monkeypatch.setattr(hardware.subprocess, "run", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert hardware.clocks() == {"sm_max_mhz": 1980, "mem_max_mhz": 3201}
+    assert seen[0][:3] == ["nvidia-smi", "-i", "3"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    hardware.clocks()
+    assert seen[1][2] == "0"
+
+    def missing(cmd, **kw):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(hardware.subprocess, "run", missing)
+    assert hardware.clocks() is None
+    monkeypatch.setattr(hardware.subprocess, "run",
+                        lambda cmd, **kw: subprocess.CompletedProcess(cmd, 9, stdout="", stderr="no device"))
+    assert hardware.clocks("GPU-0f00") is None
