@@ -17,8 +17,10 @@ def _gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def bench(fn, iters):
-    """Median µs of fn over iters calls, a 256 MB write (> 4x the H200's 60 MB L2) before each."""
+def bench(fn, iters, flush=True):
+    """Median µs of fn over iters calls, a 256 MB write (> 4x the H200's 60 MB L2) before each.
+
+    flush=False times back-to-back calls with nothing queued ahead, so the call's host time shows."""
     global _FLUSH
     if not _gpu():
         t = time.perf_counter()
@@ -30,7 +32,8 @@ def bench(fn, iters):
     torch.cuda.synchronize()
     times = []
     for _ in range(iters):
-        _FLUSH.zero_()
+        if flush:
+            _FLUSH.zero_()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()

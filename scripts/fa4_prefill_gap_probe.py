@@ -30,20 +30,6 @@ import bench_fa4_prefill as bp  # noqa: E402
 from devtiming import bench, bench_graph  # noqa: E402
 
 
-def bench_noflush(fn, iters):
-    fn()
-    torch.cuda.synchronize()
-    xs = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        xs.append(a.elapsed_time(b) * 1e3)
-    return sorted(xs)[len(xs) // 2]
-
-
 def traced(fn, iters, flush):
     """Median kernel device µs, median idle µs between the previous GPU activity's end and the
     kernel's start, and the median host µs of the call, from a torch.profiler trace."""
@@ -84,7 +70,7 @@ def main():
         fn = lambda c=case: mod.fa4_prefill(**c)  # noqa: E731
         e = bench(fn, args.iters)
         g = bench_graph(fn, args.iters)
-        nf = bench_noflush(fn, args.iters)
+        nf = bench(fn, args.iters, flush=False)
         k, idle, h = traced(fn, args.iters, flush)
         gs = "-" if g is None else f"{g:.1f}"
         print(f"| {sid} | {e:.1f} | {gs} | {nf:.1f} | {k:.1f} | {idle:.1f} | {h:.1f} |", flush=True)
