@@ -72,10 +72,11 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
             return Proposal(s, dict(s.start), "structure", f"first look at structure '{s.name}'")
     # alive structures first, then anything unseen anywhere; a move that failed or lost before is
     # taken only when no structure has another one left
+    weights = value_weights(trials)
     for settle in (False, True):
         for group in (alive(structures, by_name, len(trials)), structures):
             for s in group:
-                prop = _mutate(s, by_name[s.name], trials, seen, rng, settle)
+                prop = _mutate(s, by_name[s.name], weights, seen, rng, settle)
                 if prop is not None:
                     return prop
     return None
@@ -128,13 +129,12 @@ def value_weights(trials: list[Trial]) -> dict[tuple[str, str], float]:
     return w
 
 
-def _mutate(s: Structure, mine: list[Trial], every: list[Trial], seen: set[str], rng: random.Random,
-            settle: bool = True):
+def _mutate(s: Structure, mine: list[Trial], weights: dict[tuple[str, str], float], seen: set[str],
+            rng: random.Random, settle: bool = True):
     good = sorted((t for t in mine if t.score is not None), key=lambda t: -t.score)
     # parents among the structure's three best, leaving out losers (below LOSS of its best)
     strong = [t for t in good[:3] if t.score >= LOSS * good[0].score]
     parent = rng.choice(strong).config if good else s.start
-    weights = value_weights(every)
     tunable = [k for k, vals in s.space.items() if len(vals) > 1]
     if not tunable:
         return None

@@ -103,7 +103,6 @@ def test_dsl_found_without_its_pth(tmp_path, monkeypatch):
     from aka.contract.ops import load_module, project_root
 
     cute = load_module(project_root() / "kernels" / "_shared" / "fa4_cute.py", "t_fa4_cute_dsl")
-    assert cute.dsl_on_path() is None or "nvidia_cutlass_dsl" in cute.dsl_on_path()  # whatever this machine has
     pkg = tmp_path / "nvidia_cutlass_dsl"
     (pkg / "dsl_packages" / "cutlass").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
