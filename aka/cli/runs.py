@@ -119,7 +119,8 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
     best, incumbent = _standing(run, attempts, summary)
     lines = [
         f"shapes timed: {base.get('shapes')} ({timing} timings"
-        + (", not representative)" if timing != "gpu" else ")"),
+        + (", not representative)" if timing != "gpu" else
+           ", ranked on CUDA-graph replay)" if base.get("rank_timing") == "graph" else ")"),
         "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
         f"stopped: {escape(_stopped(run, summary))}; {len(attempts)} attempts, "
         f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a.duration_s for a in attempts)))} s, "

@@ -150,6 +150,10 @@ class OpSpec(_Strict):
         default_factory=dict,
         description="external implementations to time: name -> 'path/to/module.py:function'",
     )
+    rank_timing: Literal["eager", "graph"] = Field(
+        "eager", description="the GPU timing `aka optimize` ranks and promotes on (screen and ABBA): eager calls, "
+        "whose interval holds the call's host time, or CUDA-graph replay, for ops a server always runs inside a "
+        "captured graph (decode); a candidate that cannot be captured then fails its bench")
     shapes: dict[str, list[dict[str, Any]]]
 
     @field_validator("shapes")

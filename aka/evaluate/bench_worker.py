@@ -260,25 +260,46 @@ def _device_name(device: str) -> str:
     return torch.cuda.get_device_name(torch.cuda.current_device())
 
 
+def _replays(timer: GraphTimer, rot: Rotation, name: str, calls: list) -> list:
+    """One captured graph per input copy, each pointing the rotation at its own output buffers.
+    A capture the implementation refuses (host sync, unjoined stream) raises: under graph ranking
+    such a kernel cannot be compared."""
+    replays, outs = [], []
+    for c in calls:
+        replays.append(timer.capture([c])[0])
+        outs.append(rot.current(name))
+    return rot.replays(name, replays, outs)
+
+
 def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
     """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
-    process). payload: op, a, b (ImplRef dicts), shapes, verify? ({impls, shapes, last, seed})."""
+    process). payload: op, a, b (ImplRef dicts), shapes, rank? ("eager", or "graph": both replayed from
+    CUDA graphs, as the op is ranked), verify? ({impls, shapes, last, seed})."""
     from aka.evaluate.compare import interleave, summarise
 
     op, device, cfg = _setup(payload)
     a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])
     cache: dict = {}
-    timer = _timer(device, a, cfg, cache)
+    kind = "graph" if payload.get("rank") == "graph" and device == "cuda" else "eager"
+    timer = GraphTimer(int(cfg.flush_factor * l2_bytes())) if kind == "graph" else _timer(device, a, cfg, cache)
     samples, found = {}, []
     min_calls = 2 * max(2, cfg.min_iters // 4)  # interleave's first rounds: two calls of each per round
     for i, case in enumerate(op.cases(payload.get("shapes", "full"))):
         seeds = [payload.get("seed", 0) + j for j in range(cfg.input_copies)]
         copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
         rot = _rotation(op, case, copies, seeds, payload, i, device, min_calls, _sampled(payload, [a, b], case.id))
-        calls_a = rot.wrap(a.name, [prepare(a, x) for x in copies])
-        calls_b = rot.wrap(b.name, [prepare(b, x) for x in copies])
+        ready_a, ready_b = [prepare(a, x) for x in copies], [prepare(b, x) for x in copies]
+        if kind == "graph":  # compiled and loaded before capture: a capture cannot load a module
+            import torch
+
+            for call in (*ready_a, *ready_b):
+                call()
+            torch.cuda.synchronize()
+        calls_a, calls_b = rot.wrap(a.name, ready_a), rot.wrap(b.name, ready_b)
+        if kind == "graph":
+            calls_a, calls_b = _replays(timer, rot, a.name, calls_a), _replays(timer, rot, b.name, calls_b)
         samples[case.id] = interleave(calls_a, calls_b, cfg, timer,
-                                      hooks={"A": rot.hooks(a.name, "eager"), "B": rot.hooks(b.name, "eager")})
+                                      hooks={"A": rot.hooks(a.name, kind), "B": rot.hooks(b.name, kind)})
         if "exchange_dir" in payload:
             found += rot.finish(Path(payload["exchange_dir"]), f"c{i}")
         del copies

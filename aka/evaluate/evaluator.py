@@ -88,8 +88,11 @@ class RealEvaluator:
         self.interpreter = settings.interpreter
         self.cuda = settings.llm.lang == "cuda"  # only a --lang cuda run may build CUDA extensions
         gpu = not self.interpreter
-        self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2) if gpu else None
-        self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3) if gpu else None
+        # the timing candidates are ranked on (the contract's rank_timing); the interpreter times eagerly
+        self.rank = op.spec.rank_timing if gpu else "eager"
+        graph = self.rank == "graph"
+        self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 2, graph) if gpu else None
+        self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3, graph) if gpu else None
         # one lock per GPU: compile calls (shared) stay out of ABBA comparisons (exclusive) on that device
         self.gpu_lock = Path(tempfile.gettempdir()) / f"aka-gpu-{timing_device()}.lock"
         self.split = max(1, settings.compile_split)
@@ -172,7 +175,7 @@ class RealEvaluator:
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
         g = gate_outcome(value["gate"])
-        return g, (bench_outcome(value["bench"]) if value.get("bench") else None)
+        return g, (bench_outcome(value["bench"], self.rank) if value.get("bench") else None)
 
     def _screen_checked(self, shapes: str, seed: int) -> list[str] | None:
         """Shapes on which the screen checks the candidate's timed outputs: all in the interpreter, a few
@@ -185,7 +188,7 @@ class RealEvaluator:
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
         ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
-        return bench_outcome(value) if ok else BenchOutcome({}, "none", err)
+        return bench_outcome(value, self.rank) if ok else BenchOutcome({}, "none", err)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
         """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""
@@ -199,7 +202,7 @@ class RealEvaluator:
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
-        times, untimed = eager_medians(value)
+        times, untimed = eager_medians(value, timing=self.rank if value.get("kind") == "gpu" else "eager")
         notes: list[str] = []
         for name, _, res in untimed:
             if f"{name}:" not in " ".join(notes):  # one note per competitor (an import fails everywhere)
@@ -208,7 +211,7 @@ class RealEvaluator:
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
-                                shapes=shapes, config=self.compare_cfg)
+                                shapes=shapes, config=self.compare_cfg, rank=self.rank)
         with gpu_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = door.call("aka.evaluate.bench_worker:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
@@ -222,7 +225,8 @@ def timing_device(env: dict[str, str] | None = None) -> str:
     return re.sub(r"[^0-9A-Za-z-]", "", visible) or "0"
 
 
-def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int) -> dict[str, Any]:
-    # eager only: the ABBA comparison times eager calls too, so screen and decision agree
+def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int, graph: bool = False) -> dict[str, Any]:
+    # graph replay only where the op ranks on it: the ABBA comparison times the same kind, so screen
+    # and decision agree
     return {"warmup": 2, "min_iters": min_iters, "max_iters": max_iters, "time_cap_s": cap_s,
-            "input_copies": copies, "graph": False, "check_every": 4}
+            "input_copies": copies, "graph": graph, "check_every": 4}

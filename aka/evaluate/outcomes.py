@@ -54,34 +54,49 @@ def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float |
     return geomean([reference[s] / candidate[s] for s in common]) if common else None
 
 
-def bench_outcome(value: dict[str, Any]) -> BenchOutcome:
+def bench_outcome(value: dict[str, Any], rank: str = "eager") -> BenchOutcome:
+    """The candidate's (and the paired incumbent's) medians in the timing the op ranks on (the
+    contract's rank_timing: "eager", or "graph" for CUDA-graph replay). Under "graph" a shape the
+    candidate could not be captured on is an error that names why (a server could not replay it)."""
+    gpu = value["kind"] == "gpu"
+    rank = rank if gpu else "eager"  # the interpreter has no graphs: its timings decide nothing anyway
     times, errors, roofline, inc = {}, [], {}, {}
     for row in value["rows"]:
         ref = row["results"].get("incumbent") or {}
-        if "eager" in ref:
-            inc[row["shape"]] = ref["eager"]["median_us"]
+        if (ref.get(rank) or {}).get("median_us"):
+            inc[row["shape"]] = ref[rank]["median_us"]
         res = row["results"]["candidate"]
-        if "eager" in res:
-            times[row["shape"]] = res["eager"]["median_us"]
-            if res.get("roofline_frac") is not None:
+        median = (res.get(rank) or {}).get("median_us")
+        if median:
+            times[row["shape"]] = median
+            if rank == "eager" and res.get("roofline_frac") is not None:
                 roofline[row["shape"]] = res["roofline_frac"]
+            elif rank != "eager" and row.get("floor_us"):
+                roofline[row["shape"]] = row["floor_us"] / median
+        elif "eager" in res:  # timed eagerly, but not in the ranked timing
+            errors.append(f"{row['shape']}: no {rank} timing ({res.get(f'{rank}_note') or 'not measured'})")
         else:
             errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
-    return BenchOutcome(times, "gpu" if value["kind"] == "gpu" else "interpreter", "; ".join(errors), roofline, inc)
+    return BenchOutcome(times, "gpu" if gpu else "interpreter", "; ".join(errors), roofline, inc)
 
 
-def eager_medians(value: dict[str, Any], names: list[str] | None = None
+def eager_medians(value: dict[str, Any], names: list[str] | None = None, timing: str = "eager"
                   ) -> tuple[dict[str, dict[str, float]], list[tuple[str, str, dict[str, Any]]]]:
     """A bench_worker result read as {implementation: {shape id: eager median µs}}, plus (name, shape,
     cell) for every cell without an eager time (skipped or failed). With ``names``, those implementations
-    in that order (each one in every row); else every implementation a row holds."""
+    in that order (each one in every row); else every implementation a row holds. ``timing="graph"``
+    reads the CUDA-graph replay medians instead (an op that ranks on them); a cell without one is
+    untimed, with a `graph_note` saying why."""
     times: dict[str, dict[str, float]] = {n: {} for n in names or ()}
     untimed: list[tuple[str, str, dict[str, Any]]] = []
     for row in value["rows"]:
         cells = [(n, row["results"][n]) for n in names] if names is not None else row["results"].items()
         for name, cell in cells:
-            if "eager" in cell:
-                times.setdefault(name, {})[row["shape"]] = cell["eager"]["median_us"]
+            if (cell.get(timing) or {}).get("median_us"):
+                times.setdefault(name, {})[row["shape"]] = cell[timing]["median_us"]
+            elif "eager" in cell:
+                why = cell.get(f"{timing}_note") or "not measured"
+                untimed.append((name, row["shape"], {**cell, "error": f"no {timing} timing: {why}"}))
             else:
                 untimed.append((name, row["shape"], cell))
     return times, untimed

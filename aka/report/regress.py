@@ -277,11 +277,13 @@ class WorkerMeasurer:
         from aka.evaluate.outcomes import eager_medians
 
         impls = [{"name": n, "kind": "kernel", "path": str(p), "function": op.spec.entry} for n, p in kernels.items()]
-        # Eager only: the recorded numbers are eager medians, and graph capture would double the bench time.
-        payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": False}
+        # The timing the loop recorded the numbers in (the contract's rank_timing); no graph capture
+        # where they are eager medians, which would double the bench time.
+        rank = "eager" if self.interpreter else op.spec.rank_timing
+        payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": rank == "graph"}
         ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
         if not ok:
             return {}, err
-        # eager medians, as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)
-        times, untimed = eager_medians(value, list(kernels))
+        # as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)
+        times, untimed = eager_medians(value, list(kernels), rank)
         return times, "; ".join(f"{n} {shape}: {r.get('error') or r.get('skipped')}" for n, shape, r in untimed)

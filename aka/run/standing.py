@@ -29,7 +29,9 @@ def start_standing(op, incumbent: Path, figures: dict[str, Any]) -> dict[str, An
         return {"geomean": 1.0, "shapes": {s: 1.0 for s in base}, "from": "baseline"}
     meta = gitops.read_promoted_meta(op.root, op.name)
     same_base = meta.get("baseline_hash") in (None, code_hash(op.path("baseline").read_text()))
-    if (meta.get("code_hash") == code_hash(incumbent.read_text()) and same_base
+    # a record made in another timing (eager before the op ranked on graph replay) says nothing here
+    same_timing = meta.get("timing", "eager") == figures.get("rank_timing", "eager")
+    if (meta.get("code_hash") == code_hash(incumbent.read_text()) and same_base and same_timing
             and meta.get("geomean_vs_baseline") and meta.get("speedup_vs_baseline")):
         return {"geomean": meta["geomean_vs_baseline"], "shapes": dict(meta["speedup_vs_baseline"]),
                 "from": "promoted.json"}

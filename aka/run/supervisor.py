@@ -95,13 +95,15 @@ def promotion_meta(run: dict[str, Any], rec: Attempt,
     starting standing (aka.run.standing) times the ABBA re-measures of its promotions (aka.run.state.rebuild)."""
     times, m = rec.times_us, rec.measurements
     dev = run["device"]
+    timing = (run.get("baseline") or {}).get("rank_timing", "eager")
     # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's
     # times, which drift by several % against timings from other workers
     return {
         "op": run["op"], "run_id": run["run_id"], "attempt": rec.n, "code_hash": rec.code_hash,
         "plan": rec.plan.hypothesis if rec.plan else "", "pattern": rec.plan.pattern if rec.plan else None,
         "config": rec.config,
-        "times_us": times, "times_note": "eager medians of the screen, µs; speedups: the ABBA re-measure",
+        "times_us": times, "timing": timing,
+        "times_note": f"{timing} medians of the screen, µs; speedups: the ABBA re-measure ({timing} too)",
         "speedup_vs_baseline": standing[1], "speedup_vs_previous": m.ratios,
         "geomean_vs_previous": m.geomean, "noise": m.noise,
         "geomean_vs_baseline": standing[0], "baseline_hash": run["baseline"].get("hash"),

@@ -95,6 +95,7 @@ def _broken(tmp_path: Path, edit) -> Path:
     (lambda r: r["shapes"]["smoke"][0].update(seqlens=["2 by 3"]), "shapes.smoke.0", "COUNTxLENGTH"),
     (lambda r: r["shapes"]["full"][0].update(hq=3), "shapes.full.0.hq", "Extra inputs"),
     (lambda r: r["tolerances"].pop("final_state"), "tolerances", "one entry per output"),
+    (lambda r: r.update(rank_timing="replay"), "rank_timing", "'eager' or 'graph'"),
 ])
 def test_malformed_contract_names_file_and_field(tmp_path, edit, field, expected):
     path = _broken(tmp_path, edit)
@@ -113,3 +114,9 @@ def test_invalid_yaml_is_one_line(tmp_path):
     with pytest.raises(ContractError) as info:
         load_contract(path)
     assert "not valid YAML" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_decode_ranks_on_graph_replay_and_the_rest_on_eager_calls():
+    """Servers replay decode from CUDA graphs; the loop's eager timer counts host time (issue 18)."""
+    assert get_op("fa4_decode").spec.rank_timing == "graph"
+    assert get_op("fa4_prefill").spec.rank_timing == "eager" and get_op("gdn_prefill").spec.rank_timing == "eager"

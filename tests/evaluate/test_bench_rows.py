@@ -38,3 +38,52 @@ def test_competitor_times_and_one_note_per_competitor(monkeypatch):
     monkeypatch.setattr(door, "call", lambda *a: (False, None, "timeout: killed"))
     assert ev.competitors("full") == ({}, ["competitor timing failed (timeout: killed); the run goes on without "
                                            "them (--no-competitors skips it)"])
+
+
+GRAPH_ROWS = {"kind": "gpu", "rows": [
+    {"shape": "D1", "floor_us": 50.0, "results": {
+        "incumbent": {"eager": {"median_us": 300.0}, "graph": {"median_us": 200.0}},
+        "candidate": {"eager": {"median_us": 250.0}, "graph": {"median_us": 210.0}, "roofline_frac": 0.2}}},
+    {"shape": "D2", "floor_us": None, "results": {
+        "incumbent": {"eager": {"median_us": 90.0}, "graph": {"median_us": 60.0}},
+        "candidate": {"eager": {"median_us": 80.0}, "graph": None, "graph_note": "no graph: RuntimeError: sync"}}},
+]}
+
+
+def test_bench_outcome_reads_the_ranked_timing():
+    """Ranked on graph replay (fa4_decode), the candidate that is faster eager but slower replayed
+    loses; a shape it cannot be captured on is an error that says why."""
+    from aka.evaluate.outcomes import bench_outcome
+
+    eager = bench_outcome(GRAPH_ROWS)
+    assert eager.times_us == {"D1": 250.0, "D2": 80.0} and eager.incumbent_us == {"D1": 300.0, "D2": 90.0}
+    assert eager.roofline == {"D1": 0.2} and eager.error == ""
+    graph = bench_outcome(GRAPH_ROWS, "graph")
+    assert graph.times_us == {"D1": 210.0} and graph.incumbent_us == {"D1": 200.0, "D2": 60.0}
+    assert graph.roofline == {"D1": 50.0 / 210.0}
+    assert graph.error == "D2: no graph timing (no graph: RuntimeError: sync)"
+    interp = bench_outcome({**GRAPH_ROWS, "kind": "interpreter"}, "graph")  # no graphs there: eager
+    assert interp.times_us == eager.times_us and interp.timing == "interpreter"
+
+
+def test_medians_in_graph_timing_name_the_missing_capture():
+    times, untimed = eager_medians(GRAPH_ROWS, ["candidate"], "graph")
+    assert times == {"candidate": {"D1": 210.0}}
+    assert [(n, s, c["error"]) for n, s, c in untimed] == [
+        ("candidate", "D2", "no graph timing: no graph: RuntimeError: sync")]
+
+
+def test_an_op_ranked_on_graphs_times_and_compares_graph_replays(monkeypatch):
+    """On a GPU the evaluator asks the screen for graph replays and the ABBA for replayed calls;
+    in the interpreter nothing changes (eager, no graphs)."""
+    op = get_op("fa4_decode")
+    ev = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=False))
+    assert ev.rank == "graph" and ev.screen_cfg["graph"] and ev.compare_cfg["graph"]
+    sent = []
+    monkeypatch.setattr(door, "call", lambda entry, payload, *a: (sent.append(payload), (False, None, "x"))[1])
+    ev.compare(op.path("baseline"), op.path("baseline"), "D1-q1")
+    assert sent[-1]["rank"] == "graph"
+    prefill = evaluator.RealEvaluator(get_op("fa4_prefill"), OptimizeSettings(op="fa4_prefill", interpreter=False))
+    assert prefill.rank == "eager" and not prefill.screen_cfg["graph"]
+    cpu = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
+    assert cpu.rank == "eager" and cpu.screen_cfg is None

@@ -61,3 +61,19 @@ def test_same_kernel_twice_in_one_run_agrees_within_2_percent():
         m2 = row["results"]["baseline#2"]["eager"]["median_us"]
         if min(m1, m2) > 50:
             assert abs(m1 - m2) / min(m1, m2) < 0.02, f"{row['shape']}: {m1:.1f} vs {m2:.1f} µs"
+
+
+def test_an_op_ranked_on_graphs_is_screened_and_compared_on_replays():
+    """fa4_decode ranks on CUDA-graph replay (its contract's rank_timing): the screen's ranked times and
+    the ABBA are replays, their outputs checked, and the baseline against itself is even."""
+    from aka.evaluate.evaluator import RealEvaluator
+    from aka.settings import OptimizeSettings
+
+    op = get_op("fa4_decode")
+    ev = RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=False))
+    assert ev.rank == "graph"
+    b = ev.bench(op.path("baseline"), "D1-q1,D7-q1")
+    assert not b.error and set(b.times_us) == {"D1-q1", "D7-q1"}, b.error
+    cmp = ev.compare(op.path("baseline"), op.path("baseline"), "D1-q1,D7-q1")
+    assert not cmp.error and cmp.timing == "gpu", cmp.error
+    assert 0.95 < cmp.geomean < 1.05, cmp.geomean

@@ -7,7 +7,7 @@ import torch
 
 from aka.contract.ops import get_op
 from aka.evaluate.rotation import rotated
-from aka.evaluate.verify import SUSPECT, below_floor, expected_samples, speed_of_light_us
+from aka.evaluate.verify import SUSPECT, below_floor, expected_samples, floor_problem, speed_of_light_us
 
 
 def test_below_floor_only_under_the_suspect_fraction():
@@ -119,3 +119,20 @@ def test_every_refreshed_buffer_is_what_the_checker_rebuilds(op_name, shape):
             assert torch.equal(torch.nan_to_num(got.float(), 7.0), torch.nan_to_num(t.float(), 7.0)), (i, name)
     # with this seed the probe lands in buffer 1 but is built from buffer 0's base: the case that moves a base
     assert any(seeds.index(base_seed) != buf for _, buf, base_seed, _ in rot.trace)
+
+
+def test_a_graph_only_cell_is_still_checked(monkeypatch):
+    """The ABBA of an op ranked on graph replay times only replays: their outputs must come back, and
+    their medians face the speed-of-light floor."""
+    from aka.evaluate import verify
+
+    monkeypatch.setattr(verify, "datasheet_peaks", lambda: (989.0, 4800.0))  # an H200's, as on the device
+    v = {"impls": None, "shapes": None}
+    cell = {"graph": {"median_us": 1.0}}
+    assert expected_samples(v, "b", "kernel", "S1", cell, None) == "no timed graph output came back to be checked"
+    assert expected_samples(v, "b", "kernel", "S1", cell, {"problem": "", "timings": ["graph"]}) == ""
+    op = get_op("fa4_decode")
+    case = op.cases("D5-q1")[0]
+    assert "graph replay median" in floor_problem(op, case, {"graph": {"median_us": 0.01}}, "cuda")
+    assert floor_problem(op, case, {"graph": {"median_us": 1e6}}, "cuda") == ""
+    assert floor_problem(op, case, {"graph": {"median_us": 0.01}}, "cpu") == ""

@@ -76,3 +76,28 @@ def test_a_run_from_a_promoted_kernel_chains_from_its_record_not_the_set_up_timi
     assert "1.375x vs baseline" in log
     rows, _ = promotion_rows(project, "gdn_prefill")
     assert rows[-1].vs_baseline == pytest.approx(meta["geomean_vs_baseline"])  # history agrees with the record
+
+
+def test_a_record_in_another_timing_is_not_chained_from(project, op):
+    """A promoted.json made under eager ranking says nothing about graph replay: an op that now ranks
+    on graphs starts from the set-up's own timing of that kernel (fa4_decode, 2026-12-03), and a new
+    promotion records the timing its numbers are in."""
+    inc = source(1.2, "a")
+    _promote(project, inc, {"geomean_vs_previous": 1.25, "geomean_vs_baseline": 1.25,
+                            "speedup_vs_baseline": {s: 1.25 for s in SHAPES}}, "promote a")
+    settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1))
+    ev = FakeEvaluator(op)
+    ev.rank = "graph"  # as RealEvaluator on a GPU for an op whose contract ranks on graph replay
+    store = prepare_run(project / "runs", settings, op, ev)
+    run = store.read_run()
+    assert run["baseline"]["rank_timing"] == "graph"
+    assert run["incumbent"]["standing"]["from"] == "set-up timings"
+    assert run["incumbent"]["standing"]["geomean"] == pytest.approx(1.2)
+    run_loop(store, settings, op, ScriptedBackend([{"source": source(1.32, "d")}]), ev)
+    meta = gitops.read_promoted_meta(project, "gdn_prefill")
+    assert meta["timing"] == "graph" and meta["times_note"].startswith("graph medians")
+    assert meta["geomean_vs_baseline"] == pytest.approx(1.2 * 1.1)
+    # and the reverse: that graph-timed record read by a run ranked eagerly is not chained from either
+    ev2 = FakeEvaluator(op)
+    store2 = prepare_run(project / "runs", settings, op, ev2)
+    assert store2.read_run()["incumbent"]["standing"]["from"] == "set-up timings"
