@@ -77,3 +77,32 @@ def test_an_op_ranked_on_graphs_is_screened_and_compared_on_replays():
     cmp = ev.compare(op.path("baseline"), op.path("baseline"), "D1-q1,D7-q1")
     assert not cmp.error and cmp.timing == "gpu", cmp.error
     assert 0.95 < cmp.geomean < 1.05, cmp.geomean
+
+
+def test_a_replay_is_timed_without_the_hosts_submission_and_with_all_its_work():
+    from aka.evaluate.bench import GraphTimer
+
+    timer = GraphTimer(int(2 * l2_bytes()))
+    x = torch.zeros(1024, device="cuda")
+    tiny = timer.capture([lambda: x.add_(1)])[0]
+    t_tiny = sorted(timer.measure(tiny) for _ in range(30))[15]
+    # one 4 KB elementwise kernel: a few µs of GPU time. The host's graph launch (10-40 µs on the
+    # H200's host) and its wake-up after a sync stay out of the interval.
+    assert t_tiny < 10, t_tiny
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+
+    def forked():  # half the work on a joined side stream: captured, so replayed, and inside the interval
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            c = a @ b
+        torch.cuda.current_stream().wait_stream(side)
+        return c, a @ b
+
+    forked()  # cuBLAS makes its handle for the side stream outside the capture
+    torch.cuda.synchronize()
+    big = timer.capture([forked])[0]
+    t_big = sorted(timer.measure(big) for _ in range(10))[5]
+    t_one = time_fn([lambda: a @ b], CFG, CudaTimer(int(2 * l2_bytes()))).median_us
+    assert t_big > 1.7 * t_one, (t_big, t_one)  # both matmuls timed

@@ -1,0 +1,59 @@
+"""What the two GPU timers enqueue around a timed call, and in which order, on a recording fake of
+torch.cuda (the device-side figures are checked by tests/evaluate/test_gpu_timing.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from aka.evaluate.bench import CudaTimer, GraphTimer
+
+
+def _timer(cls, log: list[str]):
+    class Event:
+        def __init__(self, name):
+            self.name = name
+
+        def record(self):
+            log.append(f"{self.name}.record")
+
+        def synchronize(self):
+            log.append(f"{self.name}.synchronize")
+
+        def elapsed_time(self, other):
+            return 0.5
+
+    cuda = SimpleNamespace(synchronize=lambda: log.append("device sync"),
+                           _sleep=lambda cycles: log.append(f"spin {cycles}"))
+    timer = cls.__new__(cls)  # no CUDA here: the fields __init__ would allocate, faked
+    timer._torch = SimpleNamespace(cuda=cuda)
+    timer._flush = SimpleNamespace(fill_=lambda v: log.append("flush"))
+    timer._start, timer._end = Event("start"), Event("end")
+    if cls is GraphTimer:
+        timer._spin = cuda._sleep
+    return timer
+
+
+def test_an_eager_interval_closes_after_a_device_wide_sync():
+    # a call may leave work on a side stream: only a device-wide sync before the end event holds it
+    log: list[str] = []
+    us = _timer(CudaTimer, log).measure(lambda: log.append("call"))
+    assert log == ["flush", "device sync", "start.record", "call", "device sync", "end.record", "end.synchronize"]
+    assert us == 500.0
+
+
+def test_a_replay_interval_holds_the_gpu_work_and_not_the_hosts_submission():
+    log: list[str] = []
+    us = _timer(GraphTimer, log).measure(lambda: log.append("replay"))
+    # the GPU spins while the host submits the start event and the replay; the end event follows the
+    # replay on its stream, with no host round trip between them
+    assert log == ["flush", "device sync", f"spin {GraphTimer.SPIN_CYCLES}", "start.record", "replay",
+                   "end.record", "end.synchronize"]
+    assert us == 500.0
+
+
+def test_without_torchs_spin_helper_a_replay_is_still_timed():
+    log: list[str] = []
+    timer = _timer(GraphTimer, log)
+    timer._spin = None
+    timer.measure(lambda: log.append("replay"))
+    assert log == ["flush", "device sync", "start.record", "replay", "end.record", "end.synchronize"]
