@@ -117,6 +117,8 @@ class Decision(BaseModel):
     promote: bool
     verdict: Literal["promoted", "rejected", "not promoted"]
     reason: str
+    blocked_by: str = Field("", description="the shape whose paired slowdown beyond the margin refused a candidate "
+                            "faster overall (the offline search leaves a structure such shapes keep refusing)")
 
 
 class CheckRecord(BaseModel):

@@ -7,7 +7,10 @@ good parent, preferring neighbouring values. Failures and losses steer: a (param
 seen in failed trials loses weight, so does one whose every measured trial stayed below LOSS of the
 run's best score, and a structure whose trials all failed gets no more. A low weight makes a move
 rarely proposed, never forbidden: a structure with no other move left yields to the next one, and
-only when none has one is the best-weighted of those moves taken.
+only when none has one is the best-weighted of those moves taken. A structure STUCK of whose
+candidates were refused for the same shape (faster overall, slower there beyond the margin) leaves
+the alive set: its knobs have not reached that shape, so the budget goes to the other structures
+first.
 
 All state is derived from the list of finished trials, so a resumed run proposes exactly what
 the killed one would have (the RNG is seeded from the seed and the number of trials).
@@ -41,6 +44,7 @@ class Trial:
     config: dict[str, Any]
     score: float | None  # higher is better; None when the trial failed
     failed: str = ""  # stage that failed (check, compile, gate), empty on success
+    blocked_by: str = ""  # the shape whose paired slowdown refused it although faster overall
 
 
 @dataclass
@@ -73,21 +77,44 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
     # alive structures first, then anything unseen anywhere; a move that failed or lost before is
     # taken only when no structure has another one left
     weights = value_weights(trials)
+    left = [f"left '{s.name}': {shape} refused {STUCK}+ of its candidates" for s in structures
+            if (shape := stuck(by_name[s.name]))]
     for settle in (False, True):
         for group in (alive(structures, by_name, len(trials)), structures):
             for s in group:
                 prop = _mutate(s, by_name[s.name], weights, seen, rng, settle)
                 if prop is not None:
+                    others = [n for n in left if f"'{s.name}'" not in n]
+                    if others:
+                        prop.rationale += f" ({'; '.join(others)})"
                     return prop
     return None
 
 
+# Candidates of one structure refused for the same shape before the structure leaves the alive set.
+# On the H200 (2026-12-03) a 21-candidate fa4_decode run spent 16 candidates on split_waves, the best
+# structure by geomean (1.08x); 8 were refused for D6-q1, the ragged batch, whose loss comes from
+# how the structure sizes its splits, which none of its knobs changes.
+STUCK = 3
+
+
+def stuck(mine: list[Trial]) -> str:
+    """The shape that refused STUCK or more of these trials, or ''."""
+    counts = Counter(t.blocked_by for t in mine if t.blocked_by)
+    if not counts:
+        return ""
+    shape, n = counts.most_common(1)[0]
+    return shape if n >= STUCK else ""
+
+
 def alive(structures: list[Structure], by_name: dict[str, list[Trial]], n_trials: int) -> list[Structure]:
-    """Successive halving over structures: keep ceil(S / 2^rung) best, rung grows with trials spent."""
-    scored = [(best(by_name[s.name]), i, s) for i, s in enumerate(structures)]
+    """Successive halving over structures: keep ceil(S / 2^rung) best, rung grows with trials spent.
+    Stuck structures (one shape keeps refusing them) are left out while any other remains."""
+    free = [s for s in structures if not stuck(by_name[s.name])] or structures
+    scored = [(best(by_name[s.name]), i, s) for i, s in enumerate(structures) if s in free]
     working = [x for x in scored if x[0] is not None]
     if not working:  # everything failed so far: keep trying all, least-tried first
-        return sorted(structures, key=lambda s: len(by_name[s.name]))
+        return sorted(free, key=lambda s: len(by_name[s.name]))
     working.sort(key=lambda x: (-x[0], x[1]))
     rung = max(0, int(math.log2(max(1, n_trials / max(1, len(structures))))))
     keep = max(1, math.ceil(len(working) / 2**rung))

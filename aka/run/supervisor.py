@@ -18,8 +18,8 @@ from aka.settings import Budget, PromotionRules
 __all__ = ["BudgetUsed", "Decision", "Measurements", "Timing", "decide", "promotion_meta", "promotion_message",
            "stop_reason"]
 
-def _no(reason: str, verdict: Literal["rejected", "not promoted"] = "rejected") -> Decision:
-    return Decision(promote=False, verdict=verdict, reason=reason)
+def _no(reason: str, verdict: Literal["rejected", "not promoted"] = "rejected", blocked_by: str = "") -> Decision:
+    return Decision(promote=False, verdict=verdict, reason=reason, blocked_by=blocked_by)
 
 
 def decide(m: Measurements, rules: PromotionRules) -> Decision:
@@ -56,7 +56,7 @@ def decide(m: Measurements, rules: PromotionRules) -> Decision:
     slow = {s: r for s, r in m.ratios.items() if r < 1.0 - rules.shape_margin}
     if slow and not rules.allow_shape_regression:
         worst = min(slow, key=slow.__getitem__)
-        return _no(f"{worst} slower by {1 - slow[worst]:.1%} (margin {rules.shape_margin:.0%})")
+        return _no(f"{worst} slower by {1 - slow[worst]:.1%} (margin {rules.shape_margin:.0%})", blocked_by=worst)
     ungated = [s for s in m.expected_shapes if s not in m.gate]
     if ShapeSet.FULL not in m.gate_sets or ungated:  # last: the loop gates the full set only for would-be promotions
         return _no(f"gate covered only {'+'.join(m.gate_sets) or 'nothing'}, not the full set")

@@ -123,3 +123,16 @@ def test_fa4_patterns_search_around_the_incumbent(name):
         history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 1.0,
                         "failed_stage": ""})
     assert {h["plan"]["pattern"] for h in history} >= set(pats) - {n for n, s in structures.items() if s.start == inc}
+
+
+def test_the_search_sees_which_shape_refused_an_attempt():
+    from aka.agent.llm.offline import trials_from
+    from aka.records import Attempt, Decision, Plan
+
+    plan = Plan(hypothesis="h", pattern="split_waves", param_ranges={"BLOCK_N": [64]})
+    refused = Attempt(n=0, plan=plan, config={"BLOCK_N": 64}, score=1.08,
+                      decision=Decision(promote=False, verdict="rejected", reason="D6-q1 slower by 11.8% (margin 5%)",
+                                        blocked_by="D6-q1"))
+    old = Attempt.model_validate({"n": 1, "plan": plan.model_dump(), "config": {"BLOCK_N": 32}, "score": 1.0,
+                                  "decision": {"promote": False, "verdict": "rejected", "reason": "x"}})
+    assert [t.blocked_by for t in trials_from([refused, old])] == ["D6-q1", ""]  # records before the field read as ""

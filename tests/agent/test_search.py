@@ -97,3 +97,35 @@ def test_only_losing_moves_left_are_still_proposed():
               Trial("s3", {"bm": 128, "bn": 32}, 0.5)]
     p = propose([s3], trials, 0)
     assert p is not None and p.config == {"bm": 64, "bn": 32}  # the last unseen point, both values losers
+
+
+def test_a_structure_one_shape_keeps_refusing_leaves_the_alive_set():
+    """Faster overall but refused for the same shape STUCK times: the other structure gets the budget
+    (the 2026-12-03 fa4_decode run spent 16 of 21 candidates on split_waves, 8 refused for D6-q1)."""
+    from aka.agent.search import STUCK
+
+    waves = Structure("waves", {"st": [1, 2, 3, 4], "bn": [16, 32, 64]}, {"st": 2, "bn": 32})
+    target = Structure("target", {"st": [1, 2, 3, 4], "bn": [16, 32, 64]}, {"st": 2, "bn": 64})
+    base = [Trial("waves", {"st": 2, "bn": 32}, 1.08, blocked_by="D6-q1"),
+            Trial("target", {"st": 2, "bn": 64}, 1.0),
+            Trial("waves", {"st": 1, "bn": 32}, 1.05, blocked_by="D6-q1"),
+            Trial("target", {"st": 3, "bn": 64}, 0.98)]
+    assert STUCK == 3
+    # two refusals are not yet a pattern, nor are refusals on different shapes: halving keeps the faster
+    for trials in (base, [*base, Trial("waves", {"st": 3, "bn": 32}, 1.07, blocked_by="D2-q1")]):
+        assert {propose([waves, target], trials, seed).structure.name for seed in range(10)} == {"waves"}
+    stuck = [*base, Trial("waves", {"st": 3, "bn": 32}, 1.07, blocked_by="D6-q1")]
+    for seed in range(10):
+        p = propose([waves, target], stuck, seed)
+        assert p.structure.name == "target"
+        assert "left 'waves': D6-q1 refused" in p.rationale
+
+
+def test_when_every_structure_is_stuck_the_search_goes_on():
+    only = Structure("only", {"st": [1, 2, 3]}, {"st": 1})
+    trials = [Trial("only", {"st": s}, 1.05, blocked_by="D6") for s in (1, 2)]
+    trials.append(Trial("only", {"st": 3}, 1.04, blocked_by="D6"))
+    assert propose([only], trials) is None  # exhausted, not stopped early: every point was seen
+    two = Structure("two", {"st": [1, 2, 3, 4]}, {"st": 1})
+    p = propose([two], [Trial("two", {"st": s}, 1.05, blocked_by="D6") for s in (1, 2, 3)])
+    assert p is not None and p.config == {"st": 4}

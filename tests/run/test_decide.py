@@ -97,9 +97,10 @@ def test_shape_regression_beyond_margin_blocks_unless_allowed():
     assert decide(ok, RULES).promote
     bad = good(ratios={"G1": 1.3, "G2": 1.2, "G3": 0.90})
     d = decide(bad, RULES)
-    assert not d.promote and "G3 slower by 10.0%" in d.reason
+    assert not d.promote and "G3 slower by 10.0%" in d.reason and d.blocked_by == "G3"
     allowed = decide(bad, PromotionRules(allow_shape_regression=True))
-    assert allowed.promote and "allowed regressions on G3" in allowed.reason
+    assert allowed.promote and "allowed regressions on G3" in allowed.reason and not allowed.blocked_by
+    assert not decide(good(geomean=1.05, noise=0.06), RULES).blocked_by  # refused, but not by a shape
     assert decide(bad, PromotionRules(shape_margin=0.15)).promote
 
 

@@ -121,7 +121,8 @@ def trials_from(history: list[Attempt]) -> list[Trial]:
         if not (rec.plan and rec.plan.pattern):
             continue  # an attempt some other backend planned: not part of this search
         config = rec.config or rec.plan.fixed_config()
-        out.append(Trial(rec.plan.pattern, config, rec.score, rec.failed_stage))
+        out.append(Trial(rec.plan.pattern, config, rec.score, rec.failed_stage,
+                         rec.decision.blocked_by if rec.decision else ""))
     return out
 
 
