@@ -28,6 +28,11 @@ Design (flash-decoding, memory-bound):
   [pages * PAGE, Hkv * D] (one page-table read per block; needs PAGE % BLOCK_N == 0 so a block never
   crosses a page, and a contiguous cache): the prefill's TMA path. On by default since the H200
   sweep of 2026-12-02 (with BN 64 / 2 stages at q_len 1: +1.7 points of the bandwidth floor).
+- SPLIT_POLICY "balanced" (prepared 2026-12-03, interpreter-checked, not yet timed on the H200): the
+  chunk is also at least the batch's fair share of the SLOTS resident programs, chosen in the
+  kernel from the real kv_lens (_balanced_chunk), so short sequences take one program and long ones
+  several of about the same length, in about one wave, whatever the raggedness. NUM_SPLITS (the
+  "target" count) stays the upper bound the partials are sized for.
 """
 
 from __future__ import annotations
@@ -59,9 +64,11 @@ CONFIG = {
     "MIN_SPLIT_TOKENS": 256,  # no split shorter than this (keeps the merge traffic small)
     "MAX_SPLITS": 256,
     "REDUCE_BLOCK_S": 16,  # splits merged per step in the reduction kernel
-    "SPLIT_POLICY": "target",  # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model
-    "CTAS_PER_SM": 2,  # "waves" policy: programs resident per SM
-    "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" policy: fixed cost of a program, in keys
+    # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model; "balanced": at most the
+    # "target" count, chunks sized in the kernel from the real kv_lens (module docstring)
+    "SPLIT_POLICY": "target",
+    "CTAS_PER_SM": 2,  # "waves" and "balanced" policies: programs resident per SM
+    "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" and "balanced" policies: fixed cost of a program, in keys
     # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring)
     "USE_TMA": True,
     # split-KV merge inside the split kernel (module docstring): one launch instead of two. Correct on
@@ -84,7 +91,7 @@ SPACE = {
     "MIN_SPLIT_TOKENS": [128, 256, 512, 1024],
     "MAX_SPLITS": [64, 256],
     "REDUCE_BLOCK_S": [8, 16, 32],
-    "SPLIT_POLICY": ["target", "waves"],
+    "SPLIT_POLICY": ["target", "waves", "balanced"],
     "CTAS_PER_SM": [1, 2, 3],
     "SPLIT_OVERHEAD_TOKENS": [0, 256, 1024],
     "USE_TMA": [False, True],
@@ -92,6 +99,33 @@ SPACE = {
 }
 
 _LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _split_chunk(KVL, kv_len, n_seqs, n_heads, NUM_SPLITS, BLOCK_N: tl.constexpr, BALANCE: tl.constexpr,
+                 BLOCK_B: tl.constexpr, SLOTS: tl.constexpr, MIN_CHUNK: tl.constexpr, OVERHEAD: tl.constexpr):
+    """Keys per split program of a sequence of kv_len keys: cdiv(kv_len, NUM_SPLITS) rounded up to
+    BLOCK_N, so at most NUM_SPLITS programs (the partials' size). BALANCE: at least the chunk c that
+    minimises waves(c) x (c + OVERHEAD), waves(c) = cdiv(n_heads * sum_b cdiv(kv_len_b, c), SLOTS), over
+    c from the fair share cdiv(n_heads * total, SLOTS) to twice it (n_heads: KV heads, one program
+    each). Every program (and the merge) reads the same kv_lens, so all compute the same c. Pure
+    arithmetic on B <= BLOCK_B loaded lengths."""
+    chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    if BALANCE:
+        offs_b = tl.arange(0, BLOCK_B)
+        lens = tl.load(KVL + offs_b, mask=offs_b < n_seqs, other=0)
+        fair = tl.maximum(tl.cdiv(n_heads * tl.sum(lens, 0), SLOTS), MIN_CHUNK)
+        fair = tl.cdiv(fair, BLOCK_N) * BLOCK_N
+        best_c = fair
+        best_cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, fair), 0), SLOTS) * (fair + OVERHEAD)
+        for k in tl.static_range(1, 9):  # c = fair * (1 + k/8), rounded up to BLOCK_N
+            c = tl.cdiv(fair * (8 + k) // 8, BLOCK_N) * BLOCK_N
+            cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, c), 0), SLOTS) * (c + OVERHEAD)
+            better = cost < best_cost
+            best_c = tl.where(better, c, best_c)
+            best_cost = tl.where(better, cost, best_cost)
+        chunk = tl.maximum(chunk, best_c)
+    return chunk
 
 
 @triton.jit
@@ -110,13 +144,16 @@ def _fa4_decode_kernel(
     Q_LEN: tl.constexpr, G: tl.constexpr, PAGE: tl.constexpr, HEAD_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, LAZY_RESCALE: tl.constexpr,
     USE_TMA: tl.constexpr, FUSED_MERGE: tl.constexpr,
+    BALANCE: tl.constexpr = False, BLOCK_B: tl.constexpr = 1, SLOTS: tl.constexpr = 1, MIN_CHUNK: tl.constexpr = 0,
+    OVERHEAD: tl.constexpr = 0,
 ):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
 
     kv_len = tl.load(KVL + b)
-    chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = _split_chunk(KVL, kv_len, tl.num_programs(0), tl.num_programs(1), NUM_SPLITS, BLOCK_N, BALANCE, BLOCK_B,
+                         SLOTS, MIN_CHUNK, OVERHEAD)
     n_start = split * chunk
     n_end = tl.minimum(n_start + chunk, kv_len)
     if SPLIT:
@@ -241,11 +278,14 @@ def _fa4_decode_merge_kernel(
     stride_ot, stride_oh,
     NUM_SPLITS,
     Q_LEN: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr,
+    BALANCE: tl.constexpr = False, BLOCK_B: tl.constexpr = 1, HKV: tl.constexpr = 1, SLOTS: tl.constexpr = 1,
+    MIN_CHUNK: tl.constexpr = 0, OVERHEAD: tl.constexpr = 0,
 ):
     row = tl.program_id(0)  # b * Q_LEN + j
     h = tl.program_id(1)
     kv_len = tl.load(KVL + row // Q_LEN)
-    chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = _split_chunk(KVL, kv_len, tl.num_programs(0) // Q_LEN, HKV, NUM_SPLITS, BLOCK_N, BALANCE, BLOCK_B,
+                         SLOTS, MIN_CHUNK, OVERHEAD)
     n_splits = tl.cdiv(kv_len, chunk)  # non-empty splits (same formula as the split kernel)
 
     offs_s = tl.arange(0, BLOCK_S)
@@ -325,6 +365,7 @@ def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132, block_n=None):
     cap = max(1, min(triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], block_n)), cfg["MAX_SPLITS"]))
     if cfg.get("SPLIT_POLICY", "target") == "waves":
         return _waves_splits(batch * hkv, max_kv, cap, num_sms * cfg["CTAS_PER_SM"], cfg["SPLIT_OVERHEAD_TOKENS"])
+    # "target", and "balanced" whose kernels only ever lengthen the chunk (fewer splits in use)
     want = triton.cdiv(cfg["SPLIT_TARGET"], batch * hkv)
     return max(1, min(want, cap))
 
@@ -375,7 +416,13 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
                     SPLIT=splits > 1, LAZY_RESCALE=bool(cfg["LAZY_RESCALE"]), USE_TMA=use_tma,
                     FUSED_MERGE=splits > 1 and bool(cfg.get("FUSED_MERGE", False)),
                     num_warps=num_warps, num_stages=num_stages)
-    merge_kw = dict(Q_LEN=q_len, HEAD_D=d, BLOCK_N=block_n, BLOCK_S=cfg["REDUCE_BLOCK_S"], num_warps=4)
+    # "balanced": the chunk from the real lengths, the same in both kernels (_split_chunk)
+    balance = dict(BALANCE=cfg.get("SPLIT_POLICY") == "balanced" and splits > 1,
+                   BLOCK_B=triton.next_power_of_2(batch), SLOTS=_num_sms(device) * cfg["CTAS_PER_SM"],
+                   MIN_CHUNK=cfg["MIN_SPLIT_TOKENS"], OVERHEAD=cfg["SPLIT_OVERHEAD_TOKENS"])
+    split_kw.update(balance)
+    merge_kw = dict(Q_LEN=q_len, HEAD_D=d, BLOCK_N=block_n, BLOCK_S=cfg["REDUCE_BLOCK_S"], HKV=hkv, **balance,
+                    num_warps=4)
     # Partials live in one fp32 allocation: o_part [rows, hq, S, d] then lse_part [rows, hq, S],
     # both contiguous, so their strides (and every address the kernels compute) are those of two
     # separate torch.empty calls. One allocation per call instead of two.

@@ -169,3 +169,64 @@ def test_scale():
 @pytest.mark.slow
 def test_long_default_config():
     check(make_case([2000, 700], 4, hq=8, hkv=1, seed=13))
+
+
+def balanced_model(kv_lens, heads, slots, block_n, min_chunk, overhead):
+    """The 'balanced' chunk as _split_chunk documents it, in plain Python (before the per-sequence
+    lower bound): the c in fair..2 fair minimising waves(c) x (c + overhead)."""
+    cdiv = lambda a, b: -(-a // b)  # noqa: E731
+    fair = cdiv(max(cdiv(heads * sum(kv_lens), slots), min_chunk), block_n) * block_n
+    cands = [fair] + [cdiv(fair * (8 + k) // 8, block_n) * block_n for k in range(1, 9)]
+    cost = lambda c: cdiv(heads * sum(cdiv(n, c) for n in kv_lens), slots) * (c + overhead)  # noqa: E731
+    return min(cands, key=lambda c: (cost(c), cands.index(c)))  # the first of equal costs, as the kernel
+
+
+@pytest.mark.parametrize("kv_lens,heads,slots,overhead", [
+    ([7347, 19486, 3911, 32198, 4096, 25782], 1, 264, 256),  # ragged: the fair share leaves a 2nd wave
+    ([32768] * 16, 1, 264, 256),  # uniform: one full wave
+    ([4096] * 128, 2, 132, 0),
+    ([5], 1, 264, 1024),  # tiny: the minimum chunk
+])
+def test_balanced_chunk_is_what_every_program_computes(kv_lens, heads, slots, overhead):
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def probe(KVL, OUT, NUM_SPLITS, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, SLOTS: tl.constexpr,
+              MIN_CHUNK: tl.constexpr, OVERHEAD: tl.constexpr):
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        c = mod._split_chunk(KVL, tl.load(KVL + b), tl.num_programs(0), tl.num_programs(1), NUM_SPLITS, BLOCK_N,
+                             True, BLOCK_B, SLOTS, MIN_CHUNK, OVERHEAD)
+        tl.store(OUT + b * tl.num_programs(1) + h, c)
+
+    lens = torch.tensor(kv_lens, dtype=torch.int32)
+    out = torch.zeros(len(kv_lens) * heads, dtype=torch.int32)
+    probe[(len(kv_lens), heads)](lens, out, 1 << 20, BLOCK_N=64, BLOCK_B=triton.next_power_of_2(len(kv_lens)),
+                                 SLOTS=slots, MIN_CHUNK=256, OVERHEAD=overhead)
+    want = balanced_model(kv_lens, heads, slots, 64, 256, overhead)
+    assert out.tolist() == [max(want, 64)] * len(out)  # NUM_SPLITS 2^20: the per-sequence bound is one block
+    if len(kv_lens) == 6:  # the D6-like batch: one wave of chunks near the fair share, not 8 per sequence
+        assert heads * sum(-(-n // want) for n in kv_lens) <= slots and want <= 2 * sum(kv_lens) // slots + 64
+
+
+BALANCED = dict(SPLIT_POLICY="balanced", SPLIT_TARGET=1056, MIN_SPLIT_TOKENS=16, BLOCK_N=16, BLOCK_N_m64=16,
+                CTAS_PER_SM=1, SPLIT_OVERHEAD_TOKENS=32, REDUCE_BLOCK_S=8)
+
+
+@pytest.mark.parametrize("q_len", [1, 4])
+@pytest.mark.parametrize("tma", [False, True], ids=["gather", "tma"])
+def test_balanced_policy(q_len, tma):
+    # a ragged batch whose long sequence the host would cut into 16-key splits; the kernels lengthen
+    # the chunk from the real lengths (the merge must agree), with NaN page tails and spare pages
+    kv = [2500, 130, 900, 33]
+    cfg = dict(BALANCED, USE_TMA=tma)
+    splits = mod.num_splits_for(len(kv), 1, (max(-(-n // PAGE) for n in kv) + 1) * PAGE, dict(mod.CONFIG, **cfg))
+    cdiv = lambda a, b: -(-a // b)  # noqa: E731
+    per_seq = cdiv(cdiv(kv[0], splits), 16) * 16
+    assert balanced_model(kv, 1, 132, 16, 16, 32) > per_seq  # the balancing is what this shape exercises
+    check(make_case(kv, q_len, hq=16 if q_len == 4 else 4, hkv=1, seed=51 + q_len), cfg)
+
+
+def test_balanced_policy_gqa_two_kv_heads():
+    check(make_case([700, 64, 260], 1, hq=8, hkv=2, seed=55), BALANCED)
