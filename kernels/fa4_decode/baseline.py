@@ -106,10 +106,12 @@ def _split_chunk(KVL, kv_len, n_seqs, n_heads, NUM_SPLITS, BLOCK_N: tl.constexpr
                  BLOCK_B: tl.constexpr, SLOTS: tl.constexpr, MIN_CHUNK: tl.constexpr, OVERHEAD: tl.constexpr):
     """Keys per split program of a sequence of kv_len keys: cdiv(kv_len, NUM_SPLITS) rounded up to
     BLOCK_N, so at most NUM_SPLITS programs (the partials' size). BALANCE: at least the chunk c that
-    minimises waves(c) x (c + OVERHEAD), waves(c) = cdiv(n_heads * sum_b cdiv(kv_len_b, c), SLOTS), over
-    c from the fair share cdiv(n_heads * total, SLOTS) to twice it (n_heads: KV heads, one program
-    each). Every program (and the merge) reads the same kv_lens, so all compute the same c. Pure
-    arithmetic on B <= BLOCK_B loaded lengths."""
+    minimises waves(c) x (c + OVERHEAD), waves(c) = cdiv(n_heads * sum_b cdiv(kv_len_b, c), SLOTS)
+    (n_heads: KV heads, one program each), over two grids: the fair share f = cdiv(n_heads * total,
+    SLOTS) times 1 + k/8 (k = 0..8), and the longest sequence cut evenly, cdiv(max_len, k0 - j) with
+    k0 = cdiv(max_len, f) (j = 0..7), each rounded up to BLOCK_N; the first of equal costs wins.
+    Every program (and the merge) reads the same kv_lens, so all compute the same c. Pure arithmetic
+    on B <= BLOCK_B loaded lengths."""
     chunk = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
     if BALANCE:
         offs_b = tl.arange(0, BLOCK_B)
@@ -120,6 +122,15 @@ def _split_chunk(KVL, kv_len, n_seqs, n_heads, NUM_SPLITS, BLOCK_N: tl.constexpr
         best_cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, fair), 0), SLOTS) * (fair + OVERHEAD)
         for k in tl.static_range(1, 9):  # c = fair * (1 + k/8), rounded up to BLOCK_N
             c = tl.cdiv(fair * (8 + k) // 8, BLOCK_N) * BLOCK_N
+            cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, c), 0), SLOTS) * (c + OVERHEAD)
+            better = cost < best_cost
+            best_c = tl.where(better, c, best_c)
+            best_cost = tl.where(better, cost, best_cost)
+        # the longest sequence in k0 - j equal programs: on uniform batches exactly one full wave
+        longest = tl.max(lens, 0)
+        k0 = tl.cdiv(longest, fair)
+        for j in tl.static_range(0, 8):
+            c = tl.cdiv(tl.cdiv(longest, tl.maximum(k0 - j, 1)), BLOCK_N) * BLOCK_N
             cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, c), 0), SLOTS) * (c + OVERHEAD)
             better = cost < best_cost
             best_c = tl.where(better, c, best_c)

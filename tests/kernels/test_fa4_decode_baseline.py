@@ -173,10 +173,13 @@ def test_long_default_config():
 
 def balanced_model(kv_lens, heads, slots, block_n, min_chunk, overhead):
     """The 'balanced' chunk as _split_chunk documents it, in plain Python (before the per-sequence
-    lower bound): the c in fair..2 fair minimising waves(c) x (c + overhead)."""
+    lower bound): of the fair-share grid and the even cuts of the longest sequence, the first c
+    minimising waves(c) x (c + overhead)."""
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
     fair = cdiv(max(cdiv(heads * sum(kv_lens), slots), min_chunk), block_n) * block_n
     cands = [fair] + [cdiv(fair * (8 + k) // 8, block_n) * block_n for k in range(1, 9)]
+    k0 = cdiv(max(kv_lens), fair)
+    cands += [cdiv(cdiv(max(kv_lens), max(k0 - j, 1)), block_n) * block_n for j in range(8)]
     cost = lambda c: cdiv(heads * sum(cdiv(n, c) for n in kv_lens), slots) * (c + overhead)  # noqa: E731
     return min(cands, key=lambda c: (cost(c), cands.index(c)))  # the first of equal costs, as the kernel
 
