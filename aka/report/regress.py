@@ -48,6 +48,8 @@ class OpCheck(BaseModel):
     bench_shapes: list[str] = Field(default_factory=list, description="shape ids that should have been timed")
     baseline_us: dict[str, float] | None = Field(None, description="the baseline, timed in the same run")
     recorded_us: dict[str, float] | None = Field(None, description="promoted.json numbers for this device model")
+    timing: Literal["eager", "graph"] = Field("eager", description="the timing of times_us: the op's rank_timing "
+                                              "on a GPU; recorded numbers in another timing are not compared")
     skip_reason: str = Field("", description="why timing was skipped (CPU, gate failed, ...)")
     notes: list[str] = Field(default_factory=list)
 
@@ -167,18 +169,23 @@ class Measurer(Protocol):
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]: ...
 
 
-def recorded_for(meta: dict[str, Any], device: str) -> dict[str, float] | None:
-    """promoted.json's numbers for this device model: the promotion's own, or a recorded first measurement."""
-    if meta.get("device") == device and meta.get("times_us"):
+def recorded_for(meta: dict[str, Any], device: str, timing: str = "eager") -> dict[str, float] | None:
+    """promoted.json's numbers for this device model in this timing (the op's rank_timing; records
+    without one are eager): the promotion's own, or a recorded first measurement. Numbers in another
+    timing say nothing here: a graph replay is always faster than an eager call with its host time."""
+    if meta.get("device") == device and meta.get("times_us") and meta.get("timing", "eager") == timing:
         return dict(meta["times_us"])
     entry = (meta.get("devices") or {}).get(device) or {}
-    return dict(entry["times_us"]) if entry.get("times_us") else None
+    if entry.get("times_us") and entry.get("timing", "eager") == timing:
+        return dict(entry["times_us"])
+    return None
 
 
 def record_first(root: Path, op: str, device: dict[str, Any], c: OpCheck) -> Path:
     """Write this device model's numbers into promoted.json (not committed: the caller says so)."""
     meta = gitops.read_promoted_meta(root, op)
-    entry = {"times_us": c.times_us, "baseline_us": c.baseline_us, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    entry = {"times_us": c.times_us, "baseline_us": c.baseline_us, "timing": c.timing,
+             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
              "code_hash": meta.get("code_hash"),
              **{k: device.get(k) for k in ("driver", "cuda", "torch", "triton", "python")}}
     meta.setdefault("devices", {})[device["name"]] = entry
@@ -197,7 +204,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
     shapes = list(dict.fromkeys(c.id for s in sets for c in op.cases(s)))
     passed, reasons, err = m.gate(op, path, sets)
     c = OpCheck(op=op.name, kernel=kernel, gate_shapes=shapes, gate=passed, gate_reasons=reasons, gate_error=err,
-                bench_shapes=[x.id for x in op.cases("full")])
+                bench_shapes=[x.id for x in op.cases("full")], timing=op.spec.rank_timing if gpu else "eager")
     if kernel == "baseline":
         c.notes.append("no promoted kernel: checked the baseline")
     if not gpu:
@@ -214,7 +221,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
         c.notes.append(f"bench: {berr[:300]}")
     if kernel == "promoted":
         meta = gitops.read_promoted_meta(op.root, op.name)
-        c.recorded_us = recorded_for(meta, device["name"])
+        c.recorded_us = recorded_for(meta, device["name"], c.timing)
         from aka.evaluate.outcomes import code_hash
 
         if meta.get("code_hash") and meta["code_hash"] != code_hash(path.read_text()):

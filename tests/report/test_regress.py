@@ -228,3 +228,19 @@ def test_schema_rejects_what_ci_would_reject():  # the validator can fail: a tes
         SCHEMA.validate(text)
     with pytest.raises(xmlschema.XMLSchemaValidationError):
         SCHEMA.validate(junit_xml(_mixed()).replace('tests="3"', 'tests="three"', 1))
+
+
+def test_numbers_recorded_in_another_timing_are_not_compared(gpu_run, project):
+    """An op that ranks on graph replay: the promotion's eager numbers (a graph replay always beats an
+    eager call with its host time) make a first measurement in graph timing, not a comparison."""
+    yaml_path = project / "workloads" / "gdn_prefill.yaml"
+    yaml_path.write_text(yaml_path.read_text() + "rank_timing: graph\n")
+    from aka.contract.ops import Op, load_contract
+
+    op = Op(load_contract(yaml_path), project)  # get_op keeps the contract the loop run loaded
+    out, changed = run_regress([op], FakeMeasurer(factor=1.2), 0.05)  # 20% over the eager record: no alarm
+    assert out.exit_code == 0 and out.first_measurement == ["gdn_prefill"]
+    entry = json.loads(changed[0].read_text())["devices"]["fake H200"]
+    assert entry["timing"] == "graph" and entry["times_us"]["G1"] == pytest.approx(120 / 1.32)
+    again, _ = run_regress([op], FakeMeasurer(factor=1.3), 0.05)  # now judged against the graph record
+    assert again.exit_code == 2 and len(again.failures("performance")) == 10
