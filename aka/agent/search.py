@@ -77,14 +77,14 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
     # alive structures first, then anything unseen anywhere; a move that failed or lost before is
     # taken only when no structure has another one left
     weights = value_weights(trials)
-    left = [f"left '{s.name}': {shape} refused {STUCK}+ of its candidates" for s in structures
-            if (shape := stuck(by_name[s.name]))]
+    left = {s.name: shape for s in structures if (shape := stuck(by_name[s.name]))}
     for settle in (False, True):
         for group in (alive(structures, by_name, len(trials)), structures):
             for s in group:
                 prop = _mutate(s, by_name[s.name], weights, seen, rng, settle)
                 if prop is not None:
-                    others = [n for n in left if f"'{s.name}'" not in n]
+                    others = [f"left '{n}': {shape} refused {STUCK}+ of its candidates"
+                              for n, shape in left.items() if n != s.name]
                     if others:
                         prop.rationale += f" ({'; '.join(others)})"
                     return prop
@@ -111,7 +111,7 @@ def alive(structures: list[Structure], by_name: dict[str, list[Trial]], n_trials
     """Successive halving over structures: keep ceil(S / 2^rung) best, rung grows with trials spent.
     Stuck structures (one shape keeps refusing them) are left out while any other remains."""
     free = [s for s in structures if not stuck(by_name[s.name])] or structures
-    scored = [(best(by_name[s.name]), i, s) for i, s in enumerate(structures) if s in free]
+    scored = [(best(by_name[s.name]), i, s) for i, s in enumerate(free)]
     working = [x for x in scored if x[0] is not None]
     if not working:  # everything failed so far: keep trying all, least-tried first
         return sorted(free, key=lambda s: len(by_name[s.name]))

@@ -86,12 +86,7 @@ def _graph(calls, cfg: BenchConfig, cache: dict, rot: Rotation | None = None, na
         cache["graph"] = GraphTimer(int(cfg.flush_factor * l2_bytes()))
     timer = cache["graph"]
     try:
-        replays, outs = [], []
-        for c in calls:  # one graph per input copy; its output buffers are what the replays write
-            replays.append(timer.capture([c])[0])
-            outs.append(rot.current(name) if rot is not None else None)
-        if rot is not None:
-            replays = rot.replays(name, replays, outs)
+        replays = _replays(timer, rot, name, calls)  # the replays write each graph's own output buffers
     except Exception as exc:  # capture refuses unjoined side streams, host syncs, ...
         import torch
 
@@ -260,15 +255,19 @@ def _device_name(device: str) -> str:
     return torch.cuda.get_device_name(torch.cuda.current_device())
 
 
-def _replays(timer: GraphTimer, rot: Rotation, name: str, calls: list) -> list:
-    """One captured graph per input copy, each pointing the rotation at its own output buffers.
-    A capture the implementation refuses (host sync, unjoined stream) raises: under graph ranking
-    such a kernel cannot be compared."""
+def _replays(timer: GraphTimer, rot: Rotation | None, name: str, calls: list) -> list:
+    """One captured graph per input copy, each pointing the rotation (if any) at its own output
+    buffers. A capture the implementation refuses (host sync, unjoined stream) raises."""
     replays, outs = [], []
     for c in calls:
         replays.append(timer.capture([c])[0])
-        outs.append(rot.current(name))
-    return rot.replays(name, replays, outs)
+        outs.append(rot.current(name) if rot is not None else None)
+    return rot.replays(name, replays, outs) if rot is not None else replays
+
+
+def compare_timing(payload: dict[str, Any], device: str) -> str:
+    """What the ABBA times: graph replays where the op ranks on them (on a GPU), else eager calls."""
+    return "graph" if payload.get("rank") == "graph" and device == "cuda" else "eager"
 
 
 def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
@@ -280,7 +279,7 @@ def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
     op, device, cfg = _setup(payload)
     a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])
     cache: dict = {}
-    kind = "graph" if payload.get("rank") == "graph" and device == "cuda" else "eager"
+    kind = compare_timing(payload, device)
     timer = GraphTimer(int(cfg.flush_factor * l2_bytes())) if kind == "graph" else _timer(device, a, cfg, cache)
     samples, found = {}, []
     min_calls = 2 * max(2, cfg.min_iters // 4)  # interleave's first rounds: two calls of each per round

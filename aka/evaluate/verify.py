@@ -95,6 +95,7 @@ def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[s
 def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
     """aka.evaluate.bench_worker:compare_host there; here the candidate's (B's) timed outputs and times."""
     from aka.contract.ops import get_op
+    from aka.evaluate.bench_worker import compare_timing
     from aka.evaluate.gate import device_of
 
     b = payload["b"]["name"]
@@ -106,9 +107,7 @@ def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
     problems = check_samples(op, value.pop("samples", None) or [], host.folder, device)
     for s in value.get("shapes", []):
         case = op.cases(s["shape"])[0]
-        # the ABBA timed one kind: graph replays where the op ranks on them (compare_host)
-        timing = "graph" if payload.get("rank") == "graph" and device == "cuda" else "eager"
-        cell = {timing: {"median_us": s["b_median_us"]}}
+        cell = {compare_timing(payload, device): {"median_us": s["b_median_us"]}}  # what compare_host timed
         why = expected_samples(payload["verify"], b, "kernel", s["shape"], cell, problems.get((b, s["shape"])))
         why = why or floor_problem(op, case, cell, device)
         if why:

@@ -31,7 +31,7 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     _, bench_shapes, _ = shape_plan(settings)
     incumbent = op.default_kernel()
     # the timing candidates are ranked on (the contract's rank_timing, eager in the interpreter)
-    figures: dict = {"rank_timing": getattr(evaluator, "rank", "eager")}
+    figures: dict = {"rank_timing": evaluator.rank}
     compiled = {path: evaluator.compile(path) for path in {op.path("baseline"), incumbent}}  # into Triton's cache
     # the incumbent's registers/spills steer the first plans (on CPU: an "unavailable" record)
     figures["incumbent_compile"] = compiled[incumbent].detail.get("compile_stats")

@@ -30,7 +30,7 @@ Design (flash-decoding, memory-bound):
   sweep of 2026-12-02 (with BN 64 / 2 stages at q_len 1: +1.7 points of the bandwidth floor).
 - SPLIT_POLICY "balanced" (prepared 2026-12-03, interpreter-checked, not yet timed on the H200): the
   chunk is also at least the batch's fair share of the SLOTS resident programs, chosen in the
-  kernel from the real kv_lens (_balanced_chunk), so short sequences take one program and long ones
+  kernel from the real kv_lens (_split_chunk), so short sequences take one program and long ones
   several of about the same length, in about one wave, whatever the raggedness. NUM_SPLITS (the
   "target" count) stays the upper bound the partials are sized for.
 """
@@ -119,24 +119,26 @@ def _split_chunk(KVL, kv_len, n_seqs, n_heads, NUM_SPLITS, BLOCK_N: tl.constexpr
         fair = tl.maximum(tl.cdiv(n_heads * tl.sum(lens, 0), SLOTS), MIN_CHUNK)
         fair = tl.cdiv(fair, BLOCK_N) * BLOCK_N
         best_c = fair
-        best_cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, fair), 0), SLOTS) * (fair + OVERHEAD)
+        best_cost = _waves_cost(lens, fair, n_heads, SLOTS, OVERHEAD)
         for k in tl.static_range(1, 9):  # c = fair * (1 + k/8), rounded up to BLOCK_N
             c = tl.cdiv(fair * (8 + k) // 8, BLOCK_N) * BLOCK_N
-            cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, c), 0), SLOTS) * (c + OVERHEAD)
-            better = cost < best_cost
-            best_c = tl.where(better, c, best_c)
-            best_cost = tl.where(better, cost, best_cost)
+            cost = _waves_cost(lens, c, n_heads, SLOTS, OVERHEAD)
+            best_c, best_cost = tl.where(cost < best_cost, c, best_c), tl.minimum(cost, best_cost)
         # the longest sequence in k0 - j equal programs: on uniform batches exactly one full wave
         longest = tl.max(lens, 0)
         k0 = tl.cdiv(longest, fair)
         for j in tl.static_range(0, 8):
             c = tl.cdiv(tl.cdiv(longest, tl.maximum(k0 - j, 1)), BLOCK_N) * BLOCK_N
-            cost = tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, c), 0), SLOTS) * (c + OVERHEAD)
-            better = cost < best_cost
-            best_c = tl.where(better, c, best_c)
-            best_cost = tl.where(better, cost, best_cost)
+            cost = _waves_cost(lens, c, n_heads, SLOTS, OVERHEAD)
+            best_c, best_cost = tl.where(cost < best_cost, c, best_c), tl.minimum(cost, best_cost)
         chunk = tl.maximum(chunk, best_c)
     return chunk
+
+
+@triton.jit
+def _waves_cost(lens, c, n_heads, SLOTS: tl.constexpr, OVERHEAD: tl.constexpr):
+    """waves(c) x (c + OVERHEAD): the waves of programs chunk c makes, times one program's cost in keys."""
+    return tl.cdiv(n_heads * tl.sum(tl.cdiv(lens, c), 0), SLOTS) * (c + OVERHEAD)
 
 
 @triton.jit

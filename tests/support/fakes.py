@@ -37,6 +37,7 @@ class FakeEvaluator:
         # paired: the screen times the incumbent beside the candidate, under the same drift
         self.drift, self.paired = drift, paired
         self.timing = timing
+        self.rank = "eager"  # the contract's rank_timing on a GPU; tests of graph ranking set "graph"
         self.noise = noise
         self.delay_s = delay_s
         self.screen_delay_s = screen_delay_s  # a measurement long enough to kill its worker in the middle
