@@ -139,6 +139,22 @@ def test_tool_calls_and_their_results_in_each_wire_format(kind, server, monkeypa
         assert body["messages"][3]["tool_call_id"] == reply.tool_calls[0].id
 
 
+def test_tool_choice_none_keeps_the_tools_in_each_wire_format(kind, server, monkeypatch):
+    """The plan's request: the same tool definitions as codegen's (the cached prefix), none callable."""
+    tools = [{"name": "check", "description": "gate", "parameters": {"type": "object", "properties": {}}}]
+    server.add("plan", "codegen")
+    t = transport(kind, server, monkeypatch)
+    msgs = [{"role": "user", "content": "q"}]
+    t.complete(Request("sys", msgs, 0, "plan", 100, tools, tool_choice="none"))
+    t.complete(Request("sys", msgs, 0, "codegen", 100, tools))
+    plan, codegen = server.requests
+    assert plan["tools"] == codegen["tools"] and "tool_choice" not in codegen  # codegen: the default, auto
+    assert plan["tool_choice"] == ({"type": "none"} if kind == "anthropic" else "none")
+    server.add("no tools")
+    t.complete(Request("sys", msgs, 0, "plan", 100, tool_choice="none"))
+    assert "tool_choice" not in server.requests[-1] and "tools" not in server.requests[-1]  # nothing to choose
+
+
 def test_broken_json_arguments_arrive_as_written(monkeypatch):
     """Only chat completions can carry broken JSON (the Messages API sends tool input as an object)."""
     from fake_servers import FakeServer

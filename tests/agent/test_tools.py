@@ -9,7 +9,7 @@ import json
 
 import pytest
 from answers_text import GOOD_PLAN
-from fake_servers import Answer, Call, FakeServer, tool_results, user_text
+from fake_servers import Answer, Call, FakeServer, tool_choice_none, tool_results, user_text
 from fakes import FakeEvaluator, make_project  # noqa: E402
 from llm_helpers import TOY, aka, backend, context, run_dir
 from standins import ToolModel, is_plan, toy_calls
@@ -151,7 +151,9 @@ def test_the_run_token_budget_ends_the_tool_calls(kind, server, tmp_path, monkey
     assert len(server.requests) == 1 and ctx.trace["tool_calls"][0]["name"] == "read_file"
 
 
-def test_a_tool_call_in_the_plan_step_gets_an_error_result_and_a_retry(kind, server, tmp_path, monkeypatch):
+def test_the_plan_request_sends_the_tools_but_no_call_can_be_made(kind, server, tmp_path, monkeypatch):
+    """tool_choice none: the definitions stay (the cached prefix), the server drops the calls (as the APIs do).
+    A server that ignores it: tests/agent/test_plan_tools.py."""
     op = get_op("scale_add", TOY)
     d = tmp_path / "runs" / "scale_add" / "r1"
     d.mkdir(parents=True)
@@ -160,8 +162,10 @@ def test_a_tool_call_in_the_plan_step_gets_an_error_result_and_a_retry(kind, ser
     assert plan.param_ranges == {"BLOCK": [128, 256, 512]}
     first, retry = server.requests
     assert first["tools"] == retry["tools"] and len(first["tools"]) == 7  # the same tools on every call
-    assert "tools are for writing the candidate" in tool_results(retry)[0]
+    assert tool_choice_none(first) and tool_choice_none(retry) and tool_results(retry) == []
     assert "could not be used as a plan" in user_text(retry["messages"][-1])
+    exchange = json.loads((d / "llm" / "0000.json").read_text())
+    assert exchange["request"]["tool_choice"] == "none" and len(exchange["request"]["tools"]) == 7
 
 
 def test_without_tools_no_definitions_are_sent(kind, server, tmp_path, monkeypatch):

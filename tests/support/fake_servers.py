@@ -12,8 +12,15 @@ the figures the tests measure mean something:
   1,024 tokens; a later request reads the longest cached prefix that ends at a block boundary at
   most 20 blocks before one of its breakpoints. ``input_tokens`` is what is neither read nor
   written, ``cache_creation_input_tokens`` the tokens written, ``cache_read_input_tokens`` those read.
+  A change of ``tool_choice`` keeps the cached tools and system but not the messages, as the API
+  documents ("Changes to tool_choice parameter only affect message blocks"); an absent one is auto.
 - OpenAI: automatic prefix caching: ``cached_tokens`` is the longest prefix shared with an earlier
-  request, in steps of 128 tokens, once it is at least 1,024 tokens.
+  request, in steps of 128 tokens, once it is at least 1,024 tokens (tools and messages; tool_choice
+  is taken as outside the prompt).
+
+``tool_choice`` none (Anthropic ``{"type": "none"}``, OpenAI ``"none"``) is honoured as the APIs do: a
+scripted answer's tool calls are dropped, its text stays. ``honour_tool_choice=False`` plays a server
+that ignores it (some OpenAI-compatible ones do) and answers the calls anyway.
 """
 
 from __future__ import annotations
@@ -113,8 +120,12 @@ class AnthropicCache:
     def usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
         """(input_tokens, cache_creation_input_tokens, cache_read_input_tokens) of a request."""
         blocks = anthropic_blocks(body)
+        head = len(anthropic_blocks({k: v for k, v in body.items() if k != "messages"}))  # tools and system
+        choice = json.dumps(body.get("tool_choice") or {"type": "auto"}, sort_keys=True).encode()
         hashes, cum, h, total = [], [], hashlib.sha256(), 0
-        for text, _ in blocks:
+        for i, (text, _) in enumerate(blocks):
+            if i == head:  # the messages' prefixes are cached per tool_choice, tools and system across them
+                h.update(b"tool_choice:" + choice + b"\x00")
             h.update(text.encode() + b"\x00")
             hashes.append(h.copy().hexdigest())
             total += _tokens(text)
@@ -152,9 +163,11 @@ def openai_prompt_tokens(body: dict[str, Any]) -> int:
 
 
 class FakeServer:
-    def __init__(self, kind: str, responder: Callable[[dict[str, Any]], Step] | None = None, port: int = 0):
+    def __init__(self, kind: str, responder: Callable[[dict[str, Any]], Step] | None = None, port: int = 0,
+                 honour_tool_choice: bool = True):
         assert kind in ("anthropic", "openai")
         self.kind = kind
+        self.honour_tool_choice = honour_tool_choice
         self.script: deque[Step] = deque()
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
@@ -189,6 +202,8 @@ class FakeServer:
                     step = Answer(step)
                 if isinstance(step, Error):
                     return self._error(step)
+                if step.calls and server.honour_tool_choice and tool_choice_none(body):
+                    step = Answer(step.text, step.cut)  # the model may not call tools: its text only
                 marks = sum(b for _, b in anthropic_blocks(body)) if server.kind == "anthropic" else 0
                 if marks > MAX_BREAKPOINTS:  # what the API answers
                     return self._error(Error(400, f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control "
@@ -354,6 +369,11 @@ def _openai_usage(u: dict[str, int]) -> dict[str, Any]:
     return {"prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
             "total_tokens": u["prompt_tokens"] + u["completion_tokens"],
             "prompt_tokens_details": {"cached_tokens": u["cached_tokens"]}}
+
+
+def tool_choice_none(body: dict[str, Any]) -> bool:
+    """The request asks for no tool call (Anthropic {"type": "none"}, OpenAI "none")."""
+    return body.get("tool_choice") in ("none", {"type": "none"})
 
 
 def dead_url(kind: str) -> str:

@@ -8,7 +8,9 @@ Caching: the system prompt (contract, policy, shapes, hardware) and each user bl
 turns, repairs) gets one on its last block too: at most three of the API's four. A prefix is cached
 only from 1,024 tokens on (Sonnet, Opus; Haiku 2,048): the system prompt of a small op alone may be
 shorter, the prefix ending after the incumbent never is. Tools come first in the cached prefix, so
-a tools run sends the same definitions on every call, plan included.
+a tools run sends the same definitions on every call, plan included; the plan call adds
+``tool_choice: {"type": "none"}``, which keeps the cached tools and system (the API caches the
+messages per tool_choice, so plan and codegen calls each keep their own copy of the incumbent block).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class AnthropicTransport:
         if req.tools:
             args["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
                              for t in req.tools]
+            if req.tool_choice == "none":  # the plan: the same tools (the cached prefix), none callable
+                args["tool_choice"] = {"type": "none"}
         def ask() -> Any:
             if not self.stream:
                 return self.client.messages.create(**args)

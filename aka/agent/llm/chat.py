@@ -71,6 +71,8 @@ class Request:
     tools: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "description", "parameters"}]
     # the conversation goes on (tool turns, repairs): mark its end as a cache breakpoint too
     cache_tail: bool = False
+    # "auto": the model may call the tools; "none": they are sent (the cached prefix) but may not be called
+    tool_choice: str = "auto"
 
 
 @dataclass
@@ -105,6 +107,8 @@ class Transport(Protocol):
 
 
 _CUT = ("max_tokens", "length")
+# the plan of an attempt whose plan answers were all tool calls (a server that ignores tool_choice none)
+NO_PLAN = "(no plan: the model answered the plan request with tool calls; it writes the candidate with tools)"
 _lock = threading.Lock()  # exchange numbering: a plan prepared ahead may overlap another call
 
 
@@ -120,7 +124,8 @@ def save_exchange(run_dir: str, req: Request, reply: Reply | None, seconds: floa
         path = d / f"{n:04d}.json"
         body = {"n": n, "attempt": req.attempt, "stage": req.stage, "provider": provider,
                 "request": {"system": req.system, "messages": req.messages, "max_tokens": req.max_tokens,
-                            **({"tools": [t["name"] for t in req.tools]} if req.tools else {})},
+                            **({"tools": [t["name"] for t in req.tools]} if req.tools else {}),
+                            **({"tool_choice": req.tool_choice} if req.tools and req.tool_choice != "auto" else {})},
                 "response": None if reply is None else {"text": reply.text, "model": reply.model,
                                                         "stop_reason": reply.stop_reason, **reply.meta,
                                                         **({"tool_calls": [c.as_dict() for c in reply.tool_calls]}
@@ -166,15 +171,16 @@ class LLMBackend:
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """Sent on every call of a tools run, plan included: they lead the cached prefix, so a call
-        without them would miss the cache of everything after them."""
+        without them would miss the cache of everything after them (the plan call sends them with
+        tool_choice none, see plan())."""
         from aka.agent.llm.tools import definitions
 
         return definitions(self.op.name) if self.llm.tools else []
 
     def _ask(self, ctx: Context, stage: str, system: str, messages: list[dict[str, Any]],
-             cache_tail: bool = False) -> Reply:
+             cache_tail: bool = False, tool_choice: str = "auto") -> Reply:
         req = Request(system, list(messages), ctx.attempt, stage, self.cfg.max_output_tokens,
-                      self.tool_definitions(), cache_tail)
+                      self.tool_definitions(), cache_tail, tool_choice)
         received = [0]
 
         def on_text(chunk: str) -> None:  # streaming progress for the live display
@@ -205,19 +211,33 @@ class LLMBackend:
             return planned, Usage()
         system = prompts.system_prompt(self.op, ctx, self.llm.lang)
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompts.plan_blocks(self.op, ctx, self.llm.lang)}]
-        usage = Usage()
+        # Tools only where usable: the plan call sends the same tool definitions as codegen with
+        # tool_choice "none", rather than a read-only subset. The definitions lead the cached prefix
+        # (Anthropic: tools -> system -> messages; OpenAI's automatic prefix), so a subset would miss
+        # the cache of everything after it on every plan call; tool_choice none keeps them
+        # byte-identical, and no model can lose a plan answer to a tool call. Anthropic caches the
+        # messages per tool_choice, so plan and codegen calls each read their own copy of the
+        # incumbent block (one more cache write per incumbent); tools and system are shared. A server
+        # that ignores tool_choice is handled below: its calls are answered, never the attempt's end.
+        usage, session = Usage(), None
         for i in range(self.llm.plan_retries + 1):
-            reply = self._ask(ctx, "plan" if i == 0 else "plan-retry", system, messages)
+            reply = self._ask(ctx, "plan" if i == 0 else "plan-retry", system, messages, tool_choice="none")
             usage = usage + reply.usage
-            if reply.tool_calls:  # the tools are offered on every call (for the cache), used in codegen only
-                why = "tools are for writing the candidate, the next step: answer this one with the plan JSON"
-            else:
-                try:
-                    return parse_plan(reply.text), usage
-                except AnswerError as exc:
-                    cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
-                    why = f"{exc}{cut}"
-            messages += answer_turn(reply, why, prompts.template("plan_retry", error=why))
+            try:  # a plan in the text stands, whatever tool calls came with it
+                return parse_plan(reply.text), usage
+            except AnswerError as exc:
+                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+                why = f"{exc}{cut}"
+            if reply.tool_calls:  # a server that ignores tool_choice: every call gets a useful answer
+                from aka.agent.llm.tools import Session
+
+                root = Path(ctx.root) if ctx.root else self.op.root
+                session = session or Session(self.op.name, root, ctx.incumbent_source, None, 10**6)
+                why = ("it called tools and gave no plan JSON (the calls are answered above: read_file works "
+                       "while planning, the other tools work on the candidate you write in the next step)")
+            messages += answer_turn(reply, why, prompts.template("plan_retry", error=why), session)
+        if reply.tool_calls and self.llm.tools:  # calling an offered tool never fails the attempt: on to codegen
+            return Plan(hypothesis=NO_PLAN), usage
         raise AttemptFailed("plan", f"no valid plan after {self.llm.plan_retries + 1} answers: {why}", usage)
 
     def candidate(self, plan: Plan, ctx: Context) -> tuple[str, Usage]:
@@ -277,13 +297,21 @@ def repair_text(stage: str, error: str, n: int, of: int) -> str:
     return prompts.template("repair", stage=stage, error=error[-4000:], n=n, of=of)
 
 
-def answer_turn(reply: Reply, why: str, then: str) -> list[dict[str, Any]]:
+def answer_turn(reply: Reply, why: str, then: str, session: Any = None) -> list[dict[str, Any]]:
     """The model's answer and aka's next message. Tool calls in an answer that is not a tools turn
-    are answered with an error (every provider wants each call answered) before the text."""
+    are answered before the text (every provider wants each call answered): with a plan step's
+    Session (aka.agent.llm.tools.Session.before_candidate), read_file for real and the other tools
+    with what they are for; without one, with an error."""
     turn: dict[str, Any] = {"role": "assistant", "content": reply.text or ("" if reply.tool_calls else "(empty)")}
     if not reply.tool_calls:
         return [turn, {"role": "user", "content": then}]
     turn["tool_calls"] = [c.as_dict() for c in reply.tool_calls]
-    results = [{"id": c.id, "name": c.name, "content": f"error: {why or 'no tools in this step'}", "is_error": True}
-               for c in reply.tool_calls]
+    results = []
+    for c in reply.tool_calls:
+        if session is not None:
+            res = session.before_candidate(c.name, c.arguments)
+            content, is_error = res.content, res.is_error
+        else:
+            content, is_error = f"error: {why or 'no tools in this step'}", True
+        results.append({"id": c.id, "name": c.name, "content": content, "is_error": is_error})
     return [turn, {"role": "tool", "results": results, "content": then}]

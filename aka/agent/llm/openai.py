@@ -6,8 +6,10 @@ model is used. Retries with backoff on 429/5xx/timeouts are the SDK's (max_retri
 
 Tools go as chat-completions ``tools`` (type function) and come back as ``tool_calls`` (streamed:
 in pieces by index), the format vLLM and SGLang speak too; a server started without a tool parser
-refuses them, which the error says with the fix (--no-tools). Caching is the provider's own
-automatic prefix caching: the prompts put what stays the same first, so it can apply.
+refuses them, which the error says with the fix (--no-tools). The plan call sends the same tools
+with ``tool_choice: "none"``; a server that ignores it and calls them anyway is answered (chat.py).
+Caching is the provider's own automatic prefix caching: the prompts put what stays the same first,
+so it can apply.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class OpenAITransport:
         if req.tools:
             args["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
                                                                "parameters": t["parameters"]}} for t in req.tools]
+            if req.tool_choice == "none":  # the plan: the same tools (the cached prefix), none callable
+                args["tool_choice"] = "none"
         if self.stream:
             return endpoint.call("openai", openai, self.base_url, lambda: self._streamed(args, on_text))
         resp = endpoint.call("openai", openai, self.base_url, lambda: self.client.chat.completions.create(**args))

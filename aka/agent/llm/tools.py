@@ -14,6 +14,10 @@ arguments arrive as the JSON text the model wrote, results go back as text. Name
 An unknown tool, arguments that do not validate and calls past the cap are error results, never
 exceptions: a model's mistake costs it a turn, not the run. ``submit`` is accepted past the cap, so
 a model told it has no calls left can still hand in its work.
+
+The plan step sends the same definitions with tool_choice none (aka.agent.llm.chat.LLMBackend.plan);
+a call that a server lets through anyway goes to ``Session.before_candidate``: read_file runs, the
+tools of the candidate say that they come in the next step.
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ SPECS: dict[str, tuple[type[_Args], str, dict[str, Any]]] = {
                {"note": {**_STR, "description": "one line: what changed and why"}}),
 }
 NAMES = tuple(SPECS)
+READ_ONLY = ("read_file",)  # what works before there is a candidate (the plan step): it reads, it measures nothing
 
 
 def definitions(op: str) -> list[dict[str, Any]]:
@@ -164,6 +169,17 @@ class Session:
         self.records.append(CallRecord(n, name, arguments, not res.is_error, res.content,
                                        round(time.monotonic() - t0, 3), turn))
         return res
+
+    def before_candidate(self, name: str, arguments: str) -> Result:
+        """A call made before there is a candidate to work on (the plan step, on a server that ignores
+        tool_choice none): the read-only tools run, the others say what they are for and when."""
+        if name in READ_ONLY:
+            return self.call(name, arguments, 0)
+        if name not in SPECS:
+            return Result(f"error: unknown tool {name!r}; the tools are {', '.join(NAMES)}", True)
+        return Result(f"not run: {name} works on the candidate, which you write in the next step, after the plan "
+                      "(the incumbent's figures, profile and compile stats are in the prompt already); answer "
+                      "this step with the plan JSON", True)
 
     def _dispatch(self, name: str, arguments: str, n: int) -> Result:
         if self.submitted is not None:
