@@ -12,8 +12,20 @@ candidates were refused for the same shape (faster overall, slower there beyond 
 the alive set: its knobs have not reached that shape, so the budget goes to the other structures
 first.
 
-All state is derived from the list of finished trials, so a resumed run proposes exactly what
-the killed one would have (the RNG is seeded from the seed and the number of trials).
+What earlier runs measured against the same incumbent (issue 36: aka.knowledge.measured, the caller
+keeps only the entries that apply: same device model, timing, incumbent and template code) comes in
+as `known`. Every known measurement is a trial like the run's own (seen: never re-measured; scored:
+it takes part in the halving and the value weights). A known loss (ratio <= LOSS) also restricts:
+a structure all of whose known measurements lost, and none of whose trials did not, gets no first
+look and no mutation; a configuration holding every (key, value) change of a known loss is not
+proposed, unless a trial of its structure that did not lose holds those changes too (the more
+specific measurement speaks). Only when nothing else is left does the search take a restricted
+move, and its rationale says so. The restriction is a filter in front of the same search, so
+without known losses every proposal is what it was before.
+
+All state is derived from the list of finished trials and the known measurements, so a resumed run
+proposes exactly what the killed one would have (the RNG is seeded from the seed and the number of
+trials), as long as the knowledge it is handed is the same.
 """
 
 from __future__ import annotations
@@ -61,19 +73,66 @@ def key(structure: str, config: dict[str, Any]) -> str:
     return structure + ":" + json.dumps(config, sort_keys=True, default=str)
 
 
+@dataclass(frozen=True)
+class Known:
+    """A measurement an earlier run recorded against this incumbent (aka.knowledge.measured)."""
+
+    structure: str
+    config: dict[str, Any]
+    changes: dict[str, Any]  # the (key, new value) pairs it changed relative to the incumbent's config
+    ratio: float  # its speed / the incumbent's (>1 faster)
+    failed: str = ""  # a stage it failed after being timed
+    blocked_by: str = ""
+    note: str = ""  # one line saying what, where and when ("known: single_pass 0.82x vs ...")
+
+    @property
+    def lost(self) -> bool:
+        return not self.failed and self.ratio <= LOSS
+
+    def trial(self, incumbent_score: float) -> Trial:
+        """As one of the run's trials: scored on the run's scale (the incumbent's score times the ratio)."""
+        return Trial(self.structure, dict(self.config), None if self.failed else incumbent_score * self.ratio,
+                     self.failed, self.blocked_by)
+
+
 def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
-            pending: list[Trial] = ()) -> Proposal | None:
+            pending: list[Trial] = (), known: list[Known] = (), incumbent_score: float = 1.0) -> Proposal | None:
     """The next configuration to evaluate, or None when the space is exhausted.
 
     `pending` are proposals still being measured (the loop prepares one candidate ahead): they
-    count as seen, so the two in flight always differ.
+    count as seen, so the two in flight always differ. `known` are earlier runs' measurements that
+    apply here (module docstring); `incumbent_score` puts their ratios on the trials' scale.
     """
+    trials = [*(k.trial(incumbent_score) for k in known), *trials]
     rng = random.Random(f"{seed}:{len(trials)}:{len(pending)}")
     seen = {key(t.structure, t.config) for t in [*trials, *pending]}
     by_name = {s.name: [t for t in trials if t.structure == s.name] for s in structures}
+    rules = _Rules(known, trials, incumbent_score)
+    if not rules:
+        return _search(structures, trials, by_name, seen, rng, None)
+    prop = _search([s for s in structures if s.name not in rules.banned], trials, by_name, seen, rng, rules)
+    if prop is not None:
+        skipped = rules.skipped(structures, by_name)
+        if skipped:
+            prop.rationale += f" [skipped, measured slower here before: {'; '.join(skipped)}]"
+        prop.avoided += rules.notes()
+        return prop
+    prop = _search(structures, trials, by_name, seen, rng, None)  # nothing else left
+    if prop is not None:
+        why = rules.blocker(prop.structure.name, prop.config)
+        if why is not None:
+            prop.rationale = f"nothing else left, so despite {why.note}: {prop.rationale}"
+    return prop
+
+
+def _search(structures: list[Structure], trials: list[Trial], by_name: dict[str, list[Trial]], seen: set[str],
+            rng: random.Random, rules: _Rules | None) -> Proposal | None:
+    """The search proper over `structures`; with `rules`, only moves they allow."""
+    allowed = rules.allows if rules is not None else None
     for s in structures:  # structure phase, in the planner's order of preference
         if not by_name[s.name] and key(s.name, s.start) not in seen:  # pending ones are in `seen`
-            return Proposal(s, dict(s.start), "structure", f"first look at structure '{s.name}'")
+            if allowed is None or allowed(s.name, s.start):
+                return Proposal(s, dict(s.start), "structure", f"first look at structure '{s.name}'")
     # alive structures first, then anything unseen anywhere; a move that failed or lost before is
     # taken only when no structure has another one left
     weights = value_weights(trials)
@@ -81,7 +140,7 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
     for settle in (False, True):
         for group in (alive(structures, by_name, len(trials)), structures):
             for s in group:
-                prop = _mutate(s, by_name[s.name], weights, seen, rng, settle)
+                prop = _mutate(s, by_name[s.name], weights, seen, rng, settle, allowed)
                 if prop is not None:
                     others = [f"left '{n}': {shape} refused {STUCK}+ of its candidates"
                               for n, shape in left.items() if n != s.name]
@@ -89,6 +148,71 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
                         prop.rationale += f" ({'; '.join(others)})"
                     return prop
     return None
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _holds(config: dict[str, Any], changes: dict[str, Any]) -> bool:
+    return all(k in config and _canon(config[k]) == _canon(v) for k, v in changes.items())
+
+
+class _Rules:
+    """What the known losses forbid (module docstring); falsy when there is none."""
+
+    def __init__(self, known: list[Known], trials: list[Trial], incumbent_score: float):
+        self.losers = [k for k in known if k.lost]
+        good = [t for t in trials if t.score is not None and t.score > LOSS * incumbent_score]
+        self.good: dict[str, list[dict[str, Any]]] = {}
+        for t in good:
+            self.good.setdefault(t.structure, []).append(t.config)
+        # every known measurement of the structure lost (one that did not is a good trial) and none of
+        # its trials in this run did better: no first look, no mutation
+        self.banned: dict[str, Known] = {}
+        for k in sorted(self.losers, key=lambda k: k.ratio):
+            if k.structure not in self.good:
+                self.banned.setdefault(k.structure, k)
+        self.sets = [k for k in self.losers if k.changes]
+        self._cache: dict[tuple[str, int], bool] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.losers)
+
+    def _cleared(self, name: str, i: int) -> bool:
+        """A trial of this structure that did not lose holds loser i's changes: they are not what lost."""
+        if (name, i) not in self._cache:
+            self._cache[(name, i)] = any(_holds(c, self.sets[i].changes) for c in self.good.get(name, ()))
+        return self._cache[(name, i)]
+
+    def blocker(self, name: str, config: dict[str, Any]) -> Known | None:
+        """The known loss that forbids this configuration, or None."""
+        if name in self.banned:
+            return self.banned[name]
+        for i, k in enumerate(self.sets):
+            if _holds(config, k.changes) and not self._cleared(name, i):
+                return k
+        return None
+
+    def allows(self, name: str, config: dict[str, Any]) -> bool:
+        return self.blocker(name, config) is None
+
+    def skipped(self, structures: list[Structure], by_name: dict[str, list[Trial]]) -> list[str]:
+        """Structures whose first look the known losses took away, with the measurement that did."""
+        out = []
+        for s in structures:
+            if s.name in self.banned:
+                k = self.banned[s.name]
+                out.append(f"{s.name} {k.ratio:.2f}x")
+            elif not by_name[s.name] and (k := self.blocker(s.name, s.start)) is not None:
+                out.append(f"{s.name} (holds {k.structure}'s losing change "
+                           f"{', '.join(f'{a}={b}' for a, b in k.changes.items())}, {k.ratio:.2f}x)")
+        return out
+
+    def notes(self, limit: int = 12) -> list[str]:
+        lines = [k.note or f"known: {k.structure} {k.ratio:.2f}x" for k in sorted(self.losers, key=lambda k: k.ratio)]
+        lines = list(dict.fromkeys(lines))
+        return lines[:limit] + ([f"... and {len(lines) - limit} more known losses"] if len(lines) > limit else [])
 
 
 # Candidates of one structure refused for the same shape before the structure leaves the alive set.
@@ -157,7 +281,7 @@ def value_weights(trials: list[Trial]) -> dict[tuple[str, str], float]:
 
 
 def _mutate(s: Structure, mine: list[Trial], weights: dict[tuple[str, str], float], seen: set[str],
-            rng: random.Random, settle: bool = True):
+            rng: random.Random, settle: bool = True, allowed=None):
     good = sorted((t for t in mine if t.score is not None), key=lambda t: -t.score)
     # parents among the structure's three best, leaving out losers (below LOSS of its best)
     strong = [t for t in good[:3] if t.score >= LOSS * good[0].score]
@@ -174,7 +298,7 @@ def _mutate(s: Structure, mine: list[Trial], weights: dict[tuple[str, str], floa
             if new != cfg.get(k):
                 changed[k] = (cfg.get(k), new)
                 cfg[k] = new
-        if changed and key(s.name, cfg) not in seen and s.valid(cfg):
+        if changed and key(s.name, cfg) not in seen and s.valid(cfg) and (allowed is None or allowed(s.name, cfg)):
             # _pick's weights only choose among a value's neighbours; a lone neighbour that failed or
             # lost would always be taken, so the move as a whole is accepted with its weight
             ws = [weights.get((k, repr(b)), 1.0) for k, (_, b) in changed.items()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,87 @@ def test_the_search_sees_which_shape_refused_an_attempt():
     old = Attempt.model_validate({"n": 1, "plan": plan.model_dump(), "config": {"BLOCK_N": 32}, "score": 1.0,
                                   "decision": {"promote": False, "verdict": "rejected", "reason": "x"}})
     assert [t.blocked_by for t in trials_from([refused, old])] == ["D6-q1", ""]  # records before the field read as ""
+
+
+# -- what earlier runs measured (issue 36) ----------------------------------------------------------
+
+H200 = {"name": "NVIDIA H200", "interpreter": False, "sms": 132}
+RECORDED = {"single_pass": ({"cp": False}, 0.82), "split_context_parallel": ({"fuse_output": False}, 0.64)}
+
+
+@pytest.fixture
+def kcopy(tmp_path):
+    """The gdn_prefill template and patterns in a scratch project, a knowledge file of the two
+    structures the H200 runs measured slower against the baseline, and this run's folder."""
+    import shutil
+
+    from aka.evaluate.outcomes import code_hash
+    from aka.knowledge.measured import Entry, knowledge_path, record, template_hash
+
+    kdir = tmp_path / "kernels" / "gdn_prefill"
+    shutil.copytree(KDIR / "patterns", kdir / "patterns")
+    shutil.copy(BASELINE, kdir / "baseline.py")
+    (tmp_path / "workloads").mkdir()
+    shutil.copy(REPO / "workloads" / "gdn_prefill.yaml", tmp_path / "workloads")
+    src = BASELINE.read_text()
+    inc = read_dict(src, "CONFIG")
+    record(knowledge_path(kdir), [
+        Entry(device="NVIDIA H200", timing="graph", structure=name, phase="structure", config={**inc, **changes},
+              changes=changes, ratio=ratio, measure="paired", incumbent_hash=code_hash(src),
+              template_hash=template_hash(src), run_id="20261203-090000-abcdef", attempt=i, date="2026-12-03T09:00:00")
+        for i, (name, (changes, ratio)) in enumerate(RECORDED.items())])
+    run_dir = tmp_path / "runs" / "gdn_prefill" / "20261204-090000-123456"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text('{"baseline": {"rank_timing": "graph"}}')
+    return kdir, run_dir
+
+
+def kctx(kdir, run_dir, history=(), hardware=H200, source=None, attempt=0):
+    return Context(op="gdn_prefill", attempt=attempt, incumbent_source=source or BASELINE.read_text(),
+                   incumbent_label="baseline", baseline_path=str(kdir / "baseline.py"), kernel_dir=str(kdir),
+                   hardware=dict(hardware), history=list(history), run_dir=str(run_dir) if run_dir else "")
+
+
+def test_known_slower_structures_get_no_first_look(kcopy):
+    plan, _ = get_backend("offline").plan(kctx(*kcopy))
+    assert plan.pattern == "context_parallel" and not plan.structural_change  # a parameter step of the incumbent's
+    assert ("[skipped, measured slower here before: single_pass 0.82x; split_context_parallel 0.64x; "
+            "split_single_pass (holds single_pass's losing change cp=False, 0.82x)]") in plan.hypothesis
+    assert ("known: single_pass 0.82x vs this incumbent on NVIDIA H200 (graph), run 20261203-090000-abcdef "
+            "attempt 0") in plan.avoided
+
+
+@pytest.mark.parametrize("what", ["incumbent", "template", "device", "timing", "this run"])
+def test_knowledge_applies_only_to_the_same_code_device_and_timing(kcopy, what):
+    kdir, run_dir = kcopy
+    source, hardware = None, H200
+    if what == "incumbent":  # another incumbent (its code changed): the records are about another kernel
+        source = BASELINE.read_text() + "\n# edited\n"
+    elif what == "template":
+        (kdir / "baseline.py").write_text(BASELINE.read_text().replace("def ", "def  ", 1))
+    elif what == "device":
+        hardware = {**H200, "name": "NVIDIA H100 80GB HBM3"}
+    elif what == "timing":
+        (run_dir / "run.json").write_text('{"baseline": {"rank_timing": "eager"}}')
+    else:  # the recording run itself: its own history holds what it measured
+        run_dir = run_dir.rename(run_dir.with_name("20261203-090000-abcdef"))
+    plan, _ = get_backend("offline").plan(kctx(kdir, run_dir, hardware=hardware, source=source))
+    assert plan.pattern == "single_pass" and plan.hypothesis == "first look at structure 'single_pass'"
+
+
+def test_twenty_proposals_never_repeat_a_recorded_loser(kcopy):
+    """The H200 history: every run spent its first three candidates on these structures (issue 36)."""
+    kdir, run_dir = kcopy
+    be = get_backend("offline")
+    history, patterns = [], []
+    for n in range(20):
+        c = kctx(kdir, None if n % 2 else run_dir, history, attempt=n)  # odd: the timing from the op's contract
+        plan, _ = be.plan(c)
+        patterns.append(plan.pattern)
+        history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(),
+                        "score": 1.0 - 0.002 * (n % 7), "failed_stage": ""})
+    assert len(patterns) == 20 and set(patterns) == {"context_parallel"}
+    configs = [json.dumps(h["config"], sort_keys=True) for h in history]
+    assert len(set(configs)) == 20
+    again, _ = be.plan(kctx(kdir, run_dir, history[:7], attempt=7))
+    assert again.model_dump() == history[7]["plan"]  # still replayable

@@ -129,3 +129,67 @@ def test_when_every_structure_is_stuck_the_search_goes_on():
     two = Structure("two", {"st": [1, 2, 3, 4]}, {"st": 1})
     p = propose([two], [Trial("two", {"st": s}, 1.05, blocked_by="D6") for s in (1, 2, 3)])
     assert p is not None and p.config == {"st": 4}
+
+
+# -- what earlier runs measured (issue 36) ----------------------------------------------------------
+
+from aka.agent.search import Known  # noqa: E402
+
+REF = Structure("ref", {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3]}, {"kind": "ref", "a": 1, "b": 1})
+ALT = Structure("alt", {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3]}, {"kind": "alt", "a": 1, "b": 1})
+INCUMBENT = Trial("ref", REF.start, 1.0)  # the incumbent is the start of 'ref'
+ALT_LOST = Known("alt", ALT.start, {"kind": "alt"}, 0.82, note="known: alt 0.82x vs this incumbent on X, run r")
+
+
+def drive_known(n, known, seed=0, structures=(REF, ALT)):
+    trials = [INCUMBENT]
+    props = []
+    for _ in range(n):
+        p = propose(list(structures), trials, seed, known=known)
+        if p is None:
+            break
+        props.append(p)
+        trials.append(Trial(p.structure.name, p.config, 1.0 - 0.01 * len(trials)))
+    return props
+
+
+def test_a_structure_known_to_lose_is_never_proposed():
+    for seed in range(5):
+        props = drive_known(12, [ALT_LOST], seed)
+        assert len(props) == 12 and {p.structure.name for p in props} == {"ref"}
+        assert "alt 0.82x" in props[0].rationale and ALT_LOST.note in props[0].avoided
+    assert drive_known(1, [])[0].rationale == "first look at structure 'alt'"  # without knowledge: the first look
+
+
+def test_a_known_measurement_that_did_not_lose_is_seen_not_repeated():
+    seen_alt = Known("alt", ALT.start, {"kind": "alt"}, 0.97)
+    props = drive_known(12, [seen_alt])
+    assert all(p.config != ALT.start for p in props) and props[0].phase == "parameters"
+    assert "alt" in {p.structure.name for p in props}  # not banned: its mutations are searched
+
+
+def test_a_losing_change_is_not_repeated_unless_its_structure_measured_it_well():
+    a3 = Known("ref", {**REF.start, "a": 3}, {"a": 3}, 0.85)
+    for seed in range(5):
+        assert all(p.config["a"] != 3 for p in drive_known(12, [a3], seed))
+    # 'alt' measured a=3 within 10% of the incumbent: the change is cleared there, not in 'ref'
+    alt3 = Known("alt", {**ALT.start, "a": 3}, {"kind": "alt", "a": 3}, 0.99)
+    props = [p for seed in range(5) for p in drive_known(20, [a3, alt3], seed)]
+    assert not [p for p in props if p.structure.name == "ref" and p.config["a"] == 3]
+    assert [p for p in props if p.structure.name == "alt" and p.config["a"] == 3]
+
+
+def test_a_known_loser_is_taken_only_when_nothing_else_is_left():
+    tiny = Structure("ref", {"a": [1, 2]}, {"kind": "ref", "a": 1})
+    alt = Structure("alt", {"a": [1, 2]}, {"kind": "alt", "a": 1})
+    lost = Known("alt", alt.start, {"kind": "alt"}, 0.6, note="known: alt 0.60x vs this incumbent on X, run r")
+    props = drive_known(5, [lost], structures=(tiny, alt))
+    assert [p.structure.name for p in props] == ["ref", "alt"]  # ref a=2, then the only unseen point left
+    assert props[1].rationale.startswith("nothing else left, so despite known: alt 0.60x")
+
+
+def test_without_knowledge_the_search_is_unchanged():
+    trials = drive(6)
+    for seed in range(4):
+        a, b = propose([FAST, SLOW], trials, seed), propose([FAST, SLOW], trials, seed, known=[])
+        assert (a.structure.name, a.config, a.rationale) == (b.structure.name, b.config, b.rationale)

@@ -7,13 +7,19 @@ space to prefer given hardware facts. Without a patterns folder the baseline its
 CONFIG/SPACE, is the one pattern, so a new op gets the search for free.
 
 The backend keeps no state: every plan() rebuilds the search from the run's finished attempts,
-which is what makes `aka optimize --resume` propose exactly what the killed run would have.
+which is what makes `aka optimize --resume` propose exactly what the killed run would have. What
+earlier runs measured (kernels/<op>/knowledge.json, aka.knowledge.measured) joins them where it
+applies: the same device model (ctx.hardware's name), ranked timing, incumbent code and template
+code; the search neither re-measures those points nor proposes what they measured 10% or more slower
+(aka.agent.search, `known`). A run's own entries are left out: its history already holds them.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import json
 import pprint
 import re
 from dataclasses import dataclass
@@ -24,9 +30,11 @@ import yaml
 
 from aka.agent.llm.base import Attempt, BackendExhausted, Context, Usage
 from aka.agent.plan import Plan
-from aka.agent.search import Proposal, Structure, Trial, propose
+from aka.agent.search import Known, Proposal, Structure, Trial, propose
 from aka.errors import AkaError
+from aka.evaluate.outcomes import code_hash
 from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
+from aka.knowledge.measured import knowledge_path, read_knowledge, template_hash
 
 
 class PatternError(AkaError):
@@ -44,8 +52,15 @@ class Pattern:
     regions: list[dict[str, Any]]
 
 
+@functools.lru_cache(maxsize=4)  # a tree is ~5 MB: the templates and the incumbent
+def _body(source: str) -> tuple[ast.stmt, ...]:
+    """The module's statements, parsed once per source: every plan reads each template's CONFIG and
+    SPACE (gdn_prefill's is ~80 kB, about 0.1 s a parse), and callers only read the nodes."""
+    return tuple(ast.parse(source).body)
+
+
 def config_node(source: str, path: str = "<template>") -> ast.Assign:
-    for node in ast.parse(source).body:
+    for node in _body(source):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CONFIG" for t in node.targets):
             return node
     raise PatternError(f"{path}: no module-level CONFIG = {{...}} to substitute")
@@ -53,7 +68,7 @@ def config_node(source: str, path: str = "<template>") -> ast.Assign:
 
 def read_dict(source: str, name: str, path: str = "<template>") -> dict[str, Any]:
     """A module-level literal dict (CONFIG or SPACE) without importing the module."""
-    for node in ast.parse(source).body:
+    for node in _body(source):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             try:
                 return dict(ast.literal_eval(node.value))
@@ -142,10 +157,11 @@ class OfflineBackend:
         seed = ctx.seed if self.seed is None else self.seed
         inc = read_dict(ctx.incumbent_source, "CONFIG")
         # the incumbent is a measured point of whichever structure it belongs to: never re-propose it
-        known = [Trial(s.name, s.start, ctx.incumbent_score) for s in structures if s.start == inc]
+        here = [Trial(s.name, s.start, ctx.incumbent_score) for s in structures if s.start == inc]
         steered = {s.name: _steer(s, ctx) for s in structures}
         structures = [dataclasses.replace(s, space=steered[s.name].apply(s.space, s.start)) for s in structures]
-        prop = propose(structures, known + trials_from(ctx.history), seed, pending=trials_from(ctx.pending))
+        prop = propose(structures, here + trials_from(ctx.history), seed, pending=trials_from(ctx.pending),
+                       known=known_for(ctx, patterns), incumbent_score=ctx.incumbent_score)
         if prop is None:
             raise BackendExhausted(f"{ctx.op}: every configuration of every pattern has been tried")
         plan = _as_plan(prop, next(p for p in patterns if p.name == prop.structure.name))
@@ -161,6 +177,48 @@ class OfflineBackend:
         src = patterns[plan.pattern].template.read_text()
         config = {**read_dict(src, "CONFIG"), **plan.fixed_config()}
         return render(src, config), Usage()
+
+
+def known_for(ctx: Context, patterns: list[Pattern]) -> list[Known]:
+    """Earlier runs' measurements that apply to this plan: kernels/<op>/knowledge.json's entries for
+    this device model (ctx.hardware's name), the run's ranked timing, this incumbent's code and each
+    pattern's template code as it is now; never from this run itself (its history holds them) and
+    never in the interpreter."""
+    hw = ctx.hardware or {}
+    device, timing = hw.get("name"), rank_timing(ctx)
+    if not device or hw.get("interpreter") or timing is None:
+        return []
+    entries = read_knowledge(knowledge_path(ctx.kernel_dir)).applicable(device, timing,
+                                                                         code_hash(ctx.incumbent_source))
+    if not entries:
+        return []
+    current = {p.name: template_hash(p.template.read_text()) for p in patterns}
+    this_run = Path(ctx.run_dir).name if ctx.run_dir else None
+    return [Known(e.structure, e.config, e.changes, e.ratio, e.failed, e.blocked_by, e.note())
+            for e in entries if current.get(e.structure) == e.template_hash and e.run_id != this_run]
+
+
+def rank_timing(ctx: Context) -> str | None:
+    """The timing this run ranks on ("eager" or "graph"): a Context field of that name where there is
+    one, else the run's run.json (baseline.rank_timing, what the set-up measured in), else the op's
+    contract; None when none can be read (then no knowledge applies)."""
+    if getattr(ctx, "rank_timing", None) in ("eager", "graph"):
+        return ctx.rank_timing
+    if ctx.run_dir:
+        try:
+            run = json.loads((Path(ctx.run_dir) / "run.json").read_text())
+            got = (run.get("baseline") or {}).get("rank_timing")
+            if got in ("eager", "graph"):
+                return got
+        except (OSError, json.JSONDecodeError, AttributeError):
+            pass
+    from aka.contract.ops import get_op
+
+    root = Path(ctx.root) if ctx.root else Path(ctx.kernel_dir).resolve().parents[1]
+    try:
+        return get_op(ctx.op, root).spec.rank_timing
+    except (AkaError, OSError, ValueError, IndexError):
+        return None
 
 
 def _as_plan(prop: Proposal, pattern: Pattern) -> Plan:
