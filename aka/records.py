@@ -150,6 +150,8 @@ class BenchRecord(BaseModel):
     error: str = ""
     roofline: Any = None
     incumbent_us: dict[str, float] | None = None  # the incumbent timed beside it (paired screen)
+    # the host's cost per call, eager median minus graph replay median (an op ranked on graph replay)
+    host_us: dict[str, float] | None = None
     vs_baseline: float | None = None
     vs_incumbent: float | None = None
     paired: bool = False
@@ -185,6 +187,9 @@ class Attempt(BaseModel):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     submit_note: str = ""
     prepare_s: float = 0.0
+    stage_s: dict[str, float] = Field(
+        default_factory=dict, description="wall seconds per stage: generate (plan + codegen), compile (check + "
+        "compile, overlapping the previous candidate's timing), wait (the loop waiting for it), screen, compare, gate")
     check: CheckRecord | None = None
     compile: CompileRecord | None = None
     gate: GateRecord | None = None

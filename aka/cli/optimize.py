@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
+import time
+from contextlib import nullcontext
 from typing import Any
 
 import typer
 from rich.live import Live
 from rich.markup import escape
 from rich.panel import Panel
+from rich.text import Text
 
 from aka.agent.config import LLMSettings
 from aka.cli.runs import _row, _x, console, cpu_note, print_summary
@@ -51,6 +54,46 @@ class LiveView:
         self.state["tokens"] += tokens
         if cost is not None:
             self.state["cost"] = (self.state["cost"] or 0.0) + cost
+
+
+class LineView:
+    """Progress as plain lines, flushed, for a stdout that is not a terminal (a file, a pipe, CI): one
+    line per stage change and per measured shape, each with the seconds since the command started, and
+    one per decided attempt. Rich's live panel prints nothing there until the end: on the H200
+    (2026-12-03) a redirected run showed nothing for 5.5 minutes."""
+
+    def __init__(self, t0: float):
+        self.t0 = t0
+        self.last = ""
+
+    def say(self, line: str) -> None:
+        console.print(f"[{time.monotonic() - self.t0:6.1f} s] {line}", highlight=False, markup=False,
+                      soft_wrap=True)
+        console.file.flush()
+
+    def shape(self, rec: dict[str, Any]) -> None:
+        times = rec.get("graph_us") or rec.get("median_us") or {}
+        kind = "graph replay" if rec.get("graph_us") else "eager"
+        label = " (interpreter, not representative)" if rec.get("interpreter") else ""
+        self.say(f"  {rec['shape']} ({rec['done']}/{rec['total']}): "
+                 + ", ".join(f"{n} {us:,.1f} µs" for n, us in times.items()) + f" {kind}{label}")
+
+    def update(self, **fields: Any) -> None:
+        rec = fields.pop("record", None)
+        fields.pop("call_tokens", None)
+        fields.pop("call_cost", None)
+        if rec is not None:
+            r = _row(rec, 40, 72)
+            parts = " ".join(f"{k} {v:.1f}" for k, v in rec.stage_s.items())
+            secs = f" ({rec.duration_s:.1f} s{': ' + parts if parts else ''})" if rec.duration_s else ""
+            self.say(Text.from_markup(f"#{r[0]} {r[3]} vs baseline  {r[2]} {r[5]}  {r[1]}{secs}").plain)
+        stage = fields.get("stage")
+        if stage and stage != "decided":
+            at = f"#{fields['attempt']} " if fields.get("attempt") is not None else ""
+            line = f"{at}{stage}"
+            if line != self.last:
+                self.last = line
+                self.say(line)
 
 
 def _tokens(tokens: int, cost: float | None) -> str:
@@ -116,12 +159,20 @@ def optimize(
     gpus: int = typer.Option(None, "--gpus", min=1,
                              help="candidates measured at once, one GPU each, on Ray workers of this machine "
                                   "(aka\\[ray]; on CPU: interpreter workers) \\[default: 1, no Ray]"),
+    record_knowledge: bool = typer.Option(
+        False, "--record-knowledge", help="commit kernels/OP/knowledge.json at the end (what each structure and "
+        "value measured against the incumbent on this GPU; every run writes it, promotions commit it)"),
     cluster: str = typer.Option(None, "--cluster",
                                 help="measure candidates on a Ray cluster's GPU workers: ray://HOST:PORT, auto inside "
                                      "a Ray job, or local (a new Ray instance here, even for --gpus 1) "
                                      "(aka\\[ray]); with --gpus, the number of workers"),
 ) -> None:
     """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
+    t0 = time.monotonic()
+    if not console.is_terminal:  # the first line at once, also into a file (the set-up takes a while)
+        console.print(f"aka optimize {op or ''}{' --resume ' + resume if resume else ''}: starting", highlight=False,
+                      markup=False)
+        console.file.flush()
     from aka.agent.llm.base import LLM_BACKENDS, get_backend
     from aka.evaluate.evaluator import RealEvaluator
     from aka.run.loop import run_loop, summarize
@@ -160,33 +211,55 @@ def optimize(
     evaluator = RealEvaluator(the_op, settings)
     if settings.interpreter:
         console.print(f"[yellow]no GPU: {cpu_note(settings)}[/yellow]")
-    with Live(Panel("measuring the baseline ..."), console=console, refresh_per_second=4, transient=True) as live:
+    lines = None if console.is_terminal else LineView(t0)
+    if lines is not None:
+        evaluator.on_shape = lines.shape
+    live_or_not = (Live(Panel("measuring the baseline ..."), console=console, refresh_per_second=4, transient=True)
+                   if lines is None else nullcontext())
+    with live_or_not as live:
         if not resume:
-            store = _measure_baseline(live, runs_root, settings, the_op, evaluator)
+            store = _measure_baseline(live, runs_root, settings, the_op, evaluator,
+                                      lines.say if lines is not None else _quiet)
         console.print(f"run [bold]{store.run_id}[/bold] ({store.path})")
-        view = LiveView(live, settings.budget.max_candidates)
+        view = LiveView(live, settings.budget.max_candidates) if lines is None else lines
         try:
             summary = run_loop(store, settings, the_op, be, evaluator, view)
         except KeyboardInterrupt:
             store.update_run(status="interrupted", summary=summarize(store, "interrupted (Ctrl-C or a time cap)"))
-            live.stop()
+            _stop(live)
             print_summary(store.path)
             console.print("interrupted; finished attempts are saved. "
                           f"Resume with: aka optimize --resume {store.run_id}")
             sys.exit(130)
         except BaseException as exc:
             store.update_run(status="crashed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
-            live.stop()
+            _stop(live)
             console.print(f"run crashed ({type(exc).__name__}); finished attempts are saved. Once the cause is "
                           f"fixed, resume with: aka optimize --resume {store.run_id}", highlight=False)
             raise
     print_summary(store.path, summary)
+    if record_knowledge:
+        console.print(commit_knowledge(the_op, store), highlight=False)
     if summary.get("workers_lost"):
         raise WorkersLost(f"evaluation workers lost: {summary['workers_lost']}; finished attempts are saved. "
                           f"Resume with: aka optimize --resume {store.run_id} (--gpus 1 resumes on this machine "
                           "without Ray)")
     if summary.get("fault"):
         raise EndpointFault(fault_line(summary["fault"], store.run_id))
+
+
+def commit_knowledge(op, store: RunStore) -> str:
+    """`--record-knowledge`: the op's knowledge.json committed alone; one line saying what happened."""
+    from aka.knowledge.measured import kernel_dir_of, knowledge_path, record_run
+    from aka.run import gitops
+
+    n = record_run(store, op)  # the loop recorded it already; idempotent
+    path = knowledge_path(kernel_dir_of(op))
+    if not path.is_file():
+        return "knowledge: nothing measured on a GPU in this run; nothing to commit"
+    rel = str(path.relative_to(op.root))
+    commit = gitops.commit_paths(op.root, (rel,), f"{op.name}: knowledge of run {store.run_id} ({n} entries)")
+    return f"knowledge: {rel} " + (f"committed ({commit[:10]})" if commit else "unchanged since the last commit")
 
 
 def resumed_settings(stored: OptimizeSettings, budget: int | None, max_time: float | None,
@@ -211,13 +284,22 @@ def fault_line(fault: dict[str, Any], run_id: str) -> str:
     return f"LLM endpoint fault: {fault['error']}; {then} with: aka optimize --resume {run_id}"
 
 
-def _measure_baseline(live: Live, runs_root, settings: OptimizeSettings, op, evaluator) -> RunStore:
+def _quiet(line: str) -> None:
+    pass
+
+
+def _stop(live: Live | None) -> None:
+    if live is not None:
+        live.stop()
+
+
+def _measure_baseline(live: Live | None, runs_root, settings: OptimizeSettings, op, evaluator, say) -> RunStore:
     from aka.run.setup import prepare_run
 
     try:
-        return prepare_run(runs_root, settings, op, evaluator)
+        return prepare_run(runs_root, settings, op, evaluator, say)
     except KeyboardInterrupt:  # the run directory is made only once the figures are in: nothing to resume
-        live.stop()
+        _stop(live)
         console.print("interrupted while measuring the baseline; nothing was recorded. "
                       "Run the same command again to start over.", highlight=False)
         sys.exit(130)

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from aka.contract.ops import get_op, project_root
+from aka.errors import AkaError
 from aka.records import Attempt, find_run, read_attempts
 from aka.run import gitops
 from aka.run.store import list_runs
@@ -122,6 +123,8 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
         + (", not representative)" if timing != "gpu" else
            ", ranked on CUDA-graph replay)" if base.get("rank_timing") == "graph" else ")"),
         "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
+        *host_lines(run),
+        *pace_lines(run, attempts),
         f"stopped: {escape(_stopped(run, summary))}; {len(attempts)} attempts, "
         f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a.duration_s for a in attempts)))} s, "
         f"{summary.get('tokens', sum(a.tokens for a in attempts))} tokens{usage_text(attempts)}",
@@ -146,6 +149,37 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
         lines.append(escape(workers_line(run)))
     lines += [escape(x) for x in llm_lines(attempts, calls=show_settings)]
     console.print(Panel("\n".join(lines), title="summary"))
+
+
+def host_lines(run: dict[str, Any]) -> list[str]:
+    """The incumbent's host cost per call (eager minus graph replay) beside its target: a figure of its
+    own, never part of the ranking."""
+    base = run["baseline"]
+    host = base.get("incumbent_host_us") or {}
+    if not host:
+        return []
+    try:
+        target = get_op(run["op"]).spec.host_target_us
+    except AkaError:
+        target = None
+    over = [s for s, h in host.items() if target is not None and h > target]
+    verdict = "" if target is None else (f" (target <= {target:g} µs: over on {', '.join(over)})" if over
+                                         else f" (target <= {target:g} µs: met)")
+    return ["incumbent host cost per call (eager - graph): "
+            + ", ".join(f"{s} {h:.0f}" for s, h in host.items()) + f" µs{verdict}"]
+
+
+def pace_lines(run: dict[str, Any], attempts: list[Attempt]) -> list[str]:
+    """How long the set-up and the candidates took: the first finished candidate after the start,
+    and the median wall time per candidate (time since the previous record)."""
+    if not attempts:
+        return [f"set-up {run.get('setup_s', 0):.0f} s, no candidate finished"]
+    import statistics
+
+    first = run.get("setup_s", 0) + attempts[0].duration_s
+    med = statistics.median(a.duration_s for a in attempts)
+    return [f"set-up {run.get('setup_s', 0):.0f} s; first candidate finished {first:.0f} s after the start; "
+            f"median {med:.1f} s per candidate over {len(attempts)}"]
 
 
 def _k(n: int) -> str:

@@ -154,6 +154,10 @@ class OpSpec(_Strict):
         "eager", description="the GPU timing `aka optimize` ranks and promotes on (screen and ABBA): eager calls, "
         "whose interval holds the call's host time, or CUDA-graph replay, for ops a server always runs inside a "
         "captured graph (decode); a candidate that cannot be captured then fails its bench")
+    host_target_us: float | None = Field(
+        None, gt=0, description="the host's cost per call the op aims at, in µs: eager median minus CUDA-graph "
+        "replay median, reported per shape beside the ranked times (bench, run summary, promoted.json) and "
+        "never part of the ranking")
     shapes: dict[str, list[dict[str, Any]]]
 
     @field_validator("shapes")

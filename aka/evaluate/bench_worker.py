@@ -242,9 +242,11 @@ def _progress(path: str | None, shape: str, done: int, total: int, results: dict
     if not path:
         return
     medians = {n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r}
+    graphs = {n: r["graph"]["median_us"] for n, r in results.items() if r.get("graph")}
     with open(path, "a") as fh:
         fh.write(json.dumps({"shape": shape, "done": done, "total": total, "median_us": medians,
-                             "interpreter": device != "cuda", "elapsed_s": round(elapsed_s, 1)}) + "\n")
+                             "graph_us": graphs, "interpreter": device != "cuda",
+                             "elapsed_s": round(elapsed_s, 1)}) + "\n")
 
 
 def _device_name(device: str) -> str:

@@ -7,6 +7,11 @@ so how a task is started, and how its failure reads, is decided in one place.
 
 from __future__ import annotations
 
+import json
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aka.evaluate.runner import WorkerResult, run_task
@@ -23,6 +28,40 @@ def call(task: str, payload: dict[str, Any], timeout: float, interpreter: bool |
     if res.ok:
         return True, res.value, ""
     return False, None, f"{res.stage}: {res.error}"[:500]
+
+
+def call_following(task: str, payload: dict[str, Any], timeout: float, interpreter: bool | None,
+                   on_line: Callable[[dict[str, Any]], None]) -> tuple[bool, Any, str]:
+    """call(), with each JSON line the task appends to payload["progress_path"] handed to on_line as it
+    arrives (bench_worker writes one per finished shape), so a long measurement shows progress."""
+    with tempfile.TemporaryDirectory(prefix="aka-progress-") as tmp:
+        path = Path(tmp) / "progress.jsonl"
+        path.touch()
+        done = threading.Event()
+        seen = 0
+
+        def follow() -> None:
+            nonlocal seen
+            while True:
+                finished = done.is_set()  # read after this, so the last line is never missed
+                lines = path.read_text().splitlines()
+                for line in lines[seen:]:
+                    try:
+                        on_line(json.loads(line))
+                    except ValueError:  # a torn line: the task died mid-write
+                        pass
+                seen = len(lines)
+                if finished:
+                    return
+                done.wait(0.5)
+
+        t = threading.Thread(target=follow, daemon=True)
+        t.start()
+        try:
+            return call(task, {**payload, "progress_path": str(path)}, timeout, interpreter)
+        finally:
+            done.set()
+            t.join(5)
 
 
 def failure(res: WorkerResult, who: str) -> str:

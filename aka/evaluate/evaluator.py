@@ -13,6 +13,7 @@ import random
 import re
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,7 +35,7 @@ from aka.evaluate.outcomes import (
 from aka.settings import OptimizeSettings
 
 
-def _map_workers(fn, items: list) -> list:
+def map_workers(fn, items: list) -> list:
     """fn over items on one daemon thread each, results in order; the first exception is re-raised.
 
     Not a ThreadPoolExecutor: Python's exit handler joins its threads, so a run that stopped while a
@@ -99,6 +100,9 @@ class RealEvaluator:
         self.gpu_lock = Path(tempfile.gettempdir()) / f"aka-gpu-{timing_device()}.lock"
         self.split = max(1, settings.compile_split)
         self.screen_verify = settings.screen_verify_shapes
+        # set by a command that shows progress: one call per shape bench() finishes (a bench_worker
+        # progress record: shape, done, total, median_us, elapsed_s)
+        self.on_shape: Callable[[dict[str, Any]], None] | None = None
 
     def _cuda_without_gpu(self, path: Path) -> bool:
         from aka.evaluate.cudacheck import is_cuda_candidate
@@ -132,7 +136,7 @@ class RealEvaluator:
         ids = sorted(every_case(self.op))
         parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
-        results = _map_workers(lambda p: door.call("aka.evaluate.tasks:compile_worker", p, self.timeout,
+        results = map_workers(lambda p: door.call("aka.evaluate.tasks:compile_worker", p, self.timeout,
                                                    self.interpreter), payloads)
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
@@ -189,7 +193,11 @@ class RealEvaluator:
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        task = "aka.evaluate.bench_worker:bench_worker"
+        if self.on_shape is not None:
+            ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
+        else:
+            ok, value, err = door.call(task, payload, self.timeout, self.interpreter)
         return bench_outcome(value, self.rank) if ok else BenchOutcome({}, "none", err)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:

@@ -33,6 +33,10 @@ class BenchOutcome:
     # the incumbent timed interleaved with the candidate in the same worker (GPU screen): a paired
     # ratio, free of the drift between the setup's baseline timing and this one
     incumbent_us: dict[str, float] = field(default_factory=dict)
+    # the host's cost per call (eager median minus graph median), of the candidate and of the paired
+    # incumbent, where the op ranks on graph replay: reported beside the ranking, never part of it
+    host_us: dict[str, float] = field(default_factory=dict)
+    incumbent_host_us: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,18 +58,30 @@ def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float |
     return geomean([reference[s] / candidate[s] for s in common]) if common else None
 
 
+def host_cost(cell: dict[str, Any]) -> float | None:
+    """The host's cost per call of one bench cell: eager median minus CUDA-graph replay median (µs), or
+    None without both. Eager intervals hold the host's launches and a device-wide sync; a replay's, the
+    GPU's work only (aka.evaluate.bench.GraphTimer)."""
+    e, g = (cell.get("eager") or {}).get("median_us"), (cell.get("graph") or {}).get("median_us")
+    return round(e - g, 3) if e and g else None
+
+
 def bench_outcome(value: dict[str, Any], rank: str = "eager") -> BenchOutcome:
     """The candidate's (and the paired incumbent's) medians in the timing the op ranks on (the
     contract's rank_timing: "eager", or "graph" for CUDA-graph replay). Under "graph" a shape the
     candidate could not be captured on is an error that names why (a server could not replay it)."""
     gpu = value["kind"] == "gpu"
     rank = rank if gpu else "eager"  # the interpreter has no graphs: its timings decide nothing anyway
-    times, errors, roofline, inc = {}, [], {}, {}
+    times, errors, roofline, inc, host, inc_host = {}, [], {}, {}, {}, {}
     for row in value["rows"]:
         ref = row["results"].get("incumbent") or {}
         if (ref.get(rank) or {}).get("median_us"):
             inc[row["shape"]] = ref[rank]["median_us"]
         res = row["results"]["candidate"]
+        if gpu and (h := host_cost(res)) is not None:
+            host[row["shape"]] = h
+        if gpu and (h := host_cost(ref)) is not None:
+            inc_host[row["shape"]] = h
         median = (res.get(rank) or {}).get("median_us")
         if median:
             times[row["shape"]] = median
@@ -77,7 +93,7 @@ def bench_outcome(value: dict[str, Any], rank: str = "eager") -> BenchOutcome:
             errors.append(f"{row['shape']}: no {rank} timing ({res.get(f'{rank}_note') or 'not measured'})")
         else:
             errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
-    return BenchOutcome(times, "gpu" if gpu else "interpreter", "; ".join(errors), roofline, inc)
+    return BenchOutcome(times, "gpu" if gpu else "interpreter", "; ".join(errors), roofline, inc, host, inc_host)
 
 
 def eager_medians(value: dict[str, Any], names: list[str] | None = None, timing: str = "eager"

@@ -1,7 +1,8 @@
 """What the Plan stage is told about the incumbent (issue 9): a profile on its worst shape, taken
 once per run and kept in run.json, and the evidence items derived from it and from compile stats.
 
-The profile is paid for once, at the start of a run, on the shape where the incumbent is furthest
+The profile is paid for once per incumbent and device (cached beside the runs), after a run's
+candidates, never before the first one, on the shape where the incumbent is furthest
 from its roofline (the baseline bench's fractions; the slowest shape when there are none), with
 kernel durations (torch profiler, no counters) on the slowest shapes besides. A
 resumed run reads it back instead of profiling again. A failed profile is a note, never a failed
@@ -10,6 +11,9 @@ run: planning then goes on from the incumbent's compile statistics alone.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,36 +57,75 @@ def kernel_times(kernels) -> dict[str, float]:
     return out
 
 
+DEFERRED_NOTE = ("profile deferred: taken after the candidates, never before the first one, and cached for the "
+                 "next run of this kernel on this device")
+
+
+def profile_key(run: dict[str, Any]) -> str:
+    """What a cached profile is valid for: the incumbent's code on this device model and software."""
+    dev = run.get("device") or {}
+    what = [run["incumbent"]["hash"], *(str(dev.get(k, "")) for k in ("name", "driver", "cuda", "torch", "triton"))]
+    return hashlib.sha256("|".join(what).encode()).hexdigest()[:16]
+
+
+def _cached(cache_dir: Path | None, key: str) -> dict[str, Any] | None:
+    if cache_dir is None:
+        return None
+    try:
+        rec = json.loads((cache_dir / f"profile-{key}.json").read_text())
+    except (OSError, ValueError):  # absent, or a torn write: profile again
+        return None
+    return rec if isinstance(rec, dict) and "summary" in rec else None
+
+
 def profile_incumbent(store: RunRecords, op, settings: OptimizeSettings,
-                      profiler: Callable[..., Any] | None = None) -> dict[str, Any]:
-    """run.json["profile"], taken now unless this run already has it (resume) or runs on the CPU."""
+                      profiler: Callable[..., Any] | None = None, cache_dir: Path | None = None,
+                      now: bool = False) -> dict[str, Any]:
+    """run.json["profile"]: read back on resume, from the cache when this incumbent was profiled on this
+    device before, else deferred. With ``now`` (after the candidates), a deferred profile is taken and
+    cached. The ncu profile costs ~60-150 s on the H200; before the first candidate it held every new
+    run up by that much (issue 36), so it is never taken there."""
     run = store.read_run()
-    if "profile" in run:
-        return run["profile"]
+    have = run.get("profile")
+    if have is not None and not (now and have.get("deferred")):
+        return have
     if settings.interpreter:
         rec: dict[str, Any] = {"note": CPU_NOTE, "summary": None}
     elif not settings.profile:
         rec = {"note": OFF_NOTE, "summary": None}
+    elif (hit := _cached(cache_dir, profile_key(run))) is not None:
+        rec = {**hit, "note": (hit.get("note") or "") + f" (cached: profile-{profile_key(run)}.json)"}
+    elif not now:
+        rec = {"note": DEFERRED_NOTE, "summary": None, "deferred": True}
     else:
-        if profiler is None:
-            from aka.knowledge.profile import run_profile as profiler
-        shape, t0 = worst_shape(run["baseline"]), time.monotonic()
-        path = Path(run["incumbent"]["path"])
-        rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": "", "kernel_times": {}}
+        rec = _take(run, op, settings, profiler)
+        if cache_dir is not None and (rec["summary"] or rec["kernel_times"]):
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cache_dir / f".profile-{profile_key(run)}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(rec))
+            os.replace(tmp, cache_dir / f"profile-{profile_key(run)}.json")
+    store.update_run(profile=rec)
+    return rec
+
+
+def _take(run: dict[str, Any], op, settings: OptimizeSettings, profiler: Callable[..., Any] | None) -> dict[str, Any]:
+    if profiler is None:
+        from aka.knowledge.profile import run_profile as profiler
+    shape, t0 = worst_shape(run["baseline"]), time.monotonic()
+    path = Path(run["incumbent"]["path"])
+    rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": "", "kernel_times": {}}
+    try:
+        rec["summary"] = profiler(op, path, shape, timeout=settings.profile_timeout_s).model_dump()
+    except Exception as exc:  # ProfileError, an ncu or worker surprise: the run goes on without it
+        rec["note"] = f"no profile: {type(exc).__name__}: {exc}"[:300]
+    # where the time goes on the slowest shapes: kernel durations only (torch profiler, seconds each)
+    for slow in slowest_shapes(run["baseline"], settings.profile_slow_shapes, exclude=shape):
         try:
-            rec["summary"] = profiler(op, path, shape, timeout=settings.profile_timeout_s).model_dump()
-        except Exception as exc:  # ProfileError, an ncu or worker surprise: the run goes on without it
-            rec["note"] = f"no profile: {type(exc).__name__}: {exc}"[:300]
-        # where the time goes on the slowest shapes: kernel durations only (torch profiler, seconds each)
-        for slow in slowest_shapes(run["baseline"], settings.profile_slow_shapes, exclude=shape):
-            try:
-                summ = profiler(op, path, slow, timeout=settings.profile_timeout_s, use_ncu=False)
-                rec["kernel_times"][slow] = kernel_times(summ.kernels)
-            except Exception as exc:  # as above: a note, and the plans go on without these figures
-                rec.setdefault("kernel_times_notes", []).append(f"{slow}: {type(exc).__name__}: {exc}"[:200])
-        rec["seconds"] = round(time.monotonic() - t0, 3)
-        run["setup_s"] = round(run.get("setup_s", 0.0) + rec["seconds"], 3)  # counts against --max-time
-    store.update_run(profile=rec, setup_s=run.get("setup_s", 0.0))
+            summ = profiler(op, path, slow, timeout=settings.profile_timeout_s, use_ncu=False)
+            rec["kernel_times"][slow] = kernel_times(summ.kernels)
+        except Exception as exc:  # as above: a note, and the plans go on without these figures
+            rec.setdefault("kernel_times_notes", []).append(f"{slow}: {type(exc).__name__}: {exc}"[:200])
+    rec["seconds"] = round(time.monotonic() - t0, 3)
     return rec
 
 

@@ -79,9 +79,9 @@ def read_promoted_meta(root: Path, op: str) -> dict[str, Any]:
         return {}
 
 
-def commit_promoted(root: Path, op: str, message: str) -> str:
-    """Commit only the promoted files; returns the new commit id."""
-    paths = promoted_paths(root, op)
+def commit_promoted(root: Path, op: str, message: str, extra: tuple[str, ...] = ()) -> str:
+    """Commit only the promoted files (and `extra`: the op's knowledge.json); returns the new commit id."""
+    paths = (*promoted_paths(root, op), *extra)
     _git(root, "add", "--", *paths)
     staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=root).returncode
     if staged == 0:  # identical to HEAD: a resumed promotion whose commit already happened
@@ -91,14 +91,25 @@ def commit_promoted(root: Path, op: str, message: str) -> str:
 
 
 def promote(root: Path, op: str, source: str, meta: dict[str, Any], message: str, commit: bool,
-            earlier: tuple[str, ...] = ()) -> str | None:
+            earlier: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str | None:
     """Write (and unless commit=False, commit) a promoted kernel; refuses over uncommitted edits
     other than this run's own earlier promotions (`earlier`, sources)."""
     if commit and not is_repo(root):
         raise GitError(f"{root} is not a git repository; use --no-commit to write the kernel without committing")
     check_clean(root, op, ours=source, earlier=earlier)
     write_promoted(root, op, source, meta)
-    return commit_promoted(root, op, message) if commit else None
+    return commit_promoted(root, op, message, extra) if commit else None
+
+
+def commit_paths(root: Path, paths: tuple[str, ...], message: str) -> str | None:
+    """Commit exactly these files (`aka optimize --record-knowledge`); None when they equal HEAD."""
+    if not is_repo(root):
+        raise GitError(f"{root} is not a git repository: nothing to commit the knowledge into")
+    _git(root, "add", "--", *paths)
+    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=root).returncode == 0:
+        return None
+    _git(root, "commit", "--only", "-m", message, "--", *paths)
+    return _git(root, "rev-parse", "HEAD").strip()
 
 
 def last_commit(root: Path, op: str) -> str | None:

@@ -22,7 +22,9 @@ from aka.errors import AkaError, WorkersLost
 from aka.evaluate.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.knowledge.lessons import write_lessons
+from aka.knowledge.measured import record_run
 from aka.records import Attempt
+from aka.run.deferred import after_candidates, cache_dir
 from aka.run.pool import Pool, make_pool
 from aka.run.prefetch import Job, Prepared, Quiet, View, generate
 from aka.run.promote import finish_pending_promotion, still_current
@@ -41,24 +43,32 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
     CPU work, GPU timing stays serial per GPU. With a pool of several workers (`--gpus N`,
     `--cluster`), up to N candidates are measured at once and recorded in candidate order.
     However the run ends (budget, exhausted backend, Ctrl-C, a crash), what it learned is written
-    to lessons.jsonl.
+    to lessons.jsonl, and what it measured on a GPU to kernels/<op>/knowledge.json (aka.knowledge.measured).
     """
     view = view or Quiet()
+    cache = cache_dir(store.path.parent.parent, op.name)
     try:
-        view.update(stage="profile the incumbent")
-        profile_incumbent(store, op, settings, profiler)  # once per run; a resume reads run.json
+        # from the cache, or deferred until after the candidates (a resume reads run.json)
+        profile_incumbent(store, op, settings, profiler, cache)
         pool = pool or make_pool(settings, op, evaluator, store.read_run(), view)
         if fields := pool.run_fields():
             store.update_run(**fields)
         try:
-            return _rounds(store, settings, op, backend, evaluator, view, pool)
+            summary = _rounds(store, settings, op, backend, evaluator, view, pool)
         finally:
             pool.close()
+        after_candidates(store, settings, op, evaluator, view, profiler)
+        return summary
     finally:
         try:
             write_lessons(store.path)
         except (AkaError, OSError) as exc:  # a bad log line must not hide why the run ended
             store.update_run(lessons_error=str(exc)[:300])
+        try:  # what each structure and value measured against its incumbent, for every later run
+            if n := record_run(store, op):
+                store.update_run(knowledge_recorded=n)
+        except (AkaError, OSError) as exc:
+            store.update_run(knowledge_error=str(exc)[:300])
 
 
 def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
@@ -81,7 +91,9 @@ def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, e
             while len(queue) < pool.slots + settings.prepare_ahead and nxt + len(queue) < cap:
                 queue.append(Job(nxt + len(queue), queue[-1] if queue else None, make, st))
             try:
+                t_wait = time.monotonic()
                 prep = queue.popleft().result()
+                prep.rec.stage_s["wait"] = round(time.monotonic() - t_wait, 3)
             except BackendExhausted as exc:
                 reason = str(exc)
             except ProviderError as exc:  # the endpoint's fault: no attempt is charged, the run stops and says why

@@ -3,6 +3,7 @@ full-set gate only for a candidate that could be promoted, then the Supervisor's
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aka.evaluate.evaluator import Evaluator
@@ -22,8 +23,10 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     score = None
     if not rec.failed_stage:
         view.update(stage=f"gate {'+'.join(gate_stages[0])} + bench {bench_shapes}")
+        t0 = time.monotonic()
         g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec.n, bench_shapes,
                          incumbent=st.incumbent)
+        rec.stage_s["screen"] = round(time.monotonic() - t0, 3)
         _gate_into(rec, m, g, gate_stages[0])
         if not rec.failed_stage and b is not None:
             score = _bench_into(rec, m, b, run, st)
@@ -31,7 +34,9 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     # only promising candidates earn the expensive stages; nothing else may touch the GPU meanwhile
     if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
         view.update(stage="compare (ABBA)")
+        t0 = time.monotonic()
         c = ev.compare(st.incumbent, path, bench_shapes)
+        rec.stage_s["compare"] = round(time.monotonic() - t0, 3)
         rec.compare = CompareRecord(speedups=c.speedups, geomean=c.geomean, noise=c.noise, timing=c.timing,
                                     error=c.error)
         if c.timing == "gpu" and not c.error:
@@ -43,9 +48,11 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
         full = [s for stage in gate_stages[1:] for s in stage]
         assumed = {"gate_sets": m.gate_sets + full, "gate": {**{s: [True] for s in m.expected_shapes}, **m.gate}}
         if full and decide(m.model_copy(update=assumed), settings.rules).promote:
+            t0 = time.monotonic()
             for sets in gate_stages[1:]:
                 view.update(stage="gate " + "+".join(sets))
                 _gate_into(rec, m, ev.gate(path, sets, rounds, settings.seed + 1000 * rec.n + 1), sets)
+            rec.stage_s["gate"] = round(time.monotonic() - t0, 3)
     elif m.timing == "gpu" and vs_inc is not None:
         m.screen_gain = vs_inc - 1
     rec.score = score
@@ -70,6 +77,7 @@ def _bench_into(rec: Attempt, m: Measurements, b, run: dict[str, Any], st: State
         rec.failed_stage, m.bench_error = "bench", b.error or "no timings"
         return None
     paired = speedup(b.incumbent_us, b.times_us) if b.incumbent_us else None
+    rec.bench.host_us = b.host_us or None
     if paired is not None:  # the incumbent timed beside it: chain that ratio to the incumbent's standing
         score, vs_inc = st.incumbent_score * paired, paired
         rec.bench.incumbent_us = b.incumbent_us

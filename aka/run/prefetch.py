@@ -124,6 +124,7 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
         rec.failed_stage = "duplicate"
         m.backend_error = f"identical code already measured (attempt {seen[rec.code_hash]}); not re-measured"
     rec.prepare_s = round(time.monotonic() - t0, 3)
+    rec.stage_s["generate"] = rec.prepare_s
     return Prepared(rec, path, m, plan.summary(), source)
 
 
@@ -139,6 +140,7 @@ def _verify_into(prep: Prepared, ev: Evaluator) -> None:
     if stage:
         prep.rec.failed_stage = stage
         setattr(prep.m, f"{stage}_error", error or "failed")
+    prep.rec.stage_s["compile"] = round(time.monotonic() - t0, 3)
     prep.rec.prepare_s = round(prep.rec.prepare_s + time.monotonic() - t0, 3)
 
 

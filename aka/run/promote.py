@@ -3,6 +3,8 @@ written and committed exactly once however a kill interrupts it."""
 
 from __future__ import annotations
 
+from aka.errors import AkaError
+from aka.knowledge.measured import kernel_dir_of, knowledge_path, record_run
 from aka.run import gitops
 from aka.run.state import rebuild
 from aka.run.store import RunStore
@@ -39,6 +41,13 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
     # with --no-commit this run's earlier promotions are still uncommitted edits: its own, replaceable
     earlier = () if settings.commit else tuple((store.path / "candidates" / f"{r.n}.py").read_text()
                                                for r in promoted[:-1])
+    # what the run measured against the incumbent this replaces travels with the promotion commit
+    knowledge = knowledge_path(kernel_dir_of(op))
+    try:
+        record_run(store, op)
+    except (AkaError, OSError):  # recorded again when the run ends; the promotion must not wait on it
+        pass
+    extra = (str(knowledge.relative_to(op.root)),) if knowledge.is_file() and knowledge.is_relative_to(op.root) else ()
     commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit,
-                            earlier=earlier)
+                            earlier=earlier, extra=extra)
     store.update_run(promotions=[*run.get("promotions", []), {"n": rec.n, "commit": commit}])

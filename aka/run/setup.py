@@ -1,15 +1,21 @@
-"""A run's set-up: the run directory and the baseline figures every decision needs, paid once."""
+"""A run's set-up: the run directory and the baseline figures every decision needs, paid once.
+
+What only the report and later plans need (competitors, the incumbent's profile) is read from the
+cache or deferred until after the candidates (aka.run.deferred): on a fresh H200 (2026-12-03) it held
+the first candidate up for minutes."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aka.errors import AkaError
-from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.evaluator import Evaluator, map_workers
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.lessons import top_lessons
 from aka.run import gitops
+from aka.run.deferred import DEFERRED, cache_dir, competitors_key, read_competitors
 from aka.run.standing import start_standing
 from aka.run.state import shape_plan
 from aka.run.store import RunStore
@@ -20,8 +26,14 @@ class SetupError(AkaError):
     """The baseline could not be measured, so no candidate can be judged."""
 
 
-def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator) -> RunStore:
-    """Create the run directory and pay once for the baseline figures every decision needs."""
+def _quiet(line: str) -> None:
+    pass
+
+
+def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator,
+                say: Callable[[str], None] = _quiet) -> RunStore:
+    """Create the run directory and pay once for the baseline figures every decision needs; `say`
+    gets one line per step (the CLI prints them, flushed, also when stdout is a file)."""
     t0 = time.monotonic()
     # on every device: an edited promoted.py would otherwise be measured as the incumbent (and on a
     # GPU refused only at the first promotion, after the search)
@@ -32,25 +44,27 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     incumbent = op.default_kernel()
     # the timing candidates are ranked on (the contract's rank_timing, eager in the interpreter)
     figures: dict = {"rank_timing": evaluator.rank}
-    compiled = {path: evaluator.compile(path) for path in {op.path("baseline"), incumbent}}  # into Triton's cache
-    # the incumbent's registers/spills steer the first plans (on CPU: an "unavailable" record)
+    paths = list(dict.fromkeys([op.path("baseline"), incumbent]))
+    say(f"compile {' and '.join(p.name for p in paths)} (Triton compiles each specialisation once; cached after)")
+    # side by side: on a cold Triton cache each is tens of seconds of CPU work on its own workers
+    compiled = dict(zip(paths, map_workers(evaluator.compile, paths)))
     figures["incumbent_compile"] = compiled[incumbent].detail.get("compile_stats")
     for label, path in {"baseline": op.path("baseline"), "incumbent": incumbent}.items():
         if label == "incumbent" and path == op.path("baseline"):
-            figures["incumbent_us"] = figures["baseline_us"]
+            for k in ("us", "host_us"):
+                figures[f"incumbent_{k}"] = figures[f"baseline_{k}"]
             continue
+        say(f"time the {label} ({path.name}) on the {bench_shapes} shapes, ranked on {evaluator.rank} timing")
         b = evaluator.bench(path, bench_shapes)
         if b.error or not b.times_us:
             raise SetupError(f"{op.name}: timing the {label} ({path.name}) failed: {b.error or 'no times'}")
         figures[f"{label}_us"], figures["timing"] = b.times_us, b.timing
+        figures[f"{label}_host_us"] = b.host_us  # eager minus graph: reported, never ranked
         figures["incumbent_roofline"] = b.roofline  # the last one timed is the incumbent
-    if settings.interpreter:  # external libraries against interpreter timings would mean nothing
-        figures["competitors_us"], figures["competitors_notes"] = {}, ["competitors not timed: CPU interpreter"]
-    elif not settings.competitors:
-        figures["competitors_us"], figures["competitors_notes"] = {}, ["competitors not timed: --no-competitors"]
-    else:  # once, for the report: where the incumbent stands against fla / sdpa
-        figures["competitors_us"], figures["competitors_notes"] = evaluator.competitors(bench_shapes)
+        say(f"{label}: " + ", ".join(f"{s} {us:,.1f}" for s, us in b.times_us.items()) + " µs")
+    figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
     gate_sets, _, rounds = shape_plan(settings)
+    say(f"gate the incumbent on {'+'.join(gate_sets[0])}, {rounds} rounds")
     g = evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed)  # a failing incumbent explains everything
     figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
     source = incumbent.read_text()
@@ -69,3 +83,18 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     }
     store.update_run(**run)
     return store
+
+
+def _competitors(runs_root: Path, settings: OptimizeSettings, op, device: dict, shapes: str, timing: str) -> dict:
+    """Where the incumbent stands against fla / sdpa, for the report: from the cache, or deferred."""
+    if settings.interpreter:  # external libraries against interpreter timings would mean nothing
+        return {"competitors_us": {}, "competitors_notes": ["competitors not timed: CPU interpreter"]}
+    if not settings.competitors:
+        return {"competitors_us": {}, "competitors_notes": ["competitors not timed: --no-competitors"]}
+    if not op.spec.competitors:
+        return {"competitors_us": {}, "competitors_notes": ["the contract names no competitors"]}
+    key = competitors_key(op, device, shapes, timing)
+    hit = read_competitors(cache_dir(runs_root, op.name), key)
+    if hit is not None:
+        return {"competitors_us": hit[0], "competitors_notes": hit[1]}
+    return {"competitors_us": {}, "competitors_notes": [DEFERRED], "competitors_deferred": key}

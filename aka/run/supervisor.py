@@ -103,6 +103,8 @@ def promotion_meta(run: dict[str, Any], rec: Attempt,
         "plan": rec.plan.hypothesis if rec.plan else "", "pattern": rec.plan.pattern if rec.plan else None,
         "config": rec.config,
         "times_us": times, "timing": timing,
+        # the host's cost per call (eager minus graph replay) from the screen: its own figure, never ranked
+        "host_us": (rec.bench.host_us if rec.bench else None) or {},
         "times_note": f"{timing} medians of the screen, µs; speedups: the ABBA re-measure ({timing} too)",
         "speedup_vs_baseline": standing[1], "speedup_vs_previous": m.ratios,
         "geomean_vs_previous": m.geomean, "noise": m.noise,

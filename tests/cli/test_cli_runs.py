@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from fakes import FakeEvaluator, source
@@ -244,3 +245,25 @@ def test_workers_line_counts_in_words():
     assert workers_line(one) == "measured on 1 Ray worker (NVIDIA H200; 1 node)"
     two = {"workers": [{"name": "NVIDIA H200", "node": "a"}, {"name": "NVIDIA H200", "node": "b"}]}
     assert workers_line(two) == "measured on 2 Ray workers (NVIDIA H200; 2 nodes)"
+
+
+def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(project, monkeypatch):
+    # issue 36: a redirected `aka optimize` on the H200 printed nothing for 5.5 minutes (rich's live
+    # panel draws nothing into a file). Each set-up step, stage and decided attempt is a line with the
+    # seconds since the start, and the summary says how long the set-up and the candidates took.
+    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator", lambda op, settings: FakeEvaluator(op, timing="gpu"))
+    steps = [{"source": source(1.2, "a")}, {"source": source(0.9, "b")}]
+    monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: ScriptedBackend(steps))
+    res = CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "2", "--no-commit"],
+                             env={"AKA_ROOT": str(project)})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0] == "aka optimize gdn_prefill: starting"
+    stamped = [x for x in lines if re.match(r"\[ *\d+\.\d s\] ", x)]
+    text = "\n".join(stamped)
+    for what in ("compile baseline.py", "time the baseline (baseline.py) on the smoke shapes", "gate the incumbent",
+                 "#0 plan", "#0 ", "#1 "):
+        assert what in text, (what, res.stdout)
+    assert sum(1 for x in stamped if re.search(r"\] #\d+ +\d\.\d+x vs baseline", x)) == 2  # one per decided attempt
+    assert re.search(r"set-up \d+ s; first candidate finished \d+ s after the start; median [\d.]+ s per candidate",
+                     res.stdout)

@@ -47,16 +47,16 @@ def test_process_exits_while_a_prefetched_compile_still_runs(tmp_path):
     assert took < 20, f"exit waited {took:.0f} s for a compile worker"
 
 
-def test_map_workers_returns_results_in_order():
-    from aka.evaluate.evaluator import _map_workers
+def testmap_workers_returns_results_in_order():
+    from aka.evaluate.evaluator import map_workers
 
-    assert _map_workers(lambda x: x * x, [3, 1, 2]) == [9, 1, 4]
+    assert map_workers(lambda x: x * x, [3, 1, 2]) == [9, 1, 4]
 
 
-def test_map_workers_reraises_a_worker_exception():
+def testmap_workers_reraises_a_worker_exception():
     import pytest
 
-    from aka.evaluate.evaluator import _map_workers
+    from aka.evaluate.evaluator import map_workers
 
     def boom(x):
         if x == 2:
@@ -64,4 +64,4 @@ def test_map_workers_reraises_a_worker_exception():
         return x
 
     with pytest.raises(ValueError, match="worker 2 broke"):
-        _map_workers(boom, [1, 2, 3])
+        map_workers(boom, [1, 2, 3])

@@ -13,7 +13,7 @@ from aka.agent.llm.base import Context, get_backend
 from aka.agent.llm.offline import read_dict, render, topic_tags
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.evaluate.compstats import CompileStats, KernelStats
-from aka.knowledge.incumbent_facts import CPU_NOTE, incumbent_evidence, slowest_shapes, worst_shape
+from aka.knowledge.incumbent_facts import CPU_NOTE, slowest_shapes, worst_shape
 from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 from aka.knowledge.profile import ProfileError
 from aka.knowledge.wiki import load_wiki
@@ -119,23 +119,43 @@ class Profiler:
                               compile=CompileStats(available=True, kernels=[spills]))
 
 
-def test_the_incumbent_is_profiled_once_per_run_and_its_evidence_offered_to_every_plan(project, op):
+def test_the_profile_never_holds_up_the_first_candidate_and_the_next_run_plans_from_its_cache(project, op):
     ev, prof = FakeEvaluator(op, timing="gpu"), Profiler()
-    steps = [{"source": source(1.0, tag="a")}, {"source": source(1.0, tag="b")}, {"source": source(1.2)}]
-    store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=2)), op, ev)
-    run_loop(store, settings(budget=Budget(max_candidates=2)), op, ScriptedBackend(steps), ev, profiler=prof)
-    run_loop(store, settings(budget=Budget(max_candidates=3)), op, ScriptedBackend(steps), ev, profiler=prof)  # resume
-    assert prof.calls == [worst_shape(store.read_run()["baseline"])]  # the resume read run.json instead
+    steps = [{"source": source(1.0, tag="a")}, {"source": source(1.0, tag="b")}, {"source": source(0.9, tag="d")}]
+    s2 = settings(budget=Budget(max_candidates=2))
+    store = prepare_run(project / "runs", s2, op, ev)
+    seen_calls: list[int] = []
+
+    class Counting(ScriptedBackend):
+        def plan(self, context):
+            seen_calls.append(len(prof.calls))
+            return super().plan(context)
+
+    run_loop(store, s2, op, Counting(steps[:2]), ev, profiler=prof)
+    assert seen_calls == [0, 0]  # no profile before (or between) the candidates: it came after them
+    assert prof.calls == [worst_shape(store.read_run()["baseline"])]
     base = store.read_run()["baseline"]
     assert prof.quick == slowest_shapes(base, 2, exclude=prof.calls[0]) and len(prof.quick) == 2
     assert store.read_run()["profile"]["kernel_times"] == {s: {"_fwd_kernel": 35.0, "_seg_kernel": 10.0}
                                                           for s in prof.quick}
     assert store.read_run()["profile"]["summary"]["shape"] == prof.calls[0]
-    assert [r.evidence_offered for r in store.attempts()] == [["prof:spills:_fwd_kernel"]] * 3
-    # the last one was promoted: the profile was of another kernel, and the fake compiles record no stats
-    assert store.attempts()[-1].decision.promote and incumbent_evidence(store.read_run(), store.attempts()) == []
-    base = store.read_run()["baseline"]
-    assert base["competitors_us"]["fla"] and base["competitors_notes"] == ["sdpa: ImportError: fake"]
+    assert [r.evidence_offered for r in store.attempts()] == [[], []]  # this run planned without it
+    run_loop(store, settings(budget=Budget(max_candidates=3)), op, ScriptedBackend(steps), ev, profiler=prof)  # resume
+    assert len(prof.calls) == 1  # the resume read run.json instead
+    assert store.attempts()[-1].evidence_offered == ["prof:spills:_fwd_kernel"]
+    # the next run of the same incumbent on the same device reads the cache: evidence from its first plan
+    ev2, prof2 = FakeEvaluator(op, timing="gpu"), Profiler()
+    s1 = settings(budget=Budget(max_candidates=1))
+    nxt = prepare_run(project / "runs", s1, op, ev2)
+    run_loop(nxt, s1, op, ScriptedBackend([{"source": source(1.0, tag="c")}]), ev2, profiler=prof2)
+    assert prof2.calls == [] and prof2.quick == []
+    assert "cached" in nxt.read_run()["profile"]["note"]
+    assert [r.evidence_offered for r in nxt.attempts()] == [["prof:spills:_fwd_kernel"]]
+    # competitors: deferred in the first run, timed after its candidates, cached for the next
+    assert ev.calls.count("competitors") == 1 and "competitors" not in ev2.calls
+    for st in (store, nxt):
+        b = st.read_run()["baseline"]
+        assert b["competitors_us"]["fla"] and b["competitors_notes"][0] == "sdpa: ImportError: fake"
 
 
 def test_a_failed_profile_is_a_note_and_the_run_goes_on(project, op):

@@ -1,0 +1,74 @@
+"""What a run measures for its report and its next plans but never before its first candidate: the
+contract's competitors (fla, FlashQLA, SDPA, FlashAttention-4) and the incumbent's ncu profile.
+
+On a fresh H200 (2026-12-03) these held `aka optimize` up for minutes before the first candidate
+(fla autotunes every head layout; ncu takes 60-150 s on one shape). Both are now cached beside the
+runs (runs/<op>/.cache/), keyed by what makes them valid: the device model, driver and software
+versions, the competitor modules' code and the shapes (competitors), the incumbent's code (profile).
+A run reads the cache at set-up and, for what it did not find, measures after its candidates, so the
+next run on that machine has it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from aka.evaluate.evaluator import Evaluator
+from aka.knowledge.incumbent_facts import profile_incumbent
+from aka.run.prefetch import View
+from aka.run.store import RunStore
+from aka.settings import OptimizeSettings
+
+DEFERRED = "competitors deferred: timed after the candidates, cached for the next run on this device"
+
+
+def cache_dir(runs_root: Path, op_name: str) -> Path:
+    return runs_root / op_name / ".cache"
+
+
+def competitors_key(op, device: dict[str, Any], shapes: str, timing: str) -> str:
+    """The device model and software, the competitor modules' code, the shapes and the timing."""
+    mods = sorted({spec.split(":")[0] for spec in op.spec.competitors.values()})
+    code = [hashlib.sha256((op.root / m).read_bytes()).hexdigest()[:12] if (op.root / m).is_file() else m
+            for m in mods]
+    what = [*(str(device.get(k, "")) for k in ("name", "driver", "cuda", "torch", "triton")), shapes, timing, *code]
+    return hashlib.sha256("|".join(what).encode()).hexdigest()[:16]
+
+
+def read_competitors(cache: Path, key: str) -> tuple[dict[str, dict[str, float]], list[str]] | None:
+    try:
+        rec = json.loads((cache / f"competitors-{key}.json").read_text())
+        return rec["times_us"], [*rec["notes"], f"cached: competitors-{key}.json ({rec.get('date', '?')})"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_competitors(cache: Path, key: str, times: dict[str, dict[str, float]], notes: list[str]) -> None:
+    import time
+
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".competitors-{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"times_us": times, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M")}))
+    os.replace(tmp, cache / f"competitors-{key}.json")
+
+
+def after_candidates(store: RunStore, settings: OptimizeSettings, op, evaluator: Evaluator, view: View,
+                     profiler=None) -> None:
+    """Measure what set-up deferred (competitors, the incumbent's profile) and cache it."""
+    run = store.read_run()
+    base = run["baseline"]
+    if base.get("competitors_deferred"):
+        view.update(stage="time the competitors (deferred: for the report and the next run)")
+        times, notes = evaluator.competitors(base["shapes"])
+        key = base["competitors_deferred"]
+        if times:
+            write_competitors(cache_dir(store.path.parent.parent, op.name), key, times, notes)
+        store.update_run(baseline={**base, "competitors_us": times, "competitors_notes": notes,
+                                   "competitors_deferred": None})
+    if (run.get("profile") or {}).get("deferred"):
+        view.update(stage="profile the incumbent (deferred: for the next run's plans)")
+        profile_incumbent(store, op, settings, profiler, cache_dir(store.path.parent.parent, op.name), now=True)
