@@ -56,7 +56,7 @@ for step in "$@"; do
       echo "== rc $? after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
       sleep 1; pkill -P "$follower" 2>/dev/null; kill "$follower" 2>/dev/null
       head -3 "$L/opt$i-$op.stamped"
-      grep -v "^│\|^┃\|^┏\|^┗\|^┡\|^└\|^├\|^ *│" "$L/opt$i-$op.stamped" | tail -45
+      grep -Ev '^ *[0-9.]+ (│ *[0-9]* *│|┏|┃|┡|└|├|┗)' "$L/opt$i-$op.stamped" | cut -c1-200 | tail -45
       tail -5 "$L/opt$i-$op.err"
       run=$(ls -td "$SCRATCH/runs/$op"/*/ 2>/dev/null | head -1)
       [ -n "$run" ] && cp "$run/run.json" "$L/run$i-$op.json" && cp "$run/attempts.jsonl" "$L/attempts$i-$op.jsonl"
