@@ -62,6 +62,10 @@ class OptimizeSettings(BaseModel):
     cluster: str | None = Field(None, description="Ray cluster address (ray://HOST:PORT, or 'auto' inside a Ray "
                                 "job): candidates measured on its GPU workers; the driver plans, compiles and commits")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="model, endpoint, language, repairs (LLM runs)")
+    screen_gate_rounds: int = Field(
+        2, ge=2, description="GPU screen: gate rounds on the small sets (at least 2: the cached-result check); a "
+        "candidate the ABBA re-measure would promote is gated again with gate_rounds fresh rounds before the full "
+        "set (H200, 2026-12-03: 3 rounds of smoke+edge took 9-17 s of a 25-33 s gdn_prefill screen)")
     compile_split: int = Field(3, ge=1, description="GPU: worker processes that compile one candidate's shapes")
     screen_time_cap_s: float = Field(
         0.25, gt=0, description="GPU screen: sampling seconds per shape and implementation (the incumbent is "

@@ -7,7 +7,9 @@
 # there, never here). Everything lands in $OUT/loop.tgz (logs, run.json, attempts.jsonl, bench JSON,
 # knowledge.json).
 # Usage (device, repo root): bash scripts/device_loop.sh STEP...   with STEP one of
-#   opt:OP     an optimize run (env BUDGET=20, MAX_TIME=420, FLAGS="--no-profile")
+#   opt:OP     an optimize run (env BUDGET=20, MAX_TIME=420, CAP=560, each also per op as BUDGET_<op>
+#              etc.; FLAGS="--no-profile": the profile never runs before the first candidate, and after
+#              the candidates it would spend device minutes this script does not need)
 #   bench:OP   aka bench OP --impl promoted (graph beside eager; env TIME_CAP=1)
 #   cold       empty the Triton cache before the next step
 set -o pipefail
@@ -46,13 +48,15 @@ for step in "$@"; do
     cold) rm -rf "$TRITON_CACHE_DIR"; echo "== Triton cache emptied ($TRITON_CACHE_DIR)" ;;
     opt:*)
       op=${step#opt:}; t0=$(date +%s.%N)
-      echo "== $i optimize $op --budget ${BUDGET:-20} --max-time ${MAX_TIME:-420} ${FLAGS---no-profile}"
+      v=BUDGET_$op; budget=${!v:-${BUDGET:-20}}; v=MAX_TIME_$op; max_time=${!v:-${MAX_TIME:-420}}
+      v=CAP_$op; cap=${!v:-${CAP:-560}}
+      echo "== $i optimize $op --budget $budget --max-time $max_time ${FLAGS---no-profile}"
       : > "$L/opt$i-$op.out"
       # stdout is a plain file, as a user's redirect; a follower stamps each line as it appears there
       ( tail -n +1 -F "$L/opt$i-$op.out" 2>/dev/null | stamp "$t0" > "$L/opt$i-$op.stamped" ) &
       follower=$!
-      timeout -s INT -k 20 "${CAP:-560}" python3 -m aka optimize "$op" --budget "${BUDGET:-20}" \
-        --max-time "${MAX_TIME:-420}" ${FLAGS---no-profile} > "$L/opt$i-$op.out" 2>"$L/opt$i-$op.err"
+      timeout -s INT -k 20 "$cap" python3 -m aka optimize "$op" --budget "$budget" \
+        --max-time "$max_time" ${FLAGS---no-profile} > "$L/opt$i-$op.out" 2>"$L/opt$i-$op.err"
       echo "== rc $? after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
       sleep 1; pkill -P "$follower" 2>/dev/null; kill "$follower" 2>/dev/null
       head -3 "$L/opt$i-$op.stamped"

@@ -41,6 +41,9 @@ class BenchConfig(BaseModel):
     input_copies: int = Field(3, ge=1, description="input sets rotated between calls so none is warm in L2")
     flush_factor: float = Field(2.0, ge=0, description="L2 flush buffer size as a multiple of the L2 size")
     graph: bool = Field(True, description="also time CUDA-graph replay (reported beside eager, labelled)")
+    eager_iters: int | None = Field(
+        None, ge=1, description="exactly this many timed eager calls per implementation: the loop's screen of an op "
+        "ranked on graph replay, where the eager median only gives the host's cost per call")
 
     @classmethod
     def for_cpu(cls) -> BenchConfig:

@@ -126,14 +126,16 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
     prepared, cells = _prepare_all(refs, copies)
     ready = {n: rot.wrap(n, calls) for n, calls in prepared.items()}
     by_name = {r.name: r for r in refs}
+    ecfg = cfg if cfg.eager_iters is None else cfg.model_copy(
+        update={"min_iters": cfg.eager_iters, "max_iters": cfg.eager_iters})
     try:
-        timings = time_interleaved(ready, cfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready},
+        timings = time_interleaved(ready, ecfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready},
                                    hooks={n: rot.hooks(n, "eager") for n in ready})
     except Exception:  # one failing implementation: time each alone so the others keep their numbers
         timings = {}
         for name, calls in ready.items():
             try:
-                timings[name] = time_fn(calls, cfg, _timer(device, by_name[name], cfg, cache),
+                timings[name] = time_fn(calls, ecfg, _timer(device, by_name[name], cfg, cache),
                                         hooks=rot.hooks(name, "eager"))
             except Exception as exc:
                 cells[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}

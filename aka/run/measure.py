@@ -20,11 +20,12 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     """Gate and time a prepared candidate, then let the Supervisor decide."""
     rec, m, path = prep.rec, prep.m, prep.path
     gate_stages, bench_shapes, rounds = shape_plan(settings)
+    screen_rounds = rounds if settings.interpreter else min(rounds, settings.screen_gate_rounds)
     score = None
     if not rec.failed_stage:
         view.update(stage=f"gate {'+'.join(gate_stages[0])} + bench {bench_shapes}")
         t0 = time.monotonic()
-        g, b = ev.screen(path, gate_stages[0], rounds, settings.seed + 1000 * rec.n, bench_shapes,
+        g, b = ev.screen(path, gate_stages[0], screen_rounds, settings.seed + 1000 * rec.n, bench_shapes,
                          incumbent=st.incumbent)
         rec.stage_s["screen"] = round(time.monotonic() - t0, 3)
         _gate_into(rec, m, g, gate_stages[0])
@@ -49,9 +50,13 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
         assumed = {"gate_sets": m.gate_sets + full, "gate": {**{s: [True] for s in m.expected_shapes}, **m.gate}}
         if full and decide(m.model_copy(update=assumed), settings.rules).promote:
             t0 = time.monotonic()
-            for sets in gate_stages[1:]:
+            # the small sets again with every round the settings ask for (the screen ran fewer), then the rest
+            again = [gate_stages[0]] if screen_rounds < rounds else []
+            for i, sets in enumerate([*again, *gate_stages[1:]]):
+                if rec.failed_stage:
+                    break
                 view.update(stage="gate " + "+".join(sets))
-                _gate_into(rec, m, ev.gate(path, sets, rounds, settings.seed + 1000 * rec.n + 1), sets)
+                _gate_into(rec, m, ev.gate(path, sets, rounds, settings.seed + 1000 * rec.n + 1 + i), sets)
             rec.stage_s["gate"] = round(time.monotonic() - t0, 3)
     elif m.timing == "gpu" and vs_inc is not None:
         m.screen_gain = vs_inc - 1

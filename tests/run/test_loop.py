@@ -42,10 +42,11 @@ def test_gpu_timed_loop_promotes_into_git(project, op):
     assert verdicts == ["rejected"] * 3 + ["promoted", "rejected", "rejected", "rejected", "promoted"]
     assert "too small to re-measure" in att[5].decision.reason
     assert "G4 slower" in att[6].decision.reason
-    # setup + every compiled candidate on the small sets; ABBA only for promising ones, and the
-    # full-set gate only for those the comparison would promote
-    assert ev.calls.count("gate:smoke+edge") == 6 and ev.calls.count("compare") == 3
+    # setup + every compiled candidate on the small sets (the screen: 2 rounds); ABBA only for promising
+    # ones, and for those the comparison would promote the small sets again with all 3 rounds, then the full set
+    assert ev.calls.count("gate:smoke+edge") == 6 + 2 and ev.calls.count("compare") == 3
     assert ev.calls.count("gate:full") == 2
+    assert att[6].gate.passed["S1"] == [True, True] and att[7].gate.passed["S1"] == [True, True, True]
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
     assert meta["attempt"] == 7 and abs(meta["geomean_vs_baseline"] - 1.32) < 1e-9
     assert abs(meta["speedup_vs_previous"]["G1"] - 1.1) < 1e-9 and meta["device"] == "fake H200"
