@@ -88,26 +88,70 @@ class Entry(BaseModel):
             return f"{self.structure} (structure)"
         return f"{self.structure} " + ", ".join(f"{k}={v}" for k, v in self.changes.items())
 
-    def note(self) -> str:
-        """One line for a plan's `avoided` list and rationale."""
+    def note(self, chained: bool = False) -> str:
+        """One line for a plan's `avoided` list and rationale (`chained`: measured against a kernel this
+        incumbent replaced, the ratio carried over through the promotions' re-measures)."""
         what = self.structure if self.phase == "structure" else self.what()
         tail = f"; failed {self.failed}" if self.failed else ""
-        return (f"known: {what} {self.ratio:.2f}x vs this incumbent on {self.device} ({self.timing}), "
+        vs = "this incumbent (chained from the kernel it replaced)" if chained else "this incumbent"
+        return (f"known: {what} {self.ratio:.2f}x vs {vs} on {self.device} ({self.timing}), "
                 f"run {self.run_id} attempt {self.attempt}{tail}")
 
 
+class Promotion(BaseModel):
+    """One incumbent replacing another on a device model: the ABBA geomean of new over previous."""
+
+    model_config = ConfigDict(extra="forbid")
+    device: str
+    timing: Literal["eager", "graph"]
+    incumbent_hash: str = Field(description="code_hash of the promoted kernel")
+    previous_hash: str = Field(description="code_hash of the kernel it replaced")
+    ratio: float = Field(gt=0, description="promoted speed / previous speed (the ABBA re-measure's geomean)")
+    run_id: str
+    attempt: int
+
+
 class Knowledge(BaseModel):
-    """kernels/<op>/knowledge.json: every recorded entry, newest per key."""
+    """kernels/<op>/knowledge.json: every recorded entry, newest per key, and the promotions that chain
+    one incumbent to the next."""
 
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = VERSION
     op: str = ""
     entries: list[Entry] = Field(default_factory=list)
+    promotions: list[Promotion] = Field(default_factory=list)
 
-    def applicable(self, device: str, timing: str, incumbent_hash: str) -> list[Entry]:
-        """Entries measured on this device model, in this timing, against this incumbent."""
-        return [e for e in self.entries
-                if e.device == device and e.timing == timing and e.incumbent_hash == incumbent_hash]
+    def ancestry(self, device: str, timing: str, incumbent_hash: str) -> dict[str, float]:
+        """{incumbent hash: how many times faster the given incumbent is than it}: itself (1.0) and every
+        kernel it replaced through recorded promotions on this device, in this timing."""
+        back = {p.incumbent_hash: p for p in self.promotions if p.device == device and p.timing == timing}
+        out, h, gain = {incumbent_hash: 1.0}, incumbent_hash, 1.0
+        while h in back and back[h].previous_hash not in out:
+            gain *= back[h].ratio
+            h = back[h].previous_hash
+            out[h] = gain
+        return out
+
+    def applicable(self, device: str, timing: str, incumbent_hash: str,
+                   incumbent_config: dict[str, Any] | None = None) -> list[Entry]:
+        """Entries measured on this device model, in this timing, against this incumbent or one it
+        replaced. An entry against an earlier incumbent is chained: its ratio divided by how much faster
+        the current one is (the promotions' ABBA geomeans), its changes recomputed against
+        `incumbent_config` when given. Without that chain, every promotion made the knowledge of the runs
+        before it useless: on the H200 (2026-12-03) a promotion of +2% would have had the next run take a
+        first look again at structures measured 0.44-0.73x the kernel it replaced."""
+        gains = self.ancestry(device, timing, incumbent_hash)
+        out = []
+        for e in self.entries:
+            if e.device != device or e.timing != timing or e.incumbent_hash not in gains:
+                continue
+            if e.incumbent_hash != incumbent_hash:
+                update: dict[str, Any] = {"ratio": e.ratio / gains[e.incumbent_hash]}
+                if incumbent_config is not None:
+                    update["changes"] = changes_from(incumbent_config, e.config)
+                e = e.model_copy(update=update)
+            out.append(e)
+        return out
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -310,11 +354,33 @@ def entries_of_run(run_dir: Path | str) -> list[Entry]:
     return out
 
 
+def promotions_of_run(run_dir: Path | str) -> list[Promotion]:
+    """The promotions one GPU run made, each with its ABBA geomean over the kernel it replaced."""
+    run_dir = Path(run_dir)
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise KnowledgeError(f"{run_dir}: run.json cannot be read ({exc})") from None
+    device = run.get("device") or {}
+    if device.get("interpreter") or not device.get("name"):
+        return []
+    timing = (run.get("baseline") or {}).get("rank_timing", "eager")
+    out, prev = [], run["incumbent"]["hash"]
+    for rec in read_attempts(run_dir):
+        got = measured_ratio(rec)
+        if rec.promoted and rec.code_hash and got is not None and got[1] == "abba":
+            out.append(Promotion(device=str(device["name"]), timing=timing, incumbent_hash=rec.code_hash,
+                                 previous_hash=prev, ratio=got[0], run_id=str(run.get("run_id", run_dir.name)),
+                                 attempt=rec.n))
+            prev = rec.code_hash
+    return out
+
+
 def _newer(a: Entry, b: Entry) -> bool:
     return (a.date, a.run_id, a.attempt) >= (b.date, b.run_id, b.attempt)
 
 
-def record(path: Path | str, entries: Iterable[Entry], op: str = "") -> int:
+def record(path: Path | str, entries: Iterable[Entry], op: str = "", promotions: Iterable[Promotion] = ()) -> int:
     """Merge entries into the knowledge file (created when missing): per key the newest measurement
     stays. Returns how many of `entries` the file holds afterwards. Locked against a concurrent writer
     (another run of the op recording at the same time); written atomically."""
@@ -334,7 +400,8 @@ def record(path: Path | str, entries: Iterable[Entry], op: str = "") -> int:
                 kept += 1
         rows = sorted(merged.values(), key=lambda e: (e.device, e.timing, e.incumbent_hash, e.structure,
                                                       e.phase != "structure", e.date, e.attempt))
-        _write(path, Knowledge(op=op or k.op, entries=rows))
+        chain = {(p.device, p.timing, p.incumbent_hash): p for p in [*k.promotions, *promotions]}
+        _write(path, Knowledge(op=op or k.op, entries=rows, promotions=list(chain.values())))
         return kept
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -347,8 +414,11 @@ def _write(path: Path, k: Knowledge) -> None:
     lines = [json.dumps(e.model_dump(mode="json"), separators=(", ", ": "), default=str)
              for e in k.entries]
     body = ",\n".join(f"  {line}" for line in lines)
-    text = (f'{{"version": {k.version}, "op": {json.dumps(k.op)}, "entries": [\n{body}\n]}}\n' if lines
-            else f'{{"version": {k.version}, "op": {json.dumps(k.op)}, "entries": []}}\n')
+    chain = ",\n".join("  " + json.dumps(p.model_dump(mode="json"), separators=(", ", ": ")) for p in k.promotions)
+    head = f'{{"version": {k.version}, "op": {json.dumps(k.op)}, "entries": '
+    entries = f"[\n{body}\n]" if lines else "[]"
+    promotions = f"[\n{chain}\n]" if k.promotions else "[]"
+    text = f'{head}{entries}, "promotions": {promotions}}}\n'
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -377,7 +447,8 @@ def record_run(run: Any, op: Any, root: Path | None = None) -> int:
     if not entries:
         return 0
     kdir = kernel_dir_of(op, root)
-    return record(knowledge_path(kdir), entries, op=getattr(op, "name", "") or kdir.name)
+    return record(knowledge_path(kdir), entries, op=getattr(op, "name", "") or kdir.name,
+                  promotions=promotions_of_run(run_dir))
 
 
 # -- for the prompts --------------------------------------------------------------------------------

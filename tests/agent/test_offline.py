@@ -221,3 +221,63 @@ def test_twenty_proposals_never_repeat_a_recorded_loser(kcopy):
     assert len(set(configs)) == 20
     again, _ = be.plan(kctx(kdir, run_dir, history[:7], attempt=7))
     assert again.model_dump() == history[7]["plan"]  # still replayable
+
+
+def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kcopy):
+    """After a promotion the entries measured against the kernel it replaced still apply, their ratios
+    divided by the promotion's re-measured gain: on the H200 (2026-12-03) the loop promoted +2.1% right
+    after the first run recorded single_pass at 0.73x; the next run must not look at single_pass again."""
+    from aka.evaluate.outcomes import code_hash
+    from aka.knowledge.measured import Promotion, knowledge_path, record
+
+    kdir, run_dir = kcopy
+    old = BASELINE.read_text()
+    new = old + "\n# promoted: faster\n"
+    record(knowledge_path(kdir), [], promotions=[Promotion(
+        device="NVIDIA H200", timing="graph", incumbent_hash=code_hash(new), previous_hash=code_hash(old),
+        ratio=1.05, run_id="20261203-100000-abcdef", attempt=3)])
+    plan, _ = get_backend("offline").plan(kctx(kdir, run_dir, source=new))
+    assert plan.pattern == "context_parallel" and not plan.structural_change
+    assert "single_pass 0.78x" in plan.hypothesis  # 0.82 / 1.05
+    assert any("single_pass 0.78x vs this incumbent (chained from the kernel it replaced)" in a for a in plan.avoided)
+    other = old + "\n# another kernel, no promotion between them\n"
+    plan, _ = get_backend("offline").plan(kctx(kdir, run_dir, source=other))
+    assert plan.pattern == "single_pass"  # unrelated code: the records say nothing about it
+
+
+@pytest.mark.parametrize("op_name", ["gdn_prefill", "fa4_decode"])
+def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
+    """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
+    runs recorded (kernels/<op>/knowledge.json), 20 proposals of the offline search on an H200 contain no
+    structure and no change recorded >= 10% slower against that incumbent (directly or chained)."""
+    from aka.contract.ops import get_op
+    from aka.evaluate.outcomes import code_hash
+    from aka.knowledge.measured import knowledge_path, read_knowledge
+
+    op = get_op(op_name)
+    kdir, source = op.path("baseline").parent, op.path("promoted").read_text()
+    inc = read_dict(source, "CONFIG")
+    entries = read_knowledge(knowledge_path(kdir)).applicable("NVIDIA H200", "graph", code_hash(source), inc)
+    assert entries  # the file holds H200 measurements that apply to the shipped kernel
+    by_structure: dict[str, list] = {}
+    for e in entries:
+        by_structure.setdefault(e.structure, []).append(e)
+    lost_structures = {s for s, es in by_structure.items() if all(e.lost for e in es)}
+    lost_changes = [e.changes for e in entries if e.lost and e.changes and e.phase == "parameters"]
+    run_dir = tmp_path / "runs" / op_name / "20261204-090000-123456"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text('{"baseline": {"rank_timing": "graph"}}')
+    be, history = get_backend("offline"), []
+    for n in range(20):
+        c = Context(op=op_name, attempt=n, incumbent_source=source, incumbent_label="promoted",
+                    baseline_path=str(op.path("baseline")), kernel_dir=str(kdir), hardware=dict(H200),
+                    history=list(history), run_dir=str(run_dir))
+        plan, _ = be.plan(c)
+        cfg = plan.fixed_config()
+        changes = {k: v for k, v in cfg.items() if inc.get(k) != v}
+        assert plan.pattern not in lost_structures, (n, plan.hypothesis)
+        assert not any(all(changes.get(k) == v for k, v in lc.items()) for lc in lost_changes), (n, plan.hypothesis)
+        history.append({"n": n, "plan": plan.model_dump(), "config": cfg, "score": 1.0 - 0.002 * (n % 7),
+                        "failed_stage": ""})
+    if op_name == "gdn_prefill":  # the three structures every earlier run spent its first candidates on
+        assert {"single_pass", "split_context_parallel", "split_single_pass"} <= lost_structures

@@ -188,13 +188,15 @@ def known_for(ctx: Context, patterns: list[Pattern]) -> list[Known]:
     device, timing = hw.get("name"), rank_timing(ctx)
     if not device or hw.get("interpreter") or timing is None:
         return []
-    entries = read_knowledge(knowledge_path(ctx.kernel_dir)).applicable(device, timing,
-                                                                         code_hash(ctx.incumbent_source))
+    inc = code_hash(ctx.incumbent_source)
+    entries = read_knowledge(knowledge_path(ctx.kernel_dir)).applicable(
+        device, timing, inc, read_dict(ctx.incumbent_source, "CONFIG"))
     if not entries:
         return []
     current = {p.name: template_hash(p.template.read_text()) for p in patterns}
     this_run = Path(ctx.run_dir).name if ctx.run_dir else None
-    return [Known(e.structure, e.config, e.changes, e.ratio, e.failed, e.blocked_by, e.note())
+    return [Known(e.structure, e.config, e.changes, e.ratio, e.failed, e.blocked_by,
+                  e.note(chained=e.incumbent_hash != inc))
             for e in entries if current.get(e.structure) == e.template_hash and e.run_id != this_run]
 
 
