@@ -22,6 +22,7 @@ from aka.errors import AkaError
 from aka.evaluate import door
 from aka.evaluate.bench import NOT_REPRESENTATIVE, geomean
 from aka.evaluate.impls import resolve
+from aka.evaluate.outcomes import host_cost
 
 console = Console()
 WORKER = "aka.evaluate.bench_worker:bench_worker"
@@ -87,6 +88,8 @@ def _cell_time(r: dict[str, Any]) -> str:
     text = f"{e['median_us']:.1f} ±{(e['q3_us'] - e['q1_us']) / 2:.1f}"
     if r.get("graph"):
         text += f"\n[dim]graph {r['graph']['median_us']:.1f}[/dim]"
+        if (h := host_cost(r)) is not None:
+            text += f"\n[dim]host {h:.1f}[/dim]"
     return text
 
 
@@ -120,7 +123,8 @@ def render(result: dict[str, Any], basis: str = "eager") -> Table:
     impls, rows = result["impls"], result["rows"]
     gpu = result["kind"] == "gpu"
     title = f"{result['op']} on {result['device']}" + ("" if gpu else f" — [bold red]{NOT_REPRESENTATIVE}[/bold red]")
-    table = Table(title=title, caption="eager median ±IQR/2 µs; graph = CUDA-graph replay; × = speedup vs "
+    table = Table(title=title, caption="eager median ±IQR/2 µs; graph = CUDA-graph replay; host = the host's "
+                  "cost per call (eager - graph); × = speedup vs "
                   f"{impls[0] if impls else '-'} ({'graph replay' if basis == 'graph' else 'eager'} times); "
                   "roof = roofline time / measured time")
     table.add_column("shape", style="bold")
@@ -166,14 +170,15 @@ def write_csv(result: dict[str, Any], path: Path) -> None:
     kind = result["kind"]
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["shape", "impl", "kind", "median_us", "q1_us", "q3_us", "n", "graph_us", "tflops", "tbps",
-                    "roofline_frac", "peak_extra_bytes", "status"])
+        w.writerow(["shape", "impl", "kind", "median_us", "q1_us", "q3_us", "n", "graph_us", "host_us", "tflops",
+                    "tbps", "roofline_frac", "peak_extra_bytes", "status"])
         for row in result["rows"]:
             for name, r in row["results"].items():
                 e, g = r.get("eager") or {}, r.get("graph") or {}
                 status = "skipped" if "skipped" in r else "error" if "error" in r else "ok"
                 w.writerow([row["shape"], name, e.get("kind", kind), e.get("median_us"), e.get("q1_us"),
-                            e.get("q3_us"), e.get("n"), g.get("median_us"), r.get("tflops"), r.get("tbps"),
+                            e.get("q3_us"), e.get("n"), g.get("median_us"), host_cost(r), r.get("tflops"),
+                            r.get("tbps"),
                             r.get("roofline_frac"), r.get("peak_extra_bytes"), status])
 
 
@@ -188,8 +193,8 @@ def bench(
     csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="the full result, all samples")] = None,
     graph: bool = typer.Option(True, "--graph/--no-graph", help="also time CUDA-graph replay"),
-    speedup: str = typer.Option("eager", "--speedup", help="times the × column compares: eager or graph "
-                                "(CUDA-graph replay, launch gaps removed)"),
+    speedup: str = typer.Option(None, "--speedup", help="times the × column compares: eager or graph "
+                                "(CUDA-graph replay, launch gaps removed) \\[default: the op's rank_timing]"),
     time_cap: float = typer.Option(None, "--time-cap", min=0.05,
                                    help="seconds of sampling per implementation, shape and timing kind before "
                                         "the median is taken as it stands [GPU default: 3.0]"),
@@ -197,14 +202,16 @@ def bench(
 ) -> None:
     """Time implementations of an op side by side: per shape time, speedup and roofline fraction."""
     o = get_op(op)
+    import torch
+
+    gpu = torch.cuda.is_available()
+    speedup = speedup or (o.spec.rank_timing if graph and gpu else "eager")  # the interpreter has no graphs
     if speedup not in ("eager", "graph"):
         raise BenchUsageError(f"--speedup {speedup}: use eager or graph")
     if speedup == "graph" and not graph:
         raise BenchUsageError("--speedup graph needs the graph timings: drop --no-graph")
     if shapes is None:  # the interpreter needs minutes per full-set shape: smoke unless asked
-        import torch
-
-        shapes = "full" if torch.cuda.is_available() else "smoke"
+        shapes = "full" if gpu else "smoke"
         if shapes == "smoke":
             console.print("[yellow]no GPU: timing the smoke set in Triton's interpreter (--shapes full to "
                           "insist; interpreter times are not representative)[/yellow]")

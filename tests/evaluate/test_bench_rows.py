@@ -88,3 +88,27 @@ def test_an_op_ranked_on_graphs_times_and_compares_graph_replays(monkeypatch):
         assert other.rank == "graph" and other.screen_cfg["graph"] and other.compare_cfg["graph"]
     cpu = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
     assert cpu.rank == "eager" and cpu.screen_cfg is None
+
+
+def test_the_host_cost_is_eager_minus_graph_and_never_the_ranked_time(tmp_path):
+    """Issue 36: the host's cost per call is its own figure (bench outcome, bench table and CSV), and the
+    ranked times stay the replays'."""
+    import csv
+
+    from aka.cli.bench import _cell_time, write_csv
+    from aka.evaluate.outcomes import bench_outcome
+
+    graph = bench_outcome(GRAPH_ROWS, "graph")
+    assert graph.host_us == {"D1": 40.0} and graph.incumbent_host_us == {"D1": 100.0, "D2": 30.0}
+    assert graph.times_us == {"D1": 210.0}  # the replay, not the eager time
+    def cell(c):
+        return {**c, "eager": {**c["eager"], "q1_us": c["eager"]["median_us"], "q3_us": c["eager"]["median_us"]}}
+
+    assert "host 40.0" in _cell_time(cell(GRAPH_ROWS["rows"][0]["results"]["candidate"]))
+    assert "host" not in _cell_time(cell(GRAPH_ROWS["rows"][1]["results"]["candidate"]))  # no replay: no figure
+    path = tmp_path / "b.csv"
+    write_csv(GRAPH_ROWS, path)
+    rows = {(r["shape"], r["impl"]): r for r in csv.DictReader(path.open())}
+    assert float(rows["D1", "incumbent"]["host_us"]) == 100.0 and rows["D2", "candidate"]["host_us"] == ""
+    interp = bench_outcome({**GRAPH_ROWS, "kind": "interpreter"}, "graph")
+    assert interp.host_us == {}  # interpreter timings give no host figure
