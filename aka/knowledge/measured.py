@@ -454,12 +454,14 @@ def record_run(run: Any, op: Any, root: Path | None = None) -> int:
 # -- for the prompts --------------------------------------------------------------------------------
 
 
-def knowledge_lines(op_dir: Path | str, device_model: str, timing: str, incumbent_hash: str) -> list[str]:
+def knowledge_lines(op_dir: Path | str, device_model: str, timing: str, incumbent_hash: str,
+                    incumbent_config: dict[str, Any] | None = None) -> list[str]:
     """Short lines of what earlier runs measured against this incumbent on this device model in this
     timing, e.g. 'single_pass (structure): 0.82x vs the incumbent, NVIDIA H200, graph'. Entries whose
     template changed since (or whose pattern is gone) are left out. First looks at structures first,
     then by ratio, slowest first."""
-    entries = read_knowledge(knowledge_path(op_dir)).applicable(device_model, timing, incumbent_hash)
+    entries = read_knowledge(knowledge_path(op_dir)).applicable(device_model, timing, incumbent_hash,
+                                                                incumbent_config)
     current = template_hashes(op_dir)
     entries = [e for e in entries if current.get(e.structure) == e.template_hash]
     entries.sort(key=lambda e: (e.phase != "structure", e.ratio, e.structure))

@@ -76,3 +76,34 @@ def test_the_stable_block_is_the_same_for_every_call_until_a_promotion(tmp_path)
     assert d[0] != a[0] and "476.0 µs" in d[0]["text"]  # the promoted candidate's figures
     assert "profiled for the starting incumbent only" in d[0]["text"]
     assert "At most 16 tool calls" in c[1]["text"] and "time and profile run on this GPU" in c[1]["text"]
+
+
+def test_the_incumbent_block_lists_what_earlier_runs_measured_against_it(tmp_path):
+    """Issue 36: the prompts read kernels/<op>/knowledge.json too, not only the offline search."""
+    import shutil
+
+    from aka.agent.llm.offline import read_dict
+    from aka.evaluate.outcomes import code_hash
+    from aka.knowledge.measured import Entry, knowledge_path, record, template_hash
+
+    kdir = tmp_path / "kernels" / "gdn_prefill"
+    shutil.copytree(GDN.path("baseline").parent / "patterns", kdir / "patterns")
+    shutil.copy(GDN.path("baseline"), kdir / "baseline.py")
+    src = GDN.path("baseline").read_text()
+    record(knowledge_path(kdir), [Entry(
+        device="NVIDIA H200", timing="graph", structure="single_pass", phase="structure",
+        config={**read_dict(src, "CONFIG"), "cp": False}, changes={"cp": False}, ratio=0.73, measure="paired",
+        incumbent_hash=code_hash(src), template_hash=template_hash(src), run_id="R", attempt=0, date="2026-12-03")])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run_json(run_dir)
+    raw = json.loads((run_dir / "run.json").read_text())
+    raw["baseline"]["rank_timing"] = "graph"
+    (run_dir / "run.json").write_text(json.dumps(raw))
+    c = Context(op="gdn_prefill", attempt=0, incumbent_source=src, incumbent_label="baseline", baseline_path="",
+                kernel_dir=str(kdir), hardware={"name": "NVIDIA H200", "interpreter": False}, run_dir=str(run_dir))
+    block = prompts.plan_blocks(GDN, c, "triton")[0]["text"]
+    assert "- single_pass (structure): 0.73x vs the incumbent, NVIDIA H200, graph" in block
+    c.hardware = {"name": "NVIDIA H100", "interpreter": False}
+    other = prompts.plan_blocks(GDN, c, "triton")[0]["text"]
+    assert "single_pass (structure)" not in other and "(none recorded for this incumbent on this device)" in other

@@ -240,6 +240,21 @@ def lessons_text(ctx: Context) -> str:
     return "\n".join(f"- {x}" for x in ctx.lessons) or "(no earlier run of this op recorded lessons)"
 
 
+def measured_text(ctx: Context, run: dict[str, Any]) -> str:
+    """What earlier GPU runs measured against this incumbent (or one it replaced) on this device model,
+    from kernels/<op>/knowledge.json: so a model does not spend attempts re-measuring known losers."""
+    from aka.evaluate.outcomes import code_hash
+    from aka.knowledge.measured import config_of, knowledge_lines
+
+    hw = ctx.hardware or {}
+    timing = (run.get("baseline") or {}).get("rank_timing")
+    if not hw.get("name") or hw.get("interpreter") or not timing or not ctx.kernel_dir:
+        return "(none on this device)"
+    lines = knowledge_lines(ctx.kernel_dir, hw["name"], timing, code_hash(ctx.incumbent_source),
+                            config_of(ctx.incumbent_source))
+    return "\n".join(f"- {x}" for x in lines[:20]) or "(none recorded for this incumbent on this device)"
+
+
 def incumbent_block(op, ctx: Context, lang: str) -> str:
     run = read_run(ctx)
     _, arch = hardware_text(ctx)
@@ -247,7 +262,8 @@ def incumbent_block(op, ctx: Context, lang: str) -> str:
                     timing=(run.get("baseline") or {}).get("timing", "?"),
                     incumbent_results=incumbent_results(op, ctx, run), kernels=kernel_times_text(op, ctx, run),
                     compile=compile_text(ctx, run), evidence=evidence_text(ctx), cards=cards_text(op, arch),
-                    lessons=lessons_text(ctx), incumbent_source=ctx.incumbent_source.rstrip())
+                    lessons=lessons_text(ctx), measured=measured_text(ctx, run),
+                    incumbent_source=ctx.incumbent_source.rstrip())
 
 
 # ---------------------------------------------------------------------------------------------
