@@ -11,9 +11,19 @@ fi
 PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 
 # torch first, explicitly: left to the resolver, a bare "torch" pulls a multi-gigabyte CUDA build
-# even on CPU-only machines. A GPU user's existing torch (2.4 or newer) is kept as it is.
+# even on CPU-only machines. A GPU user's existing torch (2.4 or newer) is kept as it is. Without an
+# NVIDIA GPU the CPU build is named (+cpu) and PyTorch's CPU index added, so a machine with only the
+# public index gets the ~200 MB CPU wheel; a machine with a local wheel of that build takes it (an
+# unreachable index costs one quick retry). AKA_TORCH_INDEX picks another index (e.g. a CUDA one).
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  "${PIP[@]}" "torch==${AKA_TORCH_VERSION:-2.13.0}" ${AKA_TORCH_INDEX:+--index-url "$AKA_TORCH_INDEX"}
+  TORCH="torch==${AKA_TORCH_VERSION:-2.13.0}"
+  if [ -n "${AKA_TORCH_INDEX:-}" ]; then
+    "${PIP[@]}" "$TORCH" --index-url "$AKA_TORCH_INDEX"
+  elif nvidia-smi -L >/dev/null 2>&1; then
+    "${PIP[@]}" "$TORCH"
+  else
+    "${PIP[@]}" "$TORCH+cpu" --extra-index-url https://download.pytorch.org/whl/cpu --retries 1 --timeout 15
+  fi
 fi
 "${PIP[@]}" -e ".[dev,llm]"
 # FlashInfer-Bench's data models, so the interop tests validate exports against its own schema. Its
