@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from aka.errors import AkaError
 
@@ -42,14 +42,22 @@ class Price(BaseModel):
     model_config = ConfigDict(extra="forbid")
     input: float = Field(ge=0, description="USD per million uncached input tokens")
     output: float = Field(ge=0, description="USD per million output tokens")
-    cached_input: float | None = Field(None, ge=0, description="USD per million cached input tokens (None: input)")
+    cached_input: float | None = Field(None, ge=0, validation_alias=AliasChoices("cached_input", "cache_read"),
+                                       description="USD per million input tokens read from the cache (also "
+                                       "`cache_read` in the config file; None: input)")
     cache_write: float | None = Field(None, ge=0, description="USD per million input tokens written to the cache "
                                       "(None: input; Anthropic: 1.25 x input for its 5-minute cache)")
 
 
-# Public list prices (USD / 1M tokens) as the providers published them in 2025; an estimate only.
-# Newer models have no entry (cost shows as unknown): add them under [prices."MODEL"] in the config.
+# Public list prices (USD / 1M tokens) as the providers publish them; an estimate only. Every default
+# model of LLMConfig below needs an entry here (tests/agent/test_prices.py), so that a run with the
+# defaults shows a cost; a model without one shows "no price for this model": add it under
+# [prices."MODEL"] in the config file, which also overrides any entry here.
+# claude-sonnet-4-6: platform.claude.com/docs/en/about-claude/pricing (base input, 5-minute cache
+# write, cache hit, output). gpt-5.5 (the OpenAI default) has no entry: OpenAI's own standard-tier
+# page was not found to confirm it (docs/llm.md, "Tokens and cost").
 DEFAULT_PRICES: dict[str, Price] = {
+    "claude-sonnet-4-6": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),
     "claude-opus-4-1": Price(input=15.0, output=75.0, cached_input=1.5, cache_write=18.75),
     "claude-opus-4-5": Price(input=5.0, output=25.0, cached_input=0.5, cache_write=6.25),
     "claude-sonnet-4-5": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),

@@ -83,10 +83,13 @@ def write_run_report(run_dir: Path, out: Path) -> Path:
                     "shape, not kernel speed, and nothing measured this way can be promoted.</p>")
     body += [f'<p class="note">{e(n)}</p>' for n in r.notes]
     body.append("<h2>Search trajectory</h2>")
+    inc_line = bool(report_plots.incumbent_steps(r)[0]) and (
+        r.start_label != "baseline" or any(a.verdict == "promoted" for a in r.attempts))
     lines = "baseline and best competitor as lines" if r.best_competitor else "baseline as a line"
     body.append(_figure(out, "trajectory.png", report_plots.trajectory(r),
                         f"best geomean latency against attempt number, {lines}"
-                        + (", cumulative tokens on the right axis" if r.llm_used else "")))
+                        + (", the kernel in place as a step line (it changes at promotions)" if inc_line else "")
+                        + (", cumulative tokens on the right axis (from 0)" if r.llm_used else "")))
     # the final kernel is the one in place when the run ended: a candidate only if it was promoted
     body.append("<h2>Per-shape speedup of the final kernel</h2>" if r.diffs else
                 "<h2>Per-shape speedup of the best candidate (not promoted)</h2>")

@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: CI and device machines have no display
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from aka.report.tables import PromotionRow, RunReport  # noqa: E402
@@ -41,7 +42,15 @@ def _empty(ax, text: str) -> None:
 
 
 def trajectory(r: RunReport) -> bytes:
-    """Best geomean latency against attempt number; baseline and best competitor as lines; tokens."""
+    return _png(trajectory_figure(r))
+
+
+def trajectory_figure(r: RunReport) -> Figure:
+    """Best geomean latency against attempt number; baseline, the kernel in place (a step line that
+    changes at promotions) and best competitor as lines; cumulative tokens on an axis from 0.
+
+    Without the kernel in place a run that started from a promoted kernel misleads: a candidate
+    1.004x faster than it sits far below the baseline line and reads as a large gain."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     pts = [a for a in r.attempts if a.geomean_us is not None]
     vals = [a.geomean_us for a in pts] + [r.baseline_geomean or 0.0]
@@ -66,10 +75,11 @@ def trajectory(r: RunReport) -> bytes:
     if best:
         ax.step([n for n, _ in best], [b / scale for _, b in best], where="post", color="black", lw=1.6,
                 label="best timed so far")
-    inc = [(a.n, a.incumbent_us) for a in r.attempts if a.incumbent_us is not None]
-    if inc and any(a.verdict == "promoted" for a in r.attempts):  # otherwise it is the baseline line again
-        ax.step([n for n, _ in inc], [v / scale for _, v in inc], where="post", color=COLORS["promoted"], lw=1.4,
-                ls="-.", label="incumbent (promoted kernel)")
+    xs, ys = incumbent_steps(r)
+    if xs and (r.start_label != "baseline" or any(a.verdict == "promoted" for a in r.attempts)):
+        # (a run from the baseline that promoted nothing: the baseline line already is the kernel in place)
+        ax.step(xs, [v / scale for v in ys], where="post", color=COLORS["incumbent"], lw=1.6, ls="-.",
+                label=f"kernel in place (from {r.start_label}; changes at promotions)", zorder=2)
     untimed = [a.n for a in r.attempts if a.geomean_us is None]
     if untimed:  # a rug on the x axis: attempts that stopped before the bench still count on the axis
         ax.scatter(untimed, [0.02] * len(untimed), transform=ax.get_xaxis_transform(), marker="x", s=22,
@@ -84,9 +94,10 @@ def trajectory(r: RunReport) -> bytes:
         ax.set_xlim(min(ns) - 0.5, max(ns) + 0.5)
     if r.llm_used:
         ax2 = ax.twinx()
-        ax2.plot(ns, [a.cum_tokens for a in r.attempts], color=COLORS["tokens"], lw=1, alpha=0.8,
-                 label="tokens (cumulative)")
+        cum = [a.cum_tokens for a in r.attempts]
+        ax2.plot(ns, cum, color=COLORS["tokens"], lw=1, alpha=0.8, label="tokens (cumulative)")
         ax2.set_ylabel("tokens (cumulative)", color=COLORS["tokens"])
+        ax2.set_ylim(0, max(max(cum, default=0) * 1.05, 1))  # a count: from 0, not from the first value
         h2, l2 = ax2.get_legend_handles_labels()
     else:
         h2, l2 = [], []
@@ -95,7 +106,25 @@ def trajectory(r: RunReport) -> bytes:
     ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     ax.set_title(f"{r.op}: search trajectory ({r.timing_label})", fontsize=11)
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return fig
+
+
+def incumbent_steps(r: RunReport) -> tuple[list[float], list[float]]:
+    """The kernel in place as a post-step line: the run's starting kernel from half an attempt before
+    the first one, then after each attempt's decision (it changes at promotions), to half an attempt
+    after the last. Empty when no geomean of it is known."""
+    xs: list[float] = []
+    ys: list[float] = []
+    if r.attempts and r.start_us is not None:
+        xs, ys = [r.attempts[0].n - 0.5], [r.start_us]
+    for a in r.attempts:
+        if a.incumbent_us is not None:
+            xs.append(a.n)
+            ys.append(a.incumbent_us)
+    if xs:
+        xs.append(r.attempts[-1].n + 0.5)
+        ys.append(ys[-1])
+    return xs, ys
 
 
 def speedup(r: RunReport) -> bytes:
@@ -142,18 +171,50 @@ def implementations(r: RunReport) -> bytes:
 
 
 def history(op: str, rows: list[PromotionRow]) -> bytes:
-    """Geomean speedup over the baseline of each promoted kernel, oldest first."""
+    return _png(history_figure(op, rows))
+
+
+def baseline_segments(rows: list[PromotionRow]) -> list[list[tuple[int, PromotionRow]]]:
+    """The promotions with a recorded speedup, (index in rows, row), cut into runs of one baseline.
+
+    A "vs baseline" figure is measured against the baseline of its time: where promoted.json's
+    baseline_hash changes between consecutive promotions (a record without one predates the field:
+    its baseline is unknown, so it differs from a recorded one) the figures are not comparable and
+    a line across the change would read as a regression or a gain that no kernel made."""
+    segs: list[list[tuple[int, PromotionRow]]] = []
+    for i, p in enumerate(rows):
+        if not p.vs_baseline:
+            continue
+        if not segs or segs[-1][-1][1].baseline_hash != p.baseline_hash:
+            segs.append([])
+        segs[-1].append((i, p))
+    return segs
+
+
+def history_figure(op: str, rows: list[PromotionRow]) -> Figure:
+    """Geomean speedup over the baseline of each promoted kernel, oldest first; one line per baseline,
+    a vertical line where the baseline changed."""
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    pts = [(i, p) for i, p in enumerate(rows) if p.vs_baseline]
-    if not pts:
+    segs = baseline_segments(rows)
+    if not segs:
         _empty(ax, f"{op}: no promotion with a recorded speedup")
     else:
+        pts = [pt for seg in segs for pt in seg]
         ax.axhline(1.0, color=COLORS["baseline"], ls="--", lw=1.2, label="baseline (1.0)")
-        ax.plot([i for i, _ in pts], [p.vs_baseline for _, p in pts], marker="o", color=COLORS["promoted"],
-                label="promoted kernel")
+        for k, seg in enumerate(segs):
+            ax.plot([i for i, _ in seg], [p.vs_baseline for _, p in seg], marker="o", color=COLORS["promoted"],
+                    label="promoted kernel" if k == 0 else "_nolegend_")
+            if k:
+                x = (segs[k - 1][-1][0] + seg[0][0]) / 2
+                h = seg[0][1].baseline_hash
+                ax.axvline(x, color=COLORS["competitor"], ls=":", lw=1.2,
+                           label="baseline changed" if k == 1 else "_nolegend_")
+                ax.text(x, 0.98, f" baseline changed ({h[:7] if h else 'not recorded'})", rotation=90,
+                        transform=ax.get_xaxis_transform(), ha="right", va="top", fontsize=7,
+                        color=COLORS["competitor"])
         ax.set_xticks([i for i, _ in pts], [f"{p.rev[:7]}\n{p.date[:10]}" for _, p in pts], fontsize=7)
-        ax.set_ylabel("geomean speedup over baseline (×)")
+        ax.set_ylabel("geomean speedup over the baseline of its time (×)")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     ax.set_title(f"{op}: promotion history (GPU timings recorded at promotion)", fontsize=11)
-    return _png(fig)
+    return fig

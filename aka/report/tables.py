@@ -88,6 +88,7 @@ class RunReport:
     llm_used: bool
     notes: list[str] = field(default_factory=list)
     start_label: str = "baseline"  # the kernel the run started from (still in place when nothing was promoted)
+    start_us: float | None = None  # its geomean latency, timed at the run's set-up
 
     @property
     def interpreter(self) -> bool:
@@ -198,7 +199,7 @@ def load_run_report(run_dir: Path) -> RunReport:
         baseline_us=base_us, baseline_geomean=base_g, attempts=rows,
         best_competitor=min(comps, key=lambda b: b.geomean_us) if comps else None, bars=bars,
         final_label=label, speedups=speedups, diffs=kernel_diffs(run_dir, attempts, start_label),
-        llm_used=any(r.tokens for r in rows), notes=notes, start_label=start_label)
+        llm_used=any(r.tokens for r in rows), notes=notes, start_label=start_label, start_us=inc_g)
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,7 @@ class PromotionRow:
     vs_baseline: float | None
     device: str
     subject: str
+    baseline_hash: str | None = None  # promoted.json's: the baseline its "vs baseline" is measured against
 
 
 def promotion_rows(root: Path, op: str) -> tuple[list[PromotionRow], str]:
@@ -230,5 +232,5 @@ def rows_from(entries: list[Any]) -> list[PromotionRow]:
     from aka.run.standing import history_figures
 
     return [PromotionRow(p.rev, p.date, str(p.meta.get("run_id", "-")), p.meta.get("attempt", "-"), vs_prev,
-                         vs_base, str(p.meta.get("device", "?")), p.subject)
+                         vs_base, str(p.meta.get("device", "?")), p.subject, p.meta.get("baseline_hash"))
             for p, (vs_prev, vs_base) in zip(entries, history_figures(entries))]
