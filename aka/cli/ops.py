@@ -9,7 +9,7 @@ from rich.table import Table
 
 from aka.contract.ops import get_op, op_names
 from aka.contract.spec import SHAPE_SETS
-from aka.errors import ContractError
+from aka.errors import AkaError, ContractError
 
 console = Console()
 
@@ -43,6 +43,19 @@ def ops() -> None:
         raise typer.Exit(1)
 
 
+def _need_cost_model(o) -> None:
+    """One line naming the file, where an op drafted by `aka import` has no cost model yet."""
+    rel = o.spec.modules.model
+    models = sorted((o.root / "kernels").glob("*/model.py"), key=lambda p: (p.parent.name != "gdn_prefill", p))
+    example = next((f"; see {p.relative_to(o.root)}" for p in models if p != o.path("model")), "")
+    what = f"write the op's cost model (flops(case), min_bytes(case)){example}"
+    if not o.path("model").is_file():
+        raise AkaError(f"{rel} is missing: {what}")
+    missing = [f for f in ("flops", "min_bytes") if not callable(getattr(o.model, f, None))]
+    if missing:
+        raise AkaError(f"{rel} defines no {' and no '.join(f + '()' for f in missing)}: {what}")
+
+
 def shapes(
     op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
     set_: str = typer.Option("full", "--set", help="full, smoke, edge, or comma-separated shape ids"),
@@ -50,6 +63,7 @@ def shapes(
     """Show a shape set with the FLOPs and minimal bytes of each case."""
     o = get_op(op)
     cases = o.cases(set_)
+    _need_cost_model(o)
     # a narrow terminal (80 columns) has no room for a notes column: the notes follow the table,
     # whole, and a parameter longer than its column folds instead of ending in "…"
     narrow = console.width < 120

@@ -5,7 +5,8 @@ What goes where (FlashInfer-Bench's layout, so `TraceSet.from_path(OUT)` reads i
   workloads/<op_type>/<op>.jsonl         the full shape set, one workload trace per case
   blob/workloads/<op_type>/<op>/...      the index tensors (cu_seqlens, page tables) by value
   solutions/<op_type>/<op>/<name>.json   the promoted kernel (else the baseline)
-  traces/<op_type>/<op>.jsonl            that kernel's recorded GPU timings, one trace per case and device
+  traces/<op_type>/<op>.jsonl            that kernel's recorded GPU timings with the gate's errors, one trace
+                                         per case and device (aka.interop.fib_traces says what is in them)
   aka/<op>.json                          this export's manifest: case ids per uuid, notes, validation
 Everything is built and validated in memory first, so a failure writes nothing.
 """
@@ -45,7 +46,7 @@ from aka.interop.fib_models import (
     fib_check,
     load_fib,
 )
-from aka.interop.fib_traces import build_traces
+from aka.interop.fib_traces import TRACE_EXCLUDE, build_traces
 
 _SCALAR_DTYPES = {"float": "float32", "int": "int64", "bool": "bool"}
 _BY_VALUE = ("int32", "int64")  # index tensors: their values, not just their shapes, define the workload
@@ -285,10 +286,11 @@ def export(op, settings: ExportSettings) -> ExportReport:
     workloads, blobs, notes = build_workloads(op, definition, dims, op_type, settings.seed)
     sol, label, kernel, sol_notes = build_solution(op)
     found, rec_notes = recorded.measurements(op.root, op.name, label, kernel.read_text())
-    traces, used = build_traces(definition, sol, workloads, found)
+    traces, used, trace_notes = build_traces(definition, sol, workloads, found)
+    rec_notes += trace_notes
     if not traces:
-        rec_notes.append(f"no GPU measurement of this {label} source is recorded (promoted.json, runs/): the "
-                         "solution is written without traces")
+        rec_notes.append(f"no GPU measurement of this {label} source is recorded with a gate error figure "
+                         "(promoted.json, runs/): the solution is written without traces")
     files = {"definition": f"definitions/{op_type}/{op.name}.json", "workloads": f"workloads/{op_type}/{op.name}.jsonl",
              "solution": f"solutions/{op_type}/{op.name}/{sol.name}.json",
              "traces": f"traces/{op_type}/{op.name}.jsonl", "manifest": f"aka/{op.name}.json"}
@@ -297,7 +299,7 @@ def export(op, settings: ExportSettings) -> ExportReport:
              "workloads": "".join(Trace(definition=op.name, workload=w).model_dump_json() + "\n"
                                   for w in workloads.values()),
              "solution": sol.model_dump_json(indent=2, exclude_unset=True) + "\n",
-             "traces": "".join(t.model_dump_json() + "\n" for t in traces)}
+             "traces": "".join(t.model_dump_json(exclude=TRACE_EXCLUDE) + "\n" for t in traces)}
     records = [(kind, files[kind], texts[kind]) for kind in ("definition", "solution")]
     for kind, key in (("workload", "workloads"), ("trace", "traces")):
         records += [(kind, f"{files[key]}:{i}", line) for i, line in enumerate(texts[key].splitlines(), 1)]

@@ -8,6 +8,12 @@
 A figure is the kernel's only when the code hash recorded with it is the hash of the source exported:
 promoted.json of an older kernel, or a run of an earlier baseline, describes other code. Timings from
 the CPU interpreter are never exported: they say nothing about the kernel's speed.
+
+Every set of timings carries its kind: "graph" (medians of CUDA-graph replays: the kernel's GPU work)
+or "eager" (medians of eager calls between CUDA events: the host's launch gaps included). A record that
+names none predates the field and was eager. Error figures are the gate's worst rel L2 per case and
+output; the gate ran on one device model, and its figures are lent only to timings of the same code on
+the same model.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -32,10 +38,17 @@ class Measurement(BaseModel):
     device: str
     libs: dict[str, str]
     timestamp: str = Field(description="ISO 8601")
-    times_us: dict[str, float] = Field(description="case id -> eager median, µs")
+    times_us: dict[str, float] = Field(description="case id -> median, µs, of the kind `timing` names")
+    timing: Literal["graph", "eager"] = Field(description="graph: CUDA-graph replays; eager: eager calls")
+    host_us: dict[str, float] = Field(default_factory=dict, description="case id -> eager minus graph, µs")
     speedup_vs_baseline: dict[str, float] = Field(default_factory=dict)
     gate_sets: list[str] = Field(default_factory=list)
     gate_errors: dict[str, dict[str, dict[str, float | None]]] = Field(default_factory=dict)
+    errors_from: str = Field("", description="where gate_errors come from, for the trace's log")
+
+
+def _timing(d: dict[str, Any], key: str = "timing") -> Literal["graph", "eager"]:
+    return "graph" if d.get(key) == "graph" else "eager"  # no field: recorded before aka timed graphs
 
 
 def _libs(d: dict[str, Any]) -> dict[str, str]:
@@ -72,18 +85,21 @@ def from_promoted(root: Path, op: str, source: str) -> tuple[list[Measurement], 
     out = []
     gate = meta.get("gate") or {}
     if meta.get("times_us") and meta.get("device"):
+        gate_device = gate.get("device") or meta["device"]
         out.append(Measurement(
             source=f"promotion of run {meta.get('run_id')} attempt {meta.get('attempt')} (kernels/{op}/promoted.json)",
             device=meta["device"], libs=_libs(meta), timestamp=_promotion_time(root, op, meta),
-            times_us=meta["times_us"], speedup_vs_baseline=meta.get("speedup_vs_baseline") or {},
-            gate_sets=gate.get("sets") or [], gate_errors=gate.get("errors") or {}))
+            times_us=meta["times_us"], timing=_timing(meta), host_us=meta.get("host_us") or {},
+            speedup_vs_baseline=meta.get("speedup_vs_baseline") or {},
+            gate_sets=gate.get("sets") or [], gate_errors=gate.get("errors") or {},
+            errors_from=f"the promotion's gate ({'+'.join(gate.get('sets') or []) or '?'}) on {gate_device}"))
     for device, entry in (meta.get("devices") or {}).items():
         if entry.get("times_us") and entry.get("code_hash") in (None, h):
             base = entry.get("baseline_us") or {}
             out.append(Measurement(
                 source=f"aka regress first measurement on {device} (kernels/{op}/promoted.json devices)",
                 device=device, libs=_libs(entry), timestamp=entry.get("measured_at") or "unknown",
-                times_us=entry["times_us"],
+                times_us=entry["times_us"], timing=_timing(entry),
                 speedup_vs_baseline={s: base[s] / t for s, t in entry["times_us"].items() if base.get(s) and t}))
     return out, []
 
@@ -110,7 +126,8 @@ def from_runs(runs_root: Path, op: str, source: str) -> tuple[list[Measurement],
         out[dev["name"]] = Measurement(
             source=f"run {run_id}: the incumbent's timing before its first attempt (runs/{op})",
             device=dev["name"], libs=_libs(dev), timestamp=info.get("started") or _iso_from_run_id(run_id),
-            times_us=base["incumbent_us"],
+            times_us=base["incumbent_us"], timing=_timing(base, "rank_timing"),
+            host_us=base.get("incumbent_host_us") or {},
             speedup_vs_baseline={s: base["baseline_us"][s] / t for s, t in base["incumbent_us"].items()
                                  if (base.get("baseline_us") or {}).get(s) and t},
             gate_sets=list((base.get("incumbent_gate") or {}).get("sets") or []))
@@ -123,4 +140,10 @@ def measurements(root: Path, op: str, label: str, source: str) -> tuple[list[Mea
     """Everything recorded for this source: the promotion's figures first, then runs' timings."""
     found, notes = from_promoted(root, op, source) if label == "promoted" else ([], [])
     more, more_notes = from_runs(root / "runs", op, source)
-    return found + more, notes + more_notes
+    found += more
+    gated = next((m for m in found if m.gate_errors), None)
+    gate_device = ((gitops.read_promoted_meta(root, op) or {}).get("gate") or {}).get("device") if gated else None
+    for m in found:  # the same code on the same device model: the gate's figures are this timing's too
+        if gated is not None and not m.gate_errors and m.device == (gate_device or gated.device):
+            m.gate_errors, m.gate_sets, m.errors_from = gated.gate_errors, gated.gate_sets, gated.errors_from
+    return found, notes + more_notes

@@ -5,8 +5,8 @@ makes the full set's inputs on the CPU to read their shapes (~15 s). Every recor
 aka's copy of FlashInfer-Bench's schema; where flashinfer-bench is installed, with its own models too.
 """
 
+import ast
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -141,52 +141,106 @@ def _toy_project(tmp_path: Path, meta_hash: str | None = None) -> tuple[Path, st
     (kdir / "promoted.py").write_text(src)
     h = code_hash(src)
     meta = {"op": "scale_add", "run_id": "20261129-193311-962fd6", "attempt": 3, "code_hash": meta_hash or h,
-            "times_us": {"F1": 12.5}, "speedup_vs_baseline": {"F1": 1.25}, "device": "NVIDIA H200",
+            "times_us": {"F1": 12.5}, "timing": "graph", "host_us": {"F1": 9.0},
+            "speedup_vs_baseline": {"F1": 1.25}, "device": "NVIDIA H200",
             "driver": "570.1", "cuda": "12.8", "torch": "2.8.0", "triton": "3.4.0", "python": "3.11.9",
-            "gate": {"sets": ["smoke", "edge", "full"],
+            "gate": {"sets": ["smoke", "edge", "full"], "device": "NVIDIA H200",
                      "errors": {"F1": {"o": {"rel_l2": 1e-7, "plain_rel_l2": 2e-7}}}}}
     (kdir / "promoted.json").write_text(json.dumps(meta))
     commit = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "promote"]
     for cmd in (["init", "-q"], ["add", "-A"], commit):
         subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
 
-    def run(run_id, timing, device, us):
+    def run(run_id, timing, device, us, rank_timing=None):
         d = root / "runs" / "scale_add" / run_id
         d.mkdir(parents=True)
+        base = {"timing": timing, "baseline_us": {"F1": 20.0}, "incumbent_us": {"F1": us},
+                "incumbent_gate": {"sets": ["smoke", "edge"], "ok": True}}
         (d / "run.json").write_text(json.dumps({
             "started": "2026-11-30T10:00:00", "incumbent": {"label": "promoted", "hash": h},
             "device": {"name": device, "interpreter": timing != "gpu", "torch": "2.9.0", "triton": "3.5.0"},
-            "baseline": {"timing": timing, "baseline_us": {"F1": 20.0}, "incumbent_us": {"F1": us},
-                         "incumbent_gate": {"sets": ["smoke", "edge"], "ok": True}}}))
+            "baseline": base | ({"rank_timing": rank_timing} if rank_timing else {})}))
 
-    run("20261130-100000-aaaaaa", "gpu", "NVIDIA B200", 10.0)
+    run("20261130-100000-aaaaaa", "gpu", "NVIDIA B200", 10.0, "graph")  # no gate ran on a B200: no errors
     run("20261130-110000-bbbbbb", "interpreter", "cpu (Triton interpreter)", 900.0)
+    run("20261128-090000-cccccc", "gpu", "NVIDIA H200", 25.0)  # before rank_timing: eager, on a graph-timed device
     return root, h
 
 
-def test_promoted_kernel_exports_its_recorded_timings_as_traces(tmp_path):
+def test_promoted_kernel_exports_its_graph_timing_and_gate_error_as_a_trace(tmp_path):
     root, h = _toy_project(tmp_path)
     op = get_op("scale_add", root)
     rep = export(op, ExportSettings(op="scale_add", out=tmp_path / "out"))
-    assert rep.kernel == "promoted" and rep.solution == f"aka_scale_add_promoted_{h}" and rep.traces == 2
-    traces = [Trace.model_validate_json(ln) for ln in _lines(tmp_path / "out" / rep.files["traces"])]
-    by_hw = {t.evaluation.environment.hardware: t for t in traces}
-    assert set(by_hw) == {"NVIDIA_H200", "NVIDIA_B200"}
-    h200 = by_hw["NVIDIA_H200"].evaluation
-    assert h200.status == "PASSED" and h200.performance.latency_ms == pytest.approx(0.0125)
+    assert rep.kernel == "promoted" and rep.solution == f"aka_scale_add_promoted_{h}" and rep.traces == 1
+    (t,) = [Trace.model_validate_json(ln) for ln in _lines(tmp_path / "out" / rep.files["traces"])]
+    h200 = t.evaluation
+    assert h200.environment.hardware == "NVIDIA_H200" and t.workload.axes == {"N": 4096}
+    assert h200.status == "PASSED" and h200.performance.latency_ms == pytest.approx(0.0125)  # the graph median
     assert h200.environment.libs == {"torch": "2.8.0", "triton": "3.4.0", "cuda": "12.8", "driver": "570.1",
                                      "python": "3.11.9"}
     commit_date = subprocess.run(["git", "log", "-1", "--format=%aI"], cwd=root, capture_output=True, text=True)
     assert h200.timestamp == commit_date.stdout.strip()  # the promotion commit's date, not the run's start
-    assert math.isnan(h200.correctness.max_relative_error)  # not measured by aka: not claimed
-    assert h200.correctness.extra["aka_rel_l2"] == {"o": 1e-7} and h200.correctness.extra["aka_case"] == "F1"
+    assert h200.correctness.max_relative_error == pytest.approx(1e-7)  # the gate's rel L2, measured
+    extra = h200.correctness.extra
+    assert extra["aka_rel_l2"] == {"o": 1e-7} and extra["aka_case"] == "F1" and extra["aka_timing"] == "graph"
+    assert extra["aka_host_us"] == 9.0 and "on NVIDIA H200" in extra["aka_errors_from"]
     assert h200.performance.speedup_factor == 0.0 and "1.250x aka's baseline" in h200.log
-    b200 = by_hw["NVIDIA_B200"].evaluation
-    assert b200.performance.latency_ms == pytest.approx(0.010) and b200.environment.libs["torch"] == "2.9.0"
-    assert any("1 run(s) timed this kernel in the CPU interpreter only" in n for n in rep.notes)
-    assert by_hw["NVIDIA_H200"].workload.axes == {"N": 4096}
+    first = h200.log.splitlines()[0]
+    assert first.startswith("12.5 us, timing: graph") and "max_absolute_error: not measured" in h200.log
     raw = json.loads(_lines(tmp_path / "out" / rep.files["traces"])[0])
-    assert raw["evaluation"]["correctness"]["max_relative_error"] == "NaN"  # FIB's own spelling of NaN
+    assert "max_absolute_error" not in raw["evaluation"]["correctness"]  # not measured: not claimed
+    assert "NaN" not in _lines(tmp_path / "out" / rep.files["traces"])[0]
+    notes = "\n".join(rep.notes)
+    assert "1 run(s) timed this kernel in the CPU interpreter only" in notes
+    assert "no gate error figure for F1 on NVIDIA B200" in notes  # timed there, never gated there
+    assert "eager timings on NVIDIA H200, which has graph timings of this code: left out" in notes
+
+
+def test_eager_timings_are_named_and_borrow_the_gate_of_their_device_model(tmp_path):
+    root, h = _toy_project(tmp_path)
+    meta = json.loads((root / "kernels/scale_add/promoted.json").read_text())
+    meta.pop("timing")  # a promotion recorded before the field: eager
+    (root / "kernels/scale_add/promoted.json").write_text(json.dumps(meta))
+    rep = export(get_op("scale_add", root), ExportSettings(op="scale_add", out=tmp_path / "out"))
+    traces = [Trace.model_validate_json(ln) for ln in _lines(tmp_path / "out" / rep.files["traces"])]
+    assert sorted(t.evaluation.performance.latency_ms for t in traces) == pytest.approx([0.0125, 0.025])
+    for t in traces:
+        assert "timing: eager" in t.evaluation.log.splitlines()[0]
+        assert t.evaluation.correctness.extra["aka_timing"] == "eager"
+        assert t.evaluation.correctness.max_relative_error == pytest.approx(1e-7)  # the H200 gate, same code
+    assert rep.traces == 2 and any("B200" in n for n in rep.notes)
+
+
+FIB_REPORT = ("import sys, flashinfer_bench.cli.main as m\n"
+              "m.cli_config_logging = lambda args: m.configure_logging('INFO')\n"  # 0.1.2 logs reports at INFO
+              "sys.argv = ['flashinfer-bench', *sys.argv[1:]]\nm.cli()")
+
+
+def _fib(*args: str, script: bool = False) -> subprocess.CompletedProcess:
+    """flashinfer-bench's own CLI: its console script as installed, or its cli() with INFO logging (0.1.2
+    configures WARNING for `report`, so on success its report commands print nothing)."""
+    cmd = [str(Path(sys.executable).parent / "flashinfer-bench")] if script else [sys.executable, "-c", FIB_REPORT]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_flashinfer_benchs_own_report_finds_the_exported_solution(tmp_path):
+    pytest.importorskip("flashinfer_bench.cli.main", reason="flashinfer-bench's CLI does not import here "
+                        "(pip install 'aka[fib]')")
+    root, _ = _toy_project(tmp_path)
+    out = tmp_path / "out"
+    rep = export(get_op("scale_add", root), ExportSettings(op="scale_add", out=out))
+    best = _fib("report", "best", "--local", str(out))
+    assert best.returncode == 0, best.stderr
+    assert "No valid solution found" not in best.stderr
+    assert "Best solution for scale_add:" in best.stderr and f"- Solution: {rep.solution}" in best.stderr
+    assert "rel=1.00e-07" in best.stderr and "timing: graph" in best.stderr  # its log snippet names the timing
+    summary = _fib("report", "summary", "--local", str(out))
+    assert summary.returncode == 0, summary.stderr
+    line = next(ln for ln in summary.stderr.splitlines() if "'total'" in ln)
+    stats = ast.literal_eval(line[line.index("{"):])
+    assert stats["total"] == stats["passed"] == 1 and stats["avg_latency_ms"] == pytest.approx(0.0125)
+    plain = _fib("report", "best", "--local", str(out), script=True)  # the console script, its own logging
+    assert plain.returncode == 0 and "No valid solution found" not in plain.stderr + plain.stdout
 
 
 def test_figures_of_another_kernel_are_not_exported(tmp_path):

@@ -126,3 +126,17 @@ def test_import_validates_against_flashinfer_bench_models(tmp_path):
                         "it pulls flashinfer and CUDA packages")
     d, _ = draft(ImportSettings(definition=GDN, workloads=GDN_WL, out=tmp_path / f"{GDN.stem}.yaml"), tmp_path)
     assert d.validation == "definition validated against flashinfer-bench's models"
+
+
+def test_shapes_of_an_imported_op_names_the_missing_cost_model(tmp_path):
+    root = tmp_path / "proj"
+    shutil.copytree(REPO / "tests" / "support" / "toyop", root)
+    assert aka("import", str(GDN), "--workloads", str(GDN_WL), "--name", "gdn_copy", cwd=root).returncode == 0
+    r = aka("shapes", "gdn_copy", cwd=root)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["error: kernels/gdn_copy/model.py is missing: write the op's cost model "
+                                             "(flops(case), min_bytes(case)); see kernels/scale_add/model.py"]
+    (root / "kernels" / "gdn_copy").mkdir()
+    (root / "kernels" / "gdn_copy" / "model.py").write_text("def flops(case):\n    return 1.0\n")
+    r = aka("shapes", "gdn_copy", cwd=root)
+    assert r.returncode == 1 and r.stderr.startswith("error: kernels/gdn_copy/model.py defines no min_bytes(): ")
