@@ -220,11 +220,26 @@ class Attempt(BaseModel):
 # -- reading a run back ---------------------------------------------------------------------------
 
 
+class AmbiguousRunError(UnknownRunError):
+    """A run id prefix that more than one run starts with."""
+
+
 def find_run(runs_root: Path, run_id: str) -> Path:
-    hits = [p for p in runs_root.glob(f"*/{run_id}") if (p / "run.json").is_file()] if run_id else []
-    if not hits:
-        raise UnknownRunError(f"unknown run '{run_id}'; `aka runs` lists the runs under {runs_root}")
-    return hits[0]
+    """runs/<op>/<run_id>/: the run with exactly this id, else the only run whose id starts with it
+    (`aka runs` lists ids in full; a unique prefix is enough to type)."""
+    runs = sorted((p for p in runs_root.glob("*/*") if (p / "run.json").is_file()), key=lambda p: p.name)
+    if run_id:
+        exact = [p for p in runs if p.name == run_id]
+        if exact:
+            return exact[0]
+        hits = [p for p in runs if p.name.startswith(run_id)]
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            shown = ", ".join(p.name for p in hits[:8]) + (f" and {len(hits) - 8} more" if len(hits) > 8 else "")
+            raise AmbiguousRunError(f"run id '{run_id}' is ambiguous: {len(hits)} runs start with it ({shown}); "
+                                    "type more of the id")
+    raise UnknownRunError(f"unknown run '{run_id}'; `aka runs` lists the runs under {runs_root}")
 
 
 def read_attempts(run_dir: Path) -> list[Attempt]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,7 +52,7 @@ def run_worker(payload: dict[str, Any], timeout: float, total: int | None = None
 
 
 def _with_progress(payload: dict[str, Any], timeout: float, total: int):
-    with tempfile.TemporaryDirectory(prefix="aka-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"aka-bench-{os.getpid()}-") as tmp:
         path = Path(tmp) / "progress.jsonl"
         path.touch()
         with ThreadPoolExecutor(1) as pool, Progress(

@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 
+from aka.cli.show_attempt import ATTEMPT_HELP, show_attempt
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
 from aka.records import Attempt, find_run, read_attempts
@@ -19,9 +21,32 @@ from aka.run import gitops
 from aka.run.store import list_runs
 from aka.settings import OptimizeSettings
 
-console = Console()
-if not console.is_terminal:  # logs (device runs, CI): wide enough that the tables do not wrap
-    console = Console(width=160)
+LOG_WIDTH = 160
+
+
+class TableConsole(Console):
+    """rich's Console with one difference: where stdout is no terminal and COLUMNS is unset (a log: a
+    device run, CI) it is LOG_WIDTH wide, so the tables do not wrap. COLUMNS, when set, always wins.
+    Both are read at each print, not when the module is imported."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if kw.get("width") is None:
+            self._width = None  # rich froze COLUMNS here; size reads it at each print instead
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(LOG_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+console = TableConsole()
 
 
 def _x(v: float | None) -> str:
@@ -256,13 +281,46 @@ def runs(op: str = typer.Argument(None, help="only this op"),
     rows = list_runs(project_root() / "runs", op)
     if as_json:
         return _print_json(rows)
-    t = Table(title="aka runs")
-    for col in ("run", "op", "started", "status", "attempts", "best", "promoted", "device"):
-        t.add_column(col)
+    console.print(runs_table(rows, console))
+
+
+RUNS_COLUMNS = ("run", "op", "started", "status", "attempts", "best", "promoted", "device")
+OPTIONAL_COLUMNS = ("started", "device", "promoted")  # left out in this order where the table would not fit
+
+
+def runs_table(rows: list[dict[str, Any]], con: Console) -> Table:
+    """The `aka runs` table, as wide as ``con``. A run id is never cut: `aka show`, `aka report` and
+    `aka optimize --resume` need it typed (or a unique prefix of it). Where the table would not fit,
+    it leaves out the started time (the id begins with it, in UTC), the device and the promotions, in this
+    order, and says so; what still does not fit wraps."""
+    left_out: list[str] = []
+    while True:
+        t = _runs_table(rows, [c for c in RUNS_COLUMNS if c not in left_out], left_out)
+        if len(left_out) == len(OPTIONAL_COLUMNS) or _natural_width(con, t) <= con.width:
+            return t
+        left_out.append(OPTIONAL_COLUMNS[len(left_out)])
+
+
+def _natural_width(con: Console, t: Table) -> int:
+    """The width ``t`` takes unwrapped (rich clips a measurement to the console's width)."""
+    return Measurement.get(con, con.options.update_width(1 << 16), t).maximum
+
+
+def _runs_table(rows: list[dict[str, Any]], cols: list[str], left_out: list[str]) -> Table:
+    caption = f"not shown at this width: {', '.join(left_out)} (see --json)" if left_out else None
+    t = Table(title="aka runs", caption=caption)
+    id_width = max((len(r["run_id"]) for r in rows), default=0)
+    for col in cols:
+        if col == "run":
+            t.add_column(col, no_wrap=True, min_width=id_width)
+        else:
+            t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(r["run_id"], r["op"], r["started"], r["status"], f"{r['attempts']}/{r['budget']}",
-                  _x(r["best"]), str(r["promoted"]), r["device"])
-    console.print(t)
+        cells = {"run": r["run_id"], "op": r["op"], "started": r["started"], "status": r["status"],
+                 "attempts": f"{r['attempts']}/{r['budget']}", "best": _x(r["best"]), "promoted": str(r["promoted"]),
+                 "device": r["device"]}
+        t.add_row(*(escape(str(cells[c])) for c in cols))
+    return t
 
 
 def show_json(run_dir: Path) -> dict[str, Any]:
@@ -286,8 +344,9 @@ def show_json(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def show(run_id: str = typer.Argument(..., help="a run id from `aka runs`"),
-         as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+def show(run_id: str = typer.Argument(..., help="a run id from `aka runs` (a unique prefix will do)"),
+         as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+         attempt: int = typer.Option(None, "--attempt", help=ATTEMPT_HELP)) -> None:
     """Show one run: settings, baseline, every attempt with its decision.
 
     --json: {run_id, op, status, started, device, settings, baseline {timing, shapes, baseline_us,
@@ -297,6 +356,8 @@ def show(run_id: str = typer.Argument(..., help="a run id from `aka runs`"),
     output_tokens, cached_tokens, cache_write_tokens, cost_usd}; llm_calls: one per model call {stage,
     the usage fields, tool_calls}; tool_calls: {n, name, arguments, ok, result, seconds, turn, usage}.
     """
+    if attempt is not None:
+        return show_attempt(run_id, attempt)
     run_dir = find_run(project_root() / "runs", run_id)
     if as_json:
         return _print_json(show_json(run_dir))
@@ -321,7 +382,7 @@ def history(op: str = typer.Argument(..., help="operator line"),
                              "subject": p.subject} for p in rows])
     t = Table(title=f"{op} promotions")
     for col in ("rev", "date", "vs previous", "vs baseline", "run", "subject"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "run")  # an id to type: never cut
     for p in rows:
         t.add_row(p.rev[:10], p.date[:19], _x(p.vs_previous), _x(p.vs_baseline), p.run_id,
                   escape(clip(p.subject, 60)))

@@ -12,6 +12,7 @@ Cost measured on this 2-core CI box: CUDA_SRC including <torch/extension.h> take
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def nvcc_compile(source: str, timeout_s: float = 600.0, arch: str = ARCH) -> tup
         cuda = cuda_source(source)
     except (ValueError, SyntaxError) as exc:
         return False, str(exc)
-    with tempfile.TemporaryDirectory(prefix="aka-nvcc-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"aka-nvcc-{os.getpid()}-") as tmp:
         src = Path(tmp) / "candidate.cu"
         src.write_text(cuda)
         cmd = [nvcc, f"-arch={arch}", "-c", str(src), "-o", str(Path(tmp) / "candidate.o"), "-std=c++17", "-w",

@@ -8,6 +8,7 @@ so how a task is started, and how its failure reads, is decided in one place.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import threading
 from collections.abc import Callable
@@ -34,7 +35,7 @@ def call_following(task: str, payload: dict[str, Any], timeout: float, interpret
                    on_line: Callable[[dict[str, Any]], None]) -> tuple[bool, Any, str]:
     """call(), with each JSON line the task appends to payload["progress_path"] handed to on_line as it
     arrives (bench_worker writes one per finished shape), so a long measurement shows progress."""
-    with tempfile.TemporaryDirectory(prefix="aka-progress-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"aka-progress-{os.getpid()}-") as tmp:
         path = Path(tmp) / "progress.jsonl"
         path.touch()
         done = threading.Event()

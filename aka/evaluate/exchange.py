@@ -41,14 +41,17 @@ class ExchangeError(Exception):
 
 
 def make_dir(need_bytes: int = 0) -> Path:
-    """A private folder for one session's tensors: /dev/shm when it has room, else the temp folder."""
+    """A private folder for one session's tensors: /dev/shm when it has room, else the temp folder.
+    Named aka-exchange-<pid>-*, this process's pid: when a worker is killed before it could remove
+    it, its runner removes it, or the next aka start does (aka.evaluate.runner.remove_folders_of and
+    sweep_stale_folders); on /dev/shm it holds RAM."""
     shm = Path("/dev/shm")
     base = None
     if shm.is_dir() and os.access(shm, os.W_OK):
         free = shutil.disk_usage(shm).free
         if free > max(need_bytes, 1 << 30):
             base = str(shm)
-    return Path(tempfile.mkdtemp(prefix="aka-exchange-", dir=base))
+    return Path(tempfile.mkdtemp(prefix=f"aka-exchange-{os.getpid()}-", dir=base))
 
 
 def _torch_dtype(name: str):

@@ -69,8 +69,11 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
 
     interpreter: True runs Triton in its CPU interpreter (with the bf16 dot shim), False never,
     None decides in the child (interpreter when it has no CUDA device).
+    Raises KeyboardInterrupt, in whatever thread it runs, once this process is stopping (stop_workers):
+    a worker killed on the way out is no result.
     """
     sweep_stale_folders()
+    _refuse_when_stopping()
     with tempfile.TemporaryDirectory(prefix=f"{_PREFIX}{os.getpid()}-") as tmp:
         d = Path(tmp)
         (d / "payload.json").write_text(json.dumps(payload))
@@ -81,7 +84,16 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
         with open(d / "output.log", "wb") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True)
-            timed_out = _wait(proc, timeout)
+            _LIVE[proc.pid] = proc
+            try:
+                if _stopping:  # stop_workers ran while this one started: it may have missed it
+                    _kill_group(proc.pid)
+                timed_out = _wait(proc, timeout)
+            finally:
+                del _LIVE[proc.pid]
+                if proc.returncode != 0:  # killed, or it died: what it made (its exchange folder) goes too
+                    remove_folders_of(proc.pid)
+        _refuse_when_stopping()
         duration = time.monotonic() - t0
         tail = (d / "output.log").read_bytes()[-_TAIL_CHARS:].decode("utf-8", "replace")
         result = _read_result(d / "result.json")
@@ -96,25 +108,113 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
     return _death(proc.returncode, tail, base)
 
 
+# -- the workers of this process, and stopping them all ---------------------------------------------
+# A command that ends on SIGTERM or SIGHUP (aka.cli.main) may have workers in several threads (the
+# optimize loop prepares candidates on daemon threads); KeyboardInterrupt reaches the main thread
+# only, so the others' workers are killed from here, and their folders removed on the way out.
+
+_LIVE: dict[int, subprocess.Popen] = {}  # pid -> the workers running now, in any thread
+_KILLED: set[int] = set()  # workers stop_workers killed: their folders go in remove_leftovers
+_stopping = False
+
+
+def _refuse_when_stopping() -> None:
+    if _stopping:
+        raise KeyboardInterrupt("aka is stopping")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_workers() -> None:
+    """Kill every worker this process runs now, in every thread, and start no new one: the process is
+    ending. Safe in a signal handler (no lock, no wait); remove_leftovers() then cleans up."""
+    global _stopping
+    _stopping = True
+    for pid in list(_LIVE):
+        _KILLED.add(pid)
+        _kill_group(pid)
+
+
+def remove_leftovers(wait_s: float = 5.0) -> None:
+    """After stop_workers, on the way out: reap the killed workers (their threads may be parked) and
+    remove every temporary folder of this process and of those workers."""
+    stop_workers()  # also those that started since
+    deadline = time.monotonic() + wait_s
+    for proc in list(_LIVE.values()):
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            pass
+    for pid in (os.getpid(), *_KILLED):
+        remove_folders_of(pid)
+
+
+# -- temporary folders -------------------------------------------------------------------------------
+# Every temporary folder aka makes is named aka-<kind>-<pid of the process that made it>-<random>
+# (aka-worker-, aka-exchange- on /dev/shm, ...), so that whoever finds one can tell whether its
+# maker still runs: a killed worker's folders are removed by its runner at once, and what a killed
+# run left behind by the next start (sweep_stale_folders).
+_OWNED = re.compile(r"aka-[a-z]+-(\d+)-")
+_LEGACY_EXCHANGE = re.compile(r"aka-exchange-[a-z0-9_]{8}$")  # made before the pid was in the name
+_LEGACY_AGE_S = 24 * 3600
+
+
+def temp_roots() -> list[Path]:
+    """Where aka makes temporary folders: the temp folder, and /dev/shm (aka.evaluate.exchange)."""
+    roots = [Path(tempfile.gettempdir())]
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shm.resolve() != roots[0].resolve():
+        roots.append(shm)
+    return roots
+
+
+def remove_folders_of(pid: int, roots: list[Path] | None = None) -> list[str]:
+    """Remove the temporary folders process ``pid`` made (aka-<kind>-<pid>-*); call it once that
+    process is gone (or is this one, on its way out)."""
+    removed = []
+    for base in roots or temp_roots():
+        for d in base.glob(f"aka-*-{pid}-*"):
+            m = _OWNED.match(d.name)
+            if m and int(m.group(1)) == pid and d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d.name)
+    return removed
+
+
 _PREFIX = "aka-worker-"
 _swept = False
 
 
 def sweep_stale_folders(root: str | None = None) -> list[str]:
-    """Remove the worker folders (aka-worker-<pid>-*) of aka processes that no longer run: what a
-    killed run left behind. Once per process unless ``root`` is given (tests)."""
+    """Remove the temporary folders (aka-<kind>-<pid>-*, in the temp folder and /dev/shm) of aka
+    processes that no longer run: what a killed run left behind. Exchange folders named before the
+    pid was in the name go once a day old. Once per process unless ``root`` is given (tests)."""
     global _swept
     if _swept and root is None:
         return []
     _swept = _swept or root is None
     removed = []
-    base = Path(root or tempfile.gettempdir())
-    for d in base.glob(f"{_PREFIX}*-*"):
-        m = re.match(rf"{_PREFIX}(\d+)-", d.name)
-        if not m or not d.is_dir() or _alive(int(m.group(1))):
-            continue
-        shutil.rmtree(d, ignore_errors=True)
-        removed.append(d.name)
+    now = time.time()
+    for base in [Path(root)] if root else temp_roots():
+        for d in base.glob("aka-*"):
+            m = _OWNED.match(d.name)
+            try:
+                if not d.is_dir() or d.is_symlink():
+                    continue
+                if m is None:
+                    if not (_LEGACY_EXCHANGE.match(d.name) and now - d.stat().st_mtime > _LEGACY_AGE_S):
+                        continue
+                elif _alive(int(m.group(1))):
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d.name)
     return removed
 
 
@@ -136,10 +236,7 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:  # also on Ctrl-C (KeyboardInterrupt, re-raised): a worker must not outlive the run
-        try:  # also reaps anything the worker left running in its group
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _kill_group(proc.pid)  # also reaps anything the worker left running in its group
         proc.wait()
     return timed_out
 

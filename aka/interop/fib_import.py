@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -306,7 +307,8 @@ def draft(settings: ImportSettings, root: Path) -> tuple[Draft, Path]:
     out = settings.out or root / "workloads" / f"{name}.yaml"
     if out.name != f"{name}.yaml":
         raise AkaError(f"--out {out}: aka's loader wants the contract named {name}.yaml (or pass --name)")
-    with tempfile.TemporaryDirectory() as tmp:  # aka's own loader is the judge of the draft
+    # aka's own loader is the judge of the draft
+    with tempfile.TemporaryDirectory(prefix=f"aka-import-{os.getpid()}-") as tmp:
         probe = Path(tmp) / f"{name}.yaml"
         probe.write_text(text)
         try:

@@ -155,7 +155,7 @@ def run_profile(op, kernel: Path, shape: str, *, timeout: float = 600.0, workdir
     kernels: list[KernelProfile] = []
     source: Literal["ncu", "torch-profiler", "none"] = "none"
     if use_ncu:
-        with tempfile.TemporaryDirectory(prefix="aka-ncu-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"aka-ncu-{os.getpid()}-") as tmp:
             where = workdir or Path(tmp)
             where.mkdir(parents=True, exist_ok=True)
             ncu = run_ncu(target_cmd(op.name, kernel.resolve(), shape, op.root), where, timeout, target_env())

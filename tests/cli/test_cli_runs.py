@@ -255,7 +255,7 @@ def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(project, monkeypa
     steps = [{"source": source(1.2, "a")}, {"source": source(0.9, "b")}]
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: ScriptedBackend(steps))
     res = CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "2", "--no-commit"],
-                             env={"AKA_ROOT": str(project)})
+                             env={"AKA_ROOT": str(project), "COLUMNS": None})  # a log: no COLUMNS (160 wide)
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert lines[0] == "aka optimize gdn_prefill: starting"
