@@ -12,7 +12,7 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, GateReport, check_kernel
+from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, WARM_CALLS, GateReport, check_kernel
 
 console = Console()
 
@@ -72,7 +72,8 @@ def print_report(report: GateReport, outputs: list[str]) -> None:
         console.print(table)
     failed = f"[red]FAILED[/red] ({report.stage}): {escape(report.reason)}"
     verdict = "[green]PASSED[/green]" if report.passed else failed
-    console.print(f"{verdict}  {report.summary if report.passed else ''}  rounds={report.n_rounds} "
+    rounds = f"{report.n_rounds - WARM_CALLS} rounds + {WARM_CALLS} warm call" if report.n_rounds else "no rounds"
+    console.print(f"{verdict}  {report.summary if report.passed else ''}  {rounds}, "
                   f"{report.duration_s:.1f} s", highlight=False, soft_wrap=True)
     if not report.passed and report.stage in ("crash", "timeout", "oom", "device-fault", "import", "run"):
         console.print(report.stderr_tail[-1500:], markup=False, highlight=False)

@@ -220,7 +220,7 @@ def optimize(
         if not resume:
             store = _measure_baseline(live, runs_root, settings, the_op, evaluator,
                                       lines.say if lines is not None else _quiet)
-        console.print(f"run [bold]{store.run_id}[/bold] ({store.path})")
+        console.print(f"run [bold]{store.run_id}[/bold] ({store.path})", soft_wrap=True)  # an id to copy: one line
         view = LiveView(live, settings.budget.max_candidates) if lines is None else lines
         try:
             summary = run_loop(store, settings, the_op, be, evaluator, view)

@@ -394,7 +394,11 @@ def rollback(op: str = typer.Argument(..., help="operator line"),
     """Restore an earlier promoted kernel as a new commit (default: the previous promotion)."""
     the_op = get_op(op)
     rev = gitops.rollback(the_op.root, op, to)
-    console.print(f"{op}: rolled back in commit {rev[:10]}")
+    meta = gitops.read_promoted_meta(the_op.root, op)
+    what = (f"the kernel of run {meta.get('run_id', '?')} attempt {meta.get('attempt', '?')} (code "
+            f"{meta.get('code_hash', '?')})" if meta.get("code_hash")
+            else "no promoted kernel: the op runs its baseline")
+    console.print(f"{op}: rolled back in commit {rev[:10]}; restored {what}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -41,6 +41,10 @@ from aka.evaluate.policy_names import (
     TRITON_TOP,
 )
 
+# what a refused import's message offers instead (the rest of the module's API is refused name by name)
+MAY_IMPORT = ("a candidate may import " + ", ".join(sorted(m for m in ALLOWED_MODULES if m != "__future__"))
+              + " and " + ", ".join(f"{p}*" for p in ALLOWED_PREFIXES))
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -170,7 +174,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             if not self._module_ok(a.name):
-                self.refuse(node, "import", f"import of '{a.name}' is not allowed")
+                self.refuse(node, "import", f"import of '{a.name}' is not allowed; {MAY_IMPORT}")
                 continue
             if a.asname:
                 self.aliases[a.asname] = tuple(a.name.split("."))
@@ -181,7 +185,7 @@ class _Checker(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         mod = node.module or ""
         if node.level or not self._module_ok(mod):
-            self.refuse(node, "import", f"import from '{'.' * node.level}{mod}' is not allowed")
+            self.refuse(node, "import", f"import from '{'.' * node.level}{mod}' is not allowed; {MAY_IMPORT}")
             return
         for a in node.names:
             if a.name == "*":

@@ -41,7 +41,8 @@ def policy_verify(op):
 
 def aka(project, *args, env_extra=None, timeout=240):
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(AKA_ROOT=str(project), **(env_extra or {}))
+    # these tests read the summary's figures, not its layout: wide, whatever width CI runs at
+    env.update(AKA_ROOT=str(project), COLUMNS="200", **(env_extra or {}))
     code = "import sys; from aka.cli.main import main; sys.argv = ['aka', *sys.argv[1:]]; main()"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=project)
