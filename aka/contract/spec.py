@@ -145,7 +145,13 @@ class OpSpec(_Strict):
     case_params: dict[str, ParamSpec] = Field(min_length=1)
     input_variants: list[str] = Field(
         default_factory=list, description="input regimes make_inputs(case, seed, device, variant=...) knows; the "
-        "gate cycles through them by round (round r uses variants[r % n]); empty: one regime")
+        "gate cycles through them by round and shape (round r of the i-th shape uses variants[(r + 3 i) % n]); "
+        "empty: one regime")
+    head_layouts: list[dict[str, int]] = Field(
+        default_factory=list, description="head layouts the op supports, as the case parameters that set them "
+        "(e.g. {hk: 16, hv: 48}); one divides the other. Every full-set layout is listed, and the smoke and "
+        "edge sets hold a case of every listed group size (the larger over the smaller), powers of two and not, 1 "
+        "included (tests/contract/test_contracts.py); empty: the op has no head groups")
     competitors: dict[str, str] = Field(
         default_factory=dict,
         description="external implementations to time: name -> 'path/to/module.py:function'",

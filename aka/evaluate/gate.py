@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ DEFAULT_ROUNDS = 3
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
 WARM_CALLS = 1  # then one call that repeats the last one's scalars and regime (a warm call), fresh values
 GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadline (startup, report)
+# On a GPU, a source that orders its programs itself (atomics, volatile loads, fences at GPU scope: a ticket
+# that picks the program merging the others' partials) gets each round's call repeated on the same inputs,
+# each checked: a missing acquire or release shows on some calls, and never in the interpreter, which runs
+# programs one at a time. Barriers inside one program (debug_barrier, mbarriers) do not count.
+ORDER_REPEATS = 8
+_SIGNALLING = re.compile(r"\batomic_\w+\s*\(|volatile\s*=\s*True|\bsem\s*=|__threadfence|"
+                         r"\batomic(Add|CAS|Exch|Inc)\b|\bfence\.(acq_rel|sc|proxy)\.gpu")
 
 
 class RoundResult(BaseModel):
@@ -82,6 +90,8 @@ class GateReport(BaseModel):
     stderr_tail: str = ""
     duration_s: float = 0.0
     summary: str = ""
+    coverage: list[str] = Field(default_factory=list, description="aka.evaluate.coverage's lines: the full "
+                                "set's kernels and specialisations the checked shapes never compile")
 
 
 class GatePayload(BaseModel):
@@ -96,6 +106,8 @@ class GatePayload(BaseModel):
     seed: int = Field(0, description="base seed; every shape and round derives its own")
     fail_fast: bool = Field(False, description="stop at the first failing shape (the verdict is the same)")
     timeout_s: float = Field(600.0, gt=0, description="the gate's deadline: a call still running then is killed")
+    coverage: bool = Field(False, description="after a pass, say which paths of the full set the checked "
+                           "shapes never compile (aka check)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +116,7 @@ class GatePayload(BaseModel):
 
 def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAULT_ROUNDS, seed: int = 0,
                  timeout: float = 600.0, interpreter: bool | None = None, fail_fast: bool = False,
-                 policy: bool = True) -> GateReport:
+                 policy: bool = True, coverage: bool = False) -> GateReport:
     """Policy check, then the gate in a fresh worker. Never raises for anything the candidate does.
 
     ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
@@ -120,7 +132,7 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
         return GateReport(**head, passed=False, stage="policy", reason=str(report.violations[0]),
                           violations=[str(v) for v in report.violations], summary=f"policy: {report.violations[0]}")
     payload = GatePayload(op=op.name, root=str(op.root), kernel=str(Path(kernel).resolve()), shapes=shapes,
-                          rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout)
+                          rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout, coverage=coverage)
     res = door.run("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
                    interpreter=interpreter)
     if not res.ok:
@@ -166,13 +178,14 @@ def gate_on(host, payload: dict[str, Any]) -> GateReport:
     device, interp = device_of()
     cases = resolve_cases(op, cfg.shapes, device)
     n_rounds = max(cfg.rounds, MIN_CALLS) + WARM_CALLS
+    repeats = order_repeats(Path(cfg.kernel).read_text(errors="replace"), device)
     base = dict(op=op.name, kernel=cfg.kernel, device=_device_name(device, interp), interpreter=interp,
                 shapes=cfg.shapes, n_rounds=n_rounds)
     results: list[ShapeResult] = []
     try:
         _load(host, cfg.kernel, op.spec.entry, deadline)
         for i, case in enumerate(cases):
-            results.append(check_case(host, op, case, i, cfg.seed, n_rounds, device, deadline))
+            results.append(check_case(host, op, case, i, cfg.seed, n_rounds, device, deadline, repeats))
             if cfg.fail_fast and not results[-1].passed:
                 break
     except HostError as exc:  # the candidate's process is gone (or never loaded): the whole gate fails
@@ -185,11 +198,30 @@ def gate_on(host, payload: dict[str, Any]) -> GateReport:
     failed = [r for r in results if not r.passed]
     first = failed[0] if failed else None
     summary = f"{len(results) - len(failed)}/{len(cases)} shapes passed"
+    if cfg.coverage and not failed:
+        base["coverage"] = _coverage(host, op, cfg, [c.id for c in cases], deadline)
     return GateReport(
         **base, passed=not failed, stage=first.stage if first else None,
         reason=f"{first.id}: {first.reason}" if first else "", results=results,
         summary=summary + (f"; first failure {first.id}: {first.reason}" if first else ""),
     )
+
+
+def _coverage(host, op, cfg: GatePayload, ids: list[str], deadline: float) -> list[str]:
+    """aka.evaluate.coverage's lines for the loaded candidate, from its own process; a failure is a line
+    too (coverage is information, not a verdict)."""
+    from aka.evaluate.coverage import coverage_lines
+
+    payload = {"op": op.name, "root": str(op.root), "kernel": cfg.kernel, "ids": ids}
+    try:
+        ans = host.request({"cmd": "task", "task": "aka.evaluate.coverage:host_coverage", "payload": payload},
+                           timeout=min(_left(deadline), 120.0))
+    except Exception as exc:  # the gate's verdict stands; say why coverage is missing
+        return [f"coverage: not computed ({type(exc).__name__}: {str(exc)[:120]})"]
+    if not ans.get("ok"):
+        return [f"coverage: not computed ({ans.get('error', '')[:160]})"]
+    value = ans["value"]
+    return coverage_lines(value["missing"], value["n_full"])
 
 
 def _load(host, kernel: str, entry: str, deadline: float) -> None:
@@ -219,7 +251,8 @@ def resolve_cases(op, shapes: str, device: str) -> list:
     return cases
 
 
-def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str, deadline: float) -> ShapeResult:
+def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str, deadline: float,
+               repeats: int = 0) -> ShapeResult:
     """All rounds of one shape; stops at its first failing round."""
     rounds: list[RoundResult] = []
     prev = None
@@ -227,13 +260,21 @@ def check_case(host, op, case, index: int, seed: int, n_rounds: int, device: str
         s = round_seed(seed, r, index)
         like = warm_of(r, n_rounds, seed, index)
         t0 = time.perf_counter()
-        rr, prev, stage = run_round(host, op, case, r, s, device, prev, deadline, like)
+        rr, prev, stage = run_round(host, op, case, r, s, device, prev, deadline, like, index, repeats)
         rr.seconds = round(time.perf_counter() - t0, 3)
         rounds.append(rr)
         if not rr.ok:
             return ShapeResult(id=case.id, params=case.describe(), passed=False, stage=stage,
                                reason=f"round {r}{round_label(op, rr)}: {rr.reason}", rounds=rounds)
     return ShapeResult(id=case.id, params=case.describe(), passed=True, rounds=rounds)
+
+
+def order_repeats(source: str, device: str) -> int:
+    """Calls per round that repeat the round's inputs: ORDER_REPEATS on a GPU when the source orders its
+    programs itself (atomics, fences, volatile loads: a ticket that picks the program merging the
+    others' partials), else 0. The interpreter runs programs one at a time, so a missing acquire or
+    release never shows there; on a GPU it shows on some calls, not all. Pure."""
+    return ORDER_REPEATS if device == "cuda" and _SIGNALLING.search(source) else 0
 
 
 def round_seed(seed: int, r: int, index: int) -> int:
@@ -273,38 +314,64 @@ def draw_scalars(spec, r: int, seed: int) -> dict[str, float]:
             for s in spec.interface.scalars if s.draw}
 
 
+def variant_of(variants: list[str], r: int, index: int) -> str:
+    """The input regime of round r of the index-th shape: each shape goes on through the contract's list
+    where the previous one's default rounds stopped, so a few small shapes draw every regime. Pure."""
+    return variants[(r + DEFAULT_ROUNDS * index) % len(variants)] if variants else ""
+
+
 def round_inputs(op, case, r: int, seed: int, device: str,
-                 like: tuple[int, int] | None = None) -> tuple[dict[str, Any], dict[str, float], str]:
-    """(inputs, drawn scalars, input variant) of round r; `like` (round, seed): take that round's
-    scalars and variant, keep this round's seed for the values."""
+                 like: tuple[int, int] | None = None, index: int = 0) -> tuple[dict[str, Any], dict[str, float], str]:
+    """(inputs, drawn scalars, input variant) of round r of the index-th shape; `like` (round, seed): take
+    that round's scalars and variant, keep this round's seed for the values."""
     sr, ss = like or (r, seed)
-    variants = op.spec.input_variants
-    kw = {"variant": variants[sr % len(variants)]} if variants else {}
-    return op.inputs.make_inputs(case, seed, device, **kw), draw_scalars(op.spec, sr, ss), kw.get("variant", "")
+    variant = variant_of(op.spec.input_variants, sr, index)
+    kw = {"variant": variant} if variant else {}
+    return op.inputs.make_inputs(case, seed, device, **kw), draw_scalars(op.spec, sr, ss), variant
 
 
 def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: float,
-              like: tuple[int, int] | None = None):
-    """One call of the candidate on fresh inputs: (RoundResult, outputs kept for the next round, stage)."""
+              like: tuple[int, int] | None = None, index: int = 0, repeats: int = 0):
+    """One call of the candidate on fresh inputs: (RoundResult, outputs kept for the next round, stage);
+    ``repeats`` more calls on the same inputs, each checked against the same reference."""
     import torch
 
-    from aka.evaluate import exchange
-    from aka.evaluate.sandbox import HostError, write_inputs
+    from aka.evaluate.sandbox import write_inputs
 
     spec = op.spec
-    inputs, scalars, variant = round_inputs(op, case, r, seed, device, like)
+    inputs, scalars, variant = round_inputs(op, case, r, seed, device, like, index)
     with torch.no_grad():
         ref = _as_tuple(op.reference.reference(**_clone(inputs), **scalars))
         plain = _as_tuple(op.reference.plain(**_clone(inputs), **scalars))
-    dtypes = [getattr(torch, t.dtype) for t in spec.interface.outputs]
     names = spec.output_names()
     expected = [{"name": n, "shape": list(x.shape), "dtype": t.dtype}
                 for n, x, t in zip(names, ref, spec.interface.outputs)]
     refs, extra = write_inputs(host.folder, inputs)
     req = {"cmd": "call", "device": device, "inputs": refs, "scalars": {**extra, **scalars}, "expected": expected,
            "config": case.config, "profile": r == 0 and device == "cuda"}
-    ans = host.request(req, timeout=_left(deadline))
     head = dict(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None)
+    rr, outs, stage = _call_checked(host, req, head, spec, expected, ref, plain, prev, deadline)
+    for k in range(repeats if rr.ok else 0):  # the same inputs again: a race between programs shows on some calls
+        again, _, stage = _call_checked(host, {**req, "profile": False, "reuse_inputs": True}, head, spec, expected,
+                                        ref, plain, None, deadline)
+        if not again.ok:
+            again.reason = (f"repeat {k + 1} of {repeats} on the same inputs: {again.reason} (the source orders "
+                            "its programs with atomics or fences: a race that shows on some calls)")
+            return again, None, stage
+    return rr, outs, stage
+
+
+def _call_checked(host, req: dict[str, Any], head: dict[str, Any], spec, expected: list[dict[str, Any]], ref, plain,
+                  prev, deadline: float):
+    """One call of the candidate and the checks of its outputs: (RoundResult, outputs, stage)."""
+    import torch
+
+    from aka.evaluate import exchange
+    from aka.evaluate.sandbox import HostError
+
+    names = spec.output_names()
+    dtypes = [getattr(torch, t.dtype) for t in spec.interface.outputs]
+    ans = host.request(req, timeout=_left(deadline))
     if not ans["ok"]:
         stage = ans.get("stage") or "run"
         if stage in ("oom", "device-fault"):
@@ -315,11 +382,11 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     if ans.get("problem"):
         return RoundResult(**head, ok=False, reason=ans["problem"], launches=launches), None, "check"
     try:
-        outs = [_read_output(host.folder, ans["outputs"][i], expected[i], device) for i in range(len(names))]
+        outs = [_read_output(host.folder, ans["outputs"][i], expected[i], req["device"]) for i in range(len(names))]
     except (exchange.ExchangeError, IndexError, KeyError, TypeError, ValueError) as exc:
         return RoundResult(**head, ok=False, reason=f"outputs came back malformed: {exc}"), None, "check"
     checks = [
-        check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], device, {},
+        check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], req["device"], {},
                      prev[i] if prev else None)
         for i, (name, out) in enumerate(zip(names, outs))
     ]

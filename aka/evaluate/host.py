@@ -39,6 +39,8 @@ class _Session:
         self.fn = None
         self.own_kernels: set[str] = set()
         self.device = "cpu"
+        self.held: list = []  # the previous call's outputs, with a copy of their values (_held_problem)
+        self.inputs: dict | None = None  # the last call's inputs as handed over (a ``reuse_inputs`` call's)
 
 
 def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +92,12 @@ def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     from aka.evaluate.launches import Recorder, problem
 
     device = req["device"]
-    inputs = _tensors(s, req["inputs"], device)
+    if req.get("reuse_inputs") and s.inputs is not None:  # the gate's repeats: the previous call's inputs again,
+        inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in s.inputs.items()}  # no file reads
+    else:
+        inputs = _tensors(s, req["inputs"], device)
     pristine = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    s.inputs = {**inputs, **pristine}  # a copy the candidate never sees
     old, missing = _apply_config(s.module, req.get("config") or {})
     if missing:
         return {"problem": f"the case forces CONFIG {sorted(req['config'])} but the candidate has no "
@@ -109,16 +115,18 @@ def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
             s.module.CONFIG.update(old)
     outs, why = _normalise(raw, len(expected))
     why = why or _structure(outs, expected, inputs, device) or _stream_problem(outs, snap, expected)
-    why = why or _input_problem(inputs, pristine)
+    why = why or _input_problem(inputs, pristine) or _held_problem(s.held, outs, expected)
     launches = rec.launches
     why = why or problem(launches, s.own_kernels)
     if why:
         return {"problem": why, "launches": launches.model_dump()}
     refs = [put(o, s.folder, f"out{i}.bin").model_dump() for i, o in enumerate(outs)]
+    s.held = [(exp["name"], o, o.clone()) for exp, o in zip(expected, outs)]
     return {"outputs": refs, "dtypes": [dtype_name(o) for o in outs], "launches": launches.model_dump()}
 
 
 def _task(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
+    s.held, s.inputs = [], None  # the gate's copies leave the device memory to the timing
     module_name, _, fn_name = req["task"].partition(":")
     if not module_name.startswith("aka."):
         raise ValueError(f"task {req['task']!r}: only aka's own harnesses run here")
@@ -163,6 +171,30 @@ def _structure(outs: list, expected: list[dict[str, Any]], inputs: dict[str, Any
         for k, v in inputs.items():
             if isinstance(v, torch.Tensor) and v.numel() and v.untyped_storage().data_ptr() == ptr:
                 return f"{name}: returns input '{k}' (shares its storage)"
+    return ""
+
+
+def _span(t) -> tuple[int, int]:
+    """[start, end) of the bytes a tensor's storage spans."""
+    st = t.untyped_storage()
+    return st.data_ptr(), st.data_ptr() + st.nbytes()
+
+
+def _held_problem(held: list, outs: list, expected: list[dict[str, Any]]) -> str:
+    """A caller keeps the outputs of one call while it makes the next (two layers, two requests): each
+    new output must own fresh storage, and the previous call's outputs must keep their values. A
+    kernel that hands back one buffer per shape is right on every single call and wrong for them."""
+    for exp, out in zip(expected, outs):
+        lo, hi = _span(out)
+        for name, old, _ in held:
+            o_lo, o_hi = _span(old)
+            if lo < o_hi and o_lo < hi and out.numel() and old.numel():
+                return (f"{exp['name']}: shares storage with the previous call's output '{name}' (aliasing: a "
+                        "caller holding both sees one overwritten; allocate every output per call)")
+    for name, old, copy in held:
+        if not _same(old, copy):
+            return (f"the previous call's output '{name}' changed during this call (aliasing: a caller "
+                    "holding both sees one overwritten; allocate every output per call)")
     return ""
 
 

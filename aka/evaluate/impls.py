@@ -116,7 +116,8 @@ def adopt(path: str, module) -> None:
     _MODULES[str(Path(path).resolve())] = module
 
 
-def _module(path: str):
+def module_of(path: str):
+    """The module at ``path``: the one the gate adopted in this process, else imported once."""
     path = str(Path(path).resolve())
     if path not in _MODULES:  # load each file once per worker process
         _MODULES[path] = load_module(Path(path))
@@ -125,7 +126,7 @@ def _module(path: str):
 
 def prepare(ref: ImplRef, inputs: dict[str, Any]) -> Callable[[], Any]:
     """A zero-argument callable running ``ref`` on ``inputs``; ImportError/RuntimeError mean 'skip'."""
-    module = _module(ref.path)
+    module = module_of(ref.path)
     fn = getattr(module, ref.function, None)
     if fn is None:
         raise RuntimeError(f"{ref.path} defines no function '{ref.function}'")

@@ -121,3 +121,24 @@ def test_every_op_ranks_on_graph_replay_with_a_host_cost_target():
     for name in ("fa4_decode", "fa4_prefill", "gdn_prefill"):
         spec = get_op(name).spec
         assert spec.rank_timing == "graph" and spec.host_target_us is not None and spec.host_target_us > 0
+
+
+def _layout(case, keys) -> tuple[int, ...]:
+    return tuple(getattr(case, k) for k in keys)
+
+
+@pytest.mark.parametrize("name", ["gdn_prefill", "fa4_prefill", "fa4_decode"])
+def test_head_layouts_cover_the_full_set_and_the_edge_set_every_group(name):
+    """The contract lists the head layouts the op supports; the full set's are among them, and the smoke
+    and edge sets (the small shapes the interpreter runs in CI) hold a case of every listed group size:
+    1, powers of two and not (a head mapping or packing wrong for groups of 3 or 7 passes 2 and 4)."""
+    op = get_op(name)
+    layouts = op.spec.head_layouts
+    keys = list(layouts[0])
+    listed = {tuple(lay[k] for k in keys) for lay in layouts}
+    assert all(len(lay) == 2 and list(lay) == keys for lay in layouts)
+    assert {_layout(c, keys) for c in op.cases("full")} <= listed
+    groups = {max(a, b) // min(a, b) for a, b in listed}
+    assert {1, 3, 7} <= groups and any(g & (g - 1) == 0 and g > 1 for g in groups)
+    edge = {max(a, b) // min(a, b) for a, b in (_layout(c, keys) for c in op.cases("smoke") + op.cases("edge"))}
+    assert groups <= edge, f"{name}: no smoke or edge case with group size {sorted(groups - edge)}"

@@ -35,6 +35,7 @@ class Kernel:
     refused: str = ""  # with policy=False: what the static policy says of it (regex)
     where: str = "gate"
     gpu_only: bool = False
+    rounds: int = 2  # aka check --rounds: 3 reaches the third input variant of a shape
     doc: str = ""
 
 
@@ -362,4 +363,51 @@ GDN = [
            doc="kernels run with scale 1 and torch scales o afterwards (o is linear in the scale)"),
 ]
 
-ALL = DECODE + PREFILL + GDN
+# ---------------------------------------------------------------------------------------------
+# the classes of issue 37 (2026-12-03), each a mutant of a shipped kernel (promoted.py), each in a path
+# or regime the small sets did not reach before
+
+_OUT_CACHE = '''
+_OUT = {}
+'''
+
+GAPS = [
+    Kernel("chain_stops_early", "gdn_prefill", "long-shape path", r"^E8: round \d.*: (o|final_state): (rel L2|max element)",
+           base="promoted", shapes="E8",
+           edits=(("    for j in range(1, nseg - 1):\n", "    for j in range(1, tl.minimum(nseg - 1, 2)):\n"),),
+           doc="the context-parallel chain applies one transition: right while a sequence has at most 3 segments"),
+    Kernel("group_as_mask", "fa4_decode", "head layout", r"^E10: round 0: o: ",
+           base="promoted", shapes="E10,E11",
+           edits=(("    head = kvh * G + offs_m % G\n", "    head = kvh * G + (offs_m & (G - 1))\n"),),
+           doc="a packed row's head as offs_m & (G - 1): offs_m % G for groups of 1, 2, 4, 8 and 16, not 3 or 7"),
+    Kernel("separable_decay", "gdn_prefill", "input regime", r"^S2: round 2 \(fast; [^)]*\): (o|final_state): (NaN|rel L2|max element)",
+           base="promoted", shapes="S1,S2", rounds=3,
+           edits=(("    return a * tl.exp2(ga[:, None] - gb[None, :]) * ba[:, None]\n",
+                   "    return a * (tl.exp2(ga)[:, None] * tl.exp2(-gb)[None, :]) * ba[:, None]\n"),),
+           doc="the decay between two blocks of a chunk as 2^ga * 2^-gb: inf times 0 once the gates sum below -88"),
+    Kernel("reuses_outputs", "gdn_prefill", "aliasing", r"^S1: round 1.*shares storage with the previous call's output",
+           base="promoted", shapes="S1", prologue=_OUT_CACHE,
+           edits=(("    o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)\n"
+                   "    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)\n",
+                   "    o, ht = _OUT.get((T, HV, V, N), (None, None))\n"
+                   "    if o is None:\n"
+                   "        o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)\n"
+                   "        ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)\n"
+                   "        _OUT[(T, HV, V, N)] = (o, ht)\n"),),
+           doc="one pair of output buffers per shape, handed to every call: each call right, two held outputs not"),
+    # right in the interpreter, which runs programs one at a time (the last to start is the last to
+    # finish); on a GPU the last program to start merges while the others still compute their partials
+    Kernel("early_ticket", "fa4_decode", "GPU ordering", r"repeat \d+ of \d+ on the same inputs|: o: ",
+           base="promoted", shapes="E5,E6", gpu_only=True,
+           edits=((" 'FUSED_MERGE': False}", " 'FUSED_MERGE': True}"),
+                  ("            return  # empty split: the merge only reads the cdiv(kv_len, chunk) non-empty ones\n",
+                   "            return  # empty split: the merge only reads the cdiv(kv_len, chunk) non-empty ones\n"
+                   "        if FUSED_MERGE:  # the ticket first, so the merge's loads overlap the others' work\n"
+                   "            ticket = tl.atomic_add(CNT + b * tl.num_programs(1) + kvh, 1, sem=\"acq_rel\", scope=\"gpu\")\n"),
+                  ("            tl.debug_barrier()\n"
+                   "            ticket = tl.atomic_add(CNT + b * tl.num_programs(1) + kvh, 1, sem=\"acq_rel\", scope=\"gpu\")\n",
+                   "            tl.debug_barrier()\n")),
+           doc="the fused split merge's ticket taken when a program starts, not after its partial is stored"),
+]
+
+ALL = DECODE + PREFILL + GDN + GAPS

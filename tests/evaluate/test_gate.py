@@ -99,3 +99,26 @@ def test_an_honest_screen_checks_its_timed_outputs(tmp_path):
     gate, bench = ev.screen(OP.path("baseline"), ["smoke"], 2, 0, "smoke")
     assert not gate.error and bench is not None and not bench.error, (gate.error, bench)
     assert set(bench.times_us) == {"S1", "S2"}
+
+
+_CALLS_E1 = "\n_N = [0]\n\n\n" + HEAD + CORRECT_E1 + (
+    "    _N[0] += 1\n    return o.contiguous() if _N[0] != 2 else o.contiguous().zero_()\n")
+
+
+def test_a_repeat_on_the_same_inputs_is_checked_like_the_round(tmp_path):
+    """On a GPU a source that orders its programs with atomics gets each round's call repeated on the same
+    inputs (the candidate's process reuses them, no new files); a wrong repeat fails the round and says so.
+    Here on CPU through check_case directly: the second call (the first repeat) is wrong."""
+    import time
+
+    from aka.evaluate.gate import _load, check_case
+    from aka.evaluate.sandbox import new_host
+
+    path = tmp_path / "second_call_wrong.py"
+    path.write_text(_CALLS_E1)
+    with new_host() as host:
+        deadline = time.monotonic() + 120
+        _load(host, str(path), OP.spec.entry, deadline)
+        res = check_case(host, OP, OP.cases("E1")[0], 0, 0, 3, "cpu", deadline, repeats=2)
+    assert not res.passed
+    assert res.reason.startswith("round 0: repeat 1 of 2 on the same inputs: o: "), res.reason

@@ -34,7 +34,7 @@ def _policy_says(k, path) -> None:
 def test_gate_rejects(k, tmp_path):
     path = materialise(k, tmp_path)
     _policy_says(k, path)
-    report = check_kernel(get_op(k.op), path, shapes=k.shapes, rounds=2, timeout=300, fail_fast=True,
+    report = check_kernel(get_op(k.op), path, shapes=k.shapes, rounds=k.rounds, timeout=300, fail_fast=True,
                           interpreter=True, policy=k.policy)
     assert not report.passed, report.summary
     assert report.stage == k.stage and re.search(k.expect, report.reason), (
@@ -62,7 +62,18 @@ def test_the_red_team_is_at_least_forty_kernels():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("k", [k for k in ALL if k.gpu_only], ids=_ids([k for k in ALL if k.gpu_only]))
+@pytest.mark.parametrize("k", [k for k in ALL if k.gpu_only and k.where == "gate"],
+                         ids=_ids([k for k in ALL if k.gpu_only and k.where == "gate"]))
+def test_gpu_only_kernels_fail_the_gate_on_a_gpu(k, tmp_path):
+    """Wrong only on a GPU (an ordering race between programs): the gate on the device rejects them."""
+    path = materialise(k, tmp_path)
+    report = check_kernel(get_op(k.op), path, shapes=k.shapes, rounds=k.rounds, timeout=300, interpreter=False)
+    assert not report.passed and re.search(k.expect, report.reason), report.summary
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [k for k in ALL if k.gpu_only and k.where == "screen"],
+                         ids=_ids([k for k in ALL if k.gpu_only and k.where == "screen"]))
 def test_gpu_only_cheats_are_rejected(k, tmp_path):
     path = materialise(k, tmp_path)
     _policy_says(k, path)

@@ -99,6 +99,44 @@ def test_gdn_variants_decay_as_named():
     assert qwen.mean() < -0.05
 
 
+def test_gdn_regimes_real_models_produce():
+    """Issue 37's regimes: keys in clusters (and repeated), gates that change speed inside a sequence,
+    very fast gates beside weak ones."""
+    op = get_op("gdn_prefill")
+    case = op.cases("E4")[0]  # six sequences, 390 tokens, 4 value heads
+    k = op.inputs.make_inputs(case, 0, "cpu", variant="correlated")["k"].float()[:, 0]
+    cos = k @ k.T
+    off = cos[~torch.eye(len(k), dtype=torch.bool)]
+    assert (off > 0.5).float().mean() > 0.15 and (off > 0.999).any()  # clusters, and exact repeats
+    plain = op.inputs.make_inputs(case, 0, "cpu", variant="qwen")["k"].float()[:, 0]
+    assert ((plain @ plain.T)[~torch.eye(len(k), dtype=torch.bool)] > 0.5).float().mean() < 0.01
+    g = op.inputs.make_inputs(case, 0, "cpu", variant="shifting")["g"]
+    seq = g[90:390]  # the 300-token sequence: each head has fast and weak stretches
+    assert all((seq[:, h] > -0.01).any() and (seq[:, h] < -0.01).any() for h in range(4))
+    g = op.inputs.make_inputs(case, 0, "cpu", variant="fast")["g"]
+    assert g[:64, 0].sum() < -90 and g[:, 1].mean() > -0.01
+
+
+def test_each_shape_goes_on_through_the_variants_where_the_previous_stopped():
+    from aka.evaluate.gate import variant_of
+
+    v = ["qwen", "mixed", "weak", "correlated", "shifting", "fast"]
+    assert [variant_of(v, r, 0) for r in range(3)] == ["qwen", "mixed", "weak"]
+    assert [variant_of(v, r, 1) for r in range(3)] == ["correlated", "shifting", "fast"]
+    assert [variant_of(v[:3], r, 5) for r in range(3)] == ["qwen", "mixed", "weak"]  # 3 variants: r % 3
+    assert variant_of([], 2, 1) == ""
+
+
+def test_only_a_source_that_orders_its_programs_gets_repeats_on_a_gpu():
+    from aka.evaluate.gate import ORDER_REPEATS, order_repeats
+
+    ticket = 'n = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu")'
+    assert order_repeats(ticket, "cuda") == ORDER_REPEATS > 0
+    assert order_repeats(ticket, "cpu") == 0  # the interpreter runs programs one at a time
+    assert order_repeats("tl.debug_barrier()\nx = tl.load(p)", "cuda") == 0
+    assert order_repeats("__threadfence(); atomicAdd(c, 1);", "cuda") == ORDER_REPEATS
+
+
 @pytest.mark.parametrize("op_name,shape", [("fa4_decode", "S2"), ("gdn_prefill", "S2"), ("fa4_prefill", "S2")])
 def test_every_refreshed_buffer_is_what_the_checker_rebuilds(op_name, shape):
     """The harness's buffers (probe on another buffer included) equal rotated() from the recorded seeds."""

@@ -1,4 +1,5 @@
-"""Caches the first call's output per shape and returns it again (a "memoised" kernel). Op: fa4_decode."""
+"""Caches the first call's output per shape and returns a copy of it again (a "memoised" kernel; the copy
+keeps it clear of the aliasing check, so the cached-result check is what rejects it). Op: fa4_decode."""
 
 import torch
 import triton
@@ -43,7 +44,7 @@ _CACHE = {}
 def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     key = (tuple(q.shape), tuple(k_cache.shape))
     if key in _CACHE:
-        return _CACHE[key]
+        return _CACHE[key].clone()
     rows, hq, d = q.shape
     num_pages, page, hkv, _ = k_cache.shape
     q_len = rows // kv_lens.shape[0]
@@ -51,5 +52,5 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     o = torch.empty_like(q)
     _decode[(rows, hq)](q.contiguous(), k_cache.contiguous(), v_cache.contiguous(), o, page_table, kv_lens, scale,
                         page_table.stride(0), HQ=hq, HKV=hkv, PAGE=page, D=d, Q_LEN=q_len, BLOCK_N=32)
-    _CACHE[key] = o
+    _CACHE[key] = o.clone()
     return o
