@@ -54,8 +54,10 @@ class Price(BaseModel):
 # defaults shows a cost; a model without one shows "no price for this model": add it under
 # [prices."MODEL"] in the config file, which also overrides any entry here.
 # claude-sonnet-4-6: platform.claude.com/docs/en/about-claude/pricing (base input, 5-minute cache
-# write, cache hit, output). gpt-5.5 (the OpenAI default) has no entry: OpenAI's own standard-tier
-# page was not found to confirm it (docs/llm.md, "Tokens and cost").
+# write, cache hit, output). gpt-5.5 (the OpenAI default): standard tier, prompts up to 272K tokens (above
+# that OpenAI bills about 2x input and 1.5x output), as developers.openai.com/api/docs/pricing read by
+# the API Commons plans file api-evangelist/openai (2026-05-04) and by two pricing write-ups of 2026;
+# no copy of OpenAI's page itself was reachable to check (docs/llm.md, "Tokens and cost").
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-6": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),
     "claude-opus-4-1": Price(input=15.0, output=75.0, cached_input=1.5, cache_write=18.75),
@@ -63,6 +65,7 @@ DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-5": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),
     "claude-sonnet-4-0": Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75),
     "claude-haiku-4-5": Price(input=1.0, output=5.0, cached_input=0.1, cache_write=1.25),
+    "gpt-5.5": Price(input=5.0, output=30.0, cached_input=0.5),
     "gpt-5": Price(input=1.25, output=10.0, cached_input=0.125),
     "gpt-5-mini": Price(input=0.25, output=2.0, cached_input=0.025),
     "gpt-4.1": Price(input=2.0, output=8.0, cached_input=0.5),
@@ -93,11 +96,12 @@ class LLMConfig(BaseModel):
     prices: dict[str, Price] = Field(default_factory=dict, description="model -> price; merged over the defaults")
 
     def price(self, model: str) -> Price | None:
-        """The price of a model: exact name, else the longest known prefix (dated model ids)."""
+        """The price of a model: exact name, else the longest known name followed by '-' (a dated id such as
+        gpt-4.1-2025-04-14); never a mere prefix (gpt-5 is not gpt-5.5's price)."""
         table = {**DEFAULT_PRICES, **self.prices}
         if model in table:
             return table[model]
-        hits = [k for k in table if model.startswith(k)]
+        hits = [k for k in table if model.startswith(k + "-")]
         return table[max(hits, key=len)] if hits else None
 
 

@@ -185,23 +185,33 @@ def write_csv(result: dict[str, Any], path: Path) -> None:
 
 def bench(
     op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
-    kernel: Annotated[Path | None, typer.Option("--kernel", help="a candidate kernel file (policy-checked)")] = None,
-    impl: str = typer.Option("baseline,promoted", "--impl", help="comma-separated: baseline, promoted, "
-                             "kernel, a competitor of the op (fla, flashqla, sdpa, flash_attn4), or a .py file; "
-                             "speedups are vs the first"),
-    shapes: str = typer.Option(None, "--shapes", help="full, smoke, edge, or comma-separated shape ids "
-                               "\\[default: full; CPU: smoke]"),
-    csv_path: Annotated[Path | None, typer.Option("--csv", help="one row per shape and implementation")] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="the full result, all samples")] = None,
+    kernel: Annotated[Path | None, typer.Option("--kernel", metavar="FILE",
+                                                help="a candidate kernel file (policy-checked)")] = None,
+    impl: str = typer.Option("baseline,promoted", "--impl", metavar="IMPLS",
+                             help="comma-separated: baseline, promoted, "
+                                  "kernel, a competitor of the op (fla, flashqla, sdpa, flash_attn4), or a .py file; "
+                                  "speedups are vs the first"),
+    shapes: str = typer.Option(None, "--shapes", metavar="SETS", help="full, smoke, edge, or comma-separated shape ids "
+                               "[default: full; CPU: smoke]"),
+    csv_path: Annotated[Path | None, typer.Option("--csv", metavar="FILE",
+                                                  help="one row per shape and implementation")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE",
+                                                   help="the full result, all samples")] = None,
     graph: bool = typer.Option(True, "--graph/--no-graph", help="also time CUDA-graph replay"),
-    speedup: str = typer.Option(None, "--speedup", help="times the × column compares: eager or graph "
-                                "(CUDA-graph replay, launch gaps removed) \\[default: the op's rank_timing]"),
-    time_cap: float = typer.Option(None, "--time-cap", min=0.05,
+    speedup: str = typer.Option(None, "--speedup", metavar="TIMING", help="times the × column compares: eager or graph "
+                                "(CUDA-graph replay, launch gaps removed) [default: the op's rank_timing]"),
+    time_cap: float = typer.Option(None, "--time-cap", metavar="SECONDS", min=0.05,
                                    help="seconds of sampling per implementation, shape and timing kind before "
                                         "the median is taken as it stands [GPU default: 3.0]"),
-    timeout: float = typer.Option(1800.0, "--timeout", help="seconds before the worker is killed"),
+    timeout: float = typer.Option(1800.0, "--timeout", metavar="SECONDS", help="seconds before the worker is killed"),
 ) -> None:
-    """Time implementations of an op side by side: per shape time, speedup and roofline fraction."""
+    """Time implementations of an op side by side: per shape time, speedup and roofline fraction.
+
+    \b
+    Examples:
+      aka bench gdn_prefill
+      aka bench gdn_prefill --impl baseline,promoted,fla --csv times.csv
+    """
     o = get_op(op)
     import torch
 

@@ -23,15 +23,29 @@ class CheckUsageError(AkaError):
 
 def check(
     op: Annotated[str, typer.Argument(help="operator line, e.g. gdn_prefill")],
-    kernel: Annotated[Path | None, typer.Option("--kernel", help="candidate .py file (default: promoted, "
-                                                "else baseline)")] = None,
-    shapes: Annotated[str, typer.Option("--shapes", help="smoke, edge, full or shape ids, comma-separated; "
-                                        "auto = smoke+edge, plus full on a GPU")] = "auto",
-    rounds: Annotated[int, typer.Option("--rounds", help="fresh-input rounds per shape (>= 2)")] = DEFAULT_ROUNDS,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds before the worker is killed")] = 600.0,
-    json_path: Annotated[Path | None, typer.Option("--json", help="also write the full report as JSON")] = None,
+    kernel: Annotated[Path | None, typer.Option("--kernel", metavar="FILE",
+                                                help="candidate .py file (default: promoted, "
+                                                     "else baseline)")] = None,
+    shapes: Annotated[str, typer.Option("--shapes", metavar="SETS",
+                                        help="smoke, edge, full or shape ids, comma-separated; "
+                                             "auto = smoke+edge, plus full on a GPU")] = "auto",
+    rounds: Annotated[int, typer.Option("--rounds", metavar="N",
+                                        help="fresh-input rounds per shape (>= 2)")] = DEFAULT_ROUNDS,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
+                                           help="seconds before the worker is killed")] = 600.0,
+    json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE",
+                                                   help="also write the full report as JSON")] = None,
 ) -> None:
-    """Check a kernel against the float64 reference in an isolated worker; exit 0 only if all passes."""
+    """Check a kernel against the float64 reference in an isolated worker; exit 0 only if all passes.
+
+    After a pass it says which kernels and compile-time specialisations of the full set the checked
+    shapes never compile (aka.evaluate.coverage).
+
+    \b
+    Examples:
+      aka check gdn_prefill
+      aka check gdn_prefill --kernel my_kernel.py --shapes smoke
+    """
     o = get_op(op)
     if rounds < MIN_CALLS:
         raise CheckUsageError(f"--rounds {rounds}: use at least {MIN_CALLS} (the cached-result check needs two "
@@ -43,7 +57,7 @@ def check(
         for tok in shapes.split(","):
             o.cases(tok.strip())  # unknown names fail here with the contract's one-line error
     with console.status(f"checking {path} on {o.name} ({shapes})"):
-        report = check_kernel(o, path, shapes=shapes, rounds=rounds, timeout=timeout)
+        report = check_kernel(o, path, shapes=shapes, rounds=rounds, timeout=timeout, coverage=True)
     print_report(report, o.spec.output_names())
     if json_path:
         json_path.write_text(report.model_dump_json(indent=2))
@@ -75,6 +89,8 @@ def print_report(report: GateReport, outputs: list[str]) -> None:
     rounds = f"{report.n_rounds - WARM_CALLS} rounds + {WARM_CALLS} warm call" if report.n_rounds else "no rounds"
     console.print(f"{verdict}  {report.summary if report.passed else ''}  {rounds}, "
                   f"{report.duration_s:.1f} s", highlight=False, soft_wrap=True)
+    for line in report.coverage:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if not report.passed and report.stage in ("crash", "timeout", "oom", "device-fault", "import", "run"):
         console.print(report.stderr_tail[-1500:], markup=False, highlight=False)
 

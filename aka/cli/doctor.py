@@ -19,6 +19,11 @@ def doctor(as_json: bool = typer.Option(False, "--json",
     """Versions, the GPU (or the CPU interpreter, proven on a real kernel) and which API keys are set.
 
     --json: {ok, items: [{item, value, ok}]}; exit 1 when any item is not ok, as for the table.
+
+    \b
+    Examples:
+      aka doctor
+      aka doctor --json
     """
     report = collect()
     if as_json:

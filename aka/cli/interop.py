@@ -20,11 +20,19 @@ def _say(line: str = "") -> None:
 
 def export(
     op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
-    format_: str = typer.Option("flashinfer-bench", "--format", help="output format (only flashinfer-bench)"),
-    out: str = typer.Option(None, "--out", help="TraceSet folder to write (default: runs/_export/flashinfer-bench)"),
-    op_type: str = typer.Option(None, "--op-type", help="FlashInfer-Bench category, e.g. gdn (default: the op name)"),
+    format_: str = typer.Option("flashinfer-bench", "--format", metavar="FORMAT",
+                                help="output format (only flashinfer-bench)"),
+    out: str = typer.Option(None, "--out", metavar="DIR",
+                            help="TraceSet folder to write (default: runs/_export/flashinfer-bench)"),
+    op_type: str = typer.Option(None, "--op-type", metavar="TYPE",
+                                help="FlashInfer-Bench category, e.g. gdn (default: the op name)"),
 ) -> None:
-    """Write the op as FlashInfer-Bench records: definition, full-set workloads, kernel, its recorded timings."""
+    """Write the op as FlashInfer-Bench records: definition, full-set workloads, kernel, its recorded timings.
+
+    \b
+    Examples:
+      aka export gdn_prefill --op-type gdn --out fib/
+    """
     from aka.interop.fib_export import ExportSettings
     from aka.interop.fib_export import export as run_export
 
@@ -54,12 +62,21 @@ def export(
 
 def import_(
     definition: str = typer.Argument(..., help="a FlashInfer-Bench definition JSON"),
-    workloads: str = typer.Option(None, "--workloads", help="its workloads JSONL (default: beside it in a TraceSet)"),
-    out: str = typer.Option(None, "--out", help="where to write the contract (default: workloads/<name>.yaml)"),
-    name: str = typer.Option(None, "--name", help="op name to use instead of the definition's"),
+    workloads: str = typer.Option(None, "--workloads", metavar="FILE",
+                                  help="its workloads JSONL (default: beside it in a TraceSet)"),
+    out: str = typer.Option(None, "--out", metavar="PATH",
+                            help="a folder for <name>.yaml, or a NAME.yaml file (the op is then NAME) "
+                                 "[default: workloads/]"),
+    name: str = typer.Option(None, "--name", metavar="NAME", help="op name to use instead of the definition's"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing contract"),
 ) -> None:
-    """Draft workloads/<op>.yaml from a FlashInfer-Bench definition and its workloads (docs/interop.md)."""
+    """Draft workloads/<op>.yaml from a FlashInfer-Bench definition and its workloads (docs/interop.md).
+
+    \b
+    Examples:
+      aka import fib/definitions/gdn/gdn_prefill.json --name gdn_copy
+      aka import DEF.json --workloads WL.jsonl --out workloads/my_op.yaml
+    """
     from aka.interop.fib_import import ImportProblems, ImportSettings, draft, write
 
     t0 = time.monotonic()

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from aka.cli.helpfmt import AkaGroup, polish
 from aka.errors import AkaError
 
 app = typer.Typer(
@@ -20,6 +21,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=AkaGroup,
+    rich_markup_mode=None,  # help: click's plain formatter, readable at 80 columns (aka/cli/helpfmt.py)
 )
 
 def _version(value: bool) -> None:
@@ -42,6 +45,7 @@ COMMANDS = ("aka.cli.ops", "aka.cli.doctor", "aka.cli.check", "aka.cli.bench", "
 
 for _name in COMMANDS:
     importlib.import_module(_name).register(app)
+polish(app)
 
 
 # -- SIGTERM and SIGHUP -----------------------------------------------------------------------------

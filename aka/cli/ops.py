@@ -58,9 +58,15 @@ def _need_cost_model(o) -> None:
 
 def shapes(
     op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
-    set_: str = typer.Option("full", "--set", help="full, smoke, edge, or comma-separated shape ids"),
+    set_: str = typer.Option("full", "--set", metavar="SETS", help="full, smoke, edge, or comma-separated shape ids"),
 ) -> None:
-    """Show a shape set with the FLOPs and minimal bytes of each case."""
+    """Show a shape set with the FLOPs and minimal bytes of each case.
+
+    \b
+    Examples:
+      aka shapes gdn_prefill
+      aka shapes fa4_decode --set edge
+    """
     o = get_op(op)
     cases = o.cases(set_)
     _need_cost_model(o)

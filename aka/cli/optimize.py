@@ -120,54 +120,70 @@ def _settings(op: str, budget: int | None, max_time: float | None, max_tokens: i
 
 def optimize(
     op: str = typer.Argument(None, help="operator line, e.g. gdn_prefill (omit with --resume)"),
-    budget: int = typer.Option(None, "--budget", min=1, help=f"candidates to evaluate \\[default: "
+    budget: int = typer.Option(None, "--budget", metavar="N", min=1, help=f"candidates to evaluate [default: "
                                f"{default_candidates(False)}; CPU: {default_candidates(True)}]"),
-    max_time: float = typer.Option(None, "--max-time", help="stop after this many seconds of evaluation (with "
-                                   "--resume: the new limit for the whole run)"),
-    max_tokens: int = typer.Option(None, "--max-tokens", help="stop after this many backend tokens"),
-    patience: int = typer.Option(None, "--patience", help="stop after this many attempts without a new best"),
-    min_gain: float = typer.Option(0.01, "--min-gain", help="geomean gain needed to promote (0.01 = 1%)"),
-    margin: float = typer.Option(0.05, "--margin", help="largest per-shape slowdown accepted (0.05 = 5%)"),
+    max_time: float = typer.Option(None, "--max-time", metavar="SECONDS",
+                                   help="stop after this many seconds of evaluation (with "
+                                        "--resume: the new limit for the whole run)"),
+    max_tokens: int = typer.Option(None, "--max-tokens", metavar="N", help="stop after this many backend tokens"),
+    patience: int = typer.Option(None, "--patience", metavar="N",
+                                 help="stop after this many attempts without a new best"),
+    min_gain: float = typer.Option(0.01, "--min-gain", metavar="FRACTION",
+                                   help="geomean gain needed to promote (0.01 = 1%)"),
+    margin: float = typer.Option(0.05, "--margin", metavar="FRACTION",
+                                 help="largest per-shape slowdown accepted (0.05 = 5%)"),
     allow_regression: bool = typer.Option(False, "--allow-shape-regression", help="accept slower shapes"),
-    backend: str = typer.Option("offline", "--backend",
+    backend: str = typer.Option("offline", "--backend", metavar="NAME",
                                 help="offline (default, no API key), anthropic, openai (or any OpenAI-compatible "
                                      "server with --base-url), replay (with --from RUN)"),
-    model: str = typer.Option(None, "--model",
-                              help="LLM model name \\[default: the config's, or the server's only one]"),
-    base_url: str = typer.Option(None, "--base-url", help="LLM endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)"),
-    repairs: int = typer.Option(2, "--repairs", min=0, help="codegen repairs after a check/compile error (LLM)"),
-    lang: str = typer.Option("triton", "--lang", help="candidate language: triton or cuda (LLM backends)"),
-    replay_from: str = typer.Option(None, "--from", help="run id whose LLM exchanges --backend replay plays back"),
+    model: str = typer.Option(None, "--model", metavar="NAME",
+                              help="LLM model name [default: the config's, or the server's only one]"),
+    base_url: str = typer.Option(None, "--base-url", metavar="URL",
+                                 help="LLM endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)"),
+    repairs: int = typer.Option(2, "--repairs", metavar="N", min=0,
+                                help="codegen repairs after a check/compile error (LLM)"),
+    lang: str = typer.Option("triton", "--lang", metavar="LANG",
+                             help="candidate language: triton or cuda (LLM backends)"),
+    replay_from: str = typer.Option(None, "--from", metavar="RUN",
+                                    help="run id whose LLM exchanges --backend replay plays back"),
     tools: bool = typer.Option(None, "--tools/--no-tools",
                                help="LLM codegen may call tools (compile, check, time, ...) through native tool "
-                                    "calling \\[default: on, except --backend openai with --base-url: many local "
+                                    "calling [default: on, except --backend openai with --base-url: many local "
                                     "servers run without a tool parser]"),
-    max_tool_calls: int = typer.Option(16, "--max-tool-calls", min=1, help="tool calls per attempt (LLM)"),
+    max_tool_calls: int = typer.Option(16, "--max-tool-calls", metavar="N", min=1, help="tool calls per attempt (LLM)"),
     no_commit: bool = typer.Option(False, "--no-commit", help="write a promoted kernel but do not commit it"),
-    resume: str = typer.Option(None, "--resume", help="continue the run with this id"),
-    seed: int = typer.Option(0, "--seed", help="search and gate seed"),
-    cpu_gate: str = typer.Option("smoke,edge", "--cpu-gate", help="shape sets gated in the interpreter"),
-    ahead: int = typer.Option(None, "--prepare-ahead", min=0,
+    resume: str = typer.Option(None, "--resume", metavar="RUN", help="continue the run with this id"),
+    seed: int = typer.Option(0, "--seed", metavar="N", help="search and gate seed"),
+    cpu_gate: str = typer.Option("smoke,edge", "--cpu-gate", metavar="SETS",
+                                 help="shape sets gated in the interpreter"),
+    ahead: int = typer.Option(None, "--prepare-ahead", metavar="N", min=0,
                               help="candidates compiled in parallel while one is timed [GPU: cores/4 up to 4]"),
-    gate_rounds: int = typer.Option(3, "--gate-rounds", help="gate rounds per shape set on the GPU"),
+    gate_rounds: int = typer.Option(3, "--gate-rounds", metavar="N", help="gate rounds per shape set on the GPU"),
     competitors: bool = typer.Option(True, "--competitors/--no-competitors",
                                      help="GPU: time fla/sdpa once at setup, for the summary (minutes on a fresh "
                                           "machine: fla autotunes; counts against --max-time)"),
     profile: bool = typer.Option(True, "--profile/--no-profile",
                                  help="GPU: profile the incumbent with ncu once at the start, as evidence for the "
                                       "plans (about a minute; counts against --max-time)"),
-    gpus: int = typer.Option(None, "--gpus", min=1,
+    gpus: int = typer.Option(None, "--gpus", metavar="N", min=1,
                              help="candidates measured at once, one GPU each, on Ray workers of this machine "
-                                  "(aka\\[ray]; on CPU: interpreter workers) \\[default: 1, no Ray]"),
+                                  "(aka[ray]; on CPU: interpreter workers) [default: 1, no Ray]"),
     record_knowledge: bool = typer.Option(
         False, "--record-knowledge", help="commit kernels/OP/knowledge.json at the end (what each structure and "
         "value measured against the incumbent on this GPU; every run writes it, promotions commit it)"),
-    cluster: str = typer.Option(None, "--cluster",
+    cluster: str = typer.Option(None, "--cluster", metavar="ADDRESS",
                                 help="measure candidates on a Ray cluster's GPU workers: ray://HOST:PORT, auto inside "
                                      "a Ray job, or local (a new Ray instance here, even for --gpus 1) "
-                                     "(aka\\[ray]); with --gpus, the number of workers"),
+                                     "(aka[ray]); with --gpus, the number of workers"),
 ) -> None:
-    """Search for a faster kernel; promote it only when correct everywhere and measurably faster."""
+    """Search for a faster kernel; promote it only when correct everywhere and measurably faster.
+
+    \b
+    Examples:
+      aka optimize gdn_prefill --budget 3
+      aka optimize gdn_prefill --backend anthropic --max-time 3600
+      aka optimize --resume RUN --budget 20
+    """
     t0 = time.monotonic()
     if not console.is_terminal:  # the first line at once, also into a file (the set-up takes a while)
         console.print(f"aka optimize {op or ''}{' --resume ' + resume if resume else ''}: starting", highlight=False,

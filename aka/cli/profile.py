@@ -57,15 +57,25 @@ def _shape(op, shape: str | None) -> str:
 
 def profile(
     op: str = typer.Argument(..., help="operator line, e.g. gdn_prefill"),
-    kernel: Annotated[Path | None, typer.Option("--kernel", help="a candidate kernel file (default: promoted, "
-                                                "else baseline)")] = None,
-    shape: Annotated[str | None, typer.Option("--shape", help="one shape id (default: the first full case)")] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write the summary as JSON")] = None,
+    kernel: Annotated[Path | None, typer.Option("--kernel", metavar="FILE",
+                                                help="a candidate kernel file (default: promoted, "
+                                                     "else baseline)")] = None,
+    shape: Annotated[str | None, typer.Option("--shape", metavar="ID",
+                                              help="one shape id (default: the first full case)")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="write the summary as JSON")] = None,
     ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="use Nsight Compute (else the torch profiler only)"),
-    keep: Annotated[Path | None, typer.Option("--keep", help="keep ncu's report, CSV and logs in this folder")] = None,
-    timeout: float = typer.Option(600.0, "--timeout", help="seconds for the worker and for ncu, each"),
+    keep: Annotated[Path | None, typer.Option("--keep", metavar="DIR",
+                                              help="keep ncu's report, CSV and logs in this folder")] = None,
+    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS",
+                                  help="seconds for the worker and for ncu, each"),
 ) -> None:
-    """Profile one shape: per-kernel duration, throughput vs peak, occupancy, stalls, L2, bank conflicts."""
+    """Profile one shape: per-kernel duration, throughput vs peak, occupancy, stalls, L2, bank conflicts.
+
+    \b
+    Examples:
+      aka profile gdn_prefill
+      aka profile gdn_prefill --shape G1 --json profile.json
+    """
     o = get_op(op)
     case_id = _shape(o, shape)
     path = checked_kernel(kernel, o) if kernel else o.default_kernel()

@@ -16,15 +16,24 @@ console = Console()
 
 
 def regress(
-    ops: str = typer.Option("all", "--ops", help="all, or a comma-separated list of ops"),
-    threshold: str = typer.Option("5%", "--threshold", help="slowdown tolerated per shape, e.g. 5% or 0.05"),
-    junit: str = typer.Option(None, "--junit", help="write JUnit XML here (one testcase per op x shape x check)"),
-    json_out: str = typer.Option(None, "--json", help="write the full outcome as JSON here"),
-    rounds: int = typer.Option(2, "--gate-rounds", min=1, help="gate rounds per shape (fresh inputs each)"),
+    ops: str = typer.Option("all", "--ops", metavar="OPS", help="all, or a comma-separated list of ops"),
+    threshold: str = typer.Option("5%", "--threshold", metavar="SLOWDOWN",
+                                  help="slowdown tolerated per shape, e.g. 5% or 0.05"),
+    junit: str = typer.Option(None, "--junit", metavar="FILE",
+                              help="write JUnit XML here (one testcase per op x shape x check)"),
+    json_out: str = typer.Option(None, "--json", metavar="FILE", help="write the full outcome as JSON here"),
+    rounds: int = typer.Option(2, "--gate-rounds", metavar="N", min=1,
+                               help="gate rounds per shape (fresh inputs each)"),
     no_record: bool = typer.Option(False, "--no-record", help="on a new device model, do not write promoted.json"),
-    timeout: float = typer.Option(600.0, "--timeout", help="seconds per worker call"),
+    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS", help="seconds per worker call"),
 ) -> None:
-    """Exit 0 when every op holds, 1 on a correctness failure, 2 on a performance regression."""
+    """Exit 0 when every op holds, 1 on a correctness failure, 2 on a performance regression.
+
+    \b
+    Examples:
+      aka regress
+      aka regress --ops gdn_prefill --threshold 5% --junit regress.xml
+    """
     from aka.report.junit import write_junit
     from aka.report.regress import WorkerMeasurer, run_regress
 

@@ -20,10 +20,17 @@ class ReportUsageError(AkaError):
 
 def report(
     run_id: str = typer.Argument(None, help="a run id from `aka runs`"),
-    op: str = typer.Option(None, "--op", help="show this op's promotion history across runs instead"),
-    out: str = typer.Option(None, "--out", help="folder for index.html and the PNGs \\[default: inside runs/]"),
+    op: str = typer.Option(None, "--op", metavar="OP", help="show this op's promotion history across runs instead"),
+    out: str = typer.Option(None, "--out", metavar="DIR",
+                            help="folder for index.html and the PNGs [default: inside runs/]"),
 ) -> None:
-    """Write an HTML report (figures, attempts, diff) of a run, or of an op's promotion history."""
+    """Write an HTML report (figures, attempts, diff) of a run, or of an op's promotion history.
+
+    \b
+    Examples:
+      aka report RUN
+      aka report --op gdn_prefill --out history/
+    """
     from aka.report.html import write_op_report, write_run_report
 
     if bool(run_id) == bool(op):

@@ -277,6 +277,11 @@ def runs(op: str = typer.Argument(None, help="only this op"),
 
     --json: a list of {run_id, op, started, status, attempts, budget, best, promoted, device}; best is
     the best attempt's geomean speedup over the baseline, null when no attempt was timed.
+
+    \b
+    Examples:
+      aka runs
+      aka runs gdn_prefill --json
     """
     rows = list_runs(project_root() / "runs", op)
     if as_json:
@@ -346,7 +351,7 @@ def show_json(run_dir: Path) -> dict[str, Any]:
 
 def show(run_id: str = typer.Argument(..., help="a run id from `aka runs` (a unique prefix will do)"),
          as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
-         attempt: int = typer.Option(None, "--attempt", help=ATTEMPT_HELP)) -> None:
+         attempt: int = typer.Option(None, "--attempt", metavar="N", help=ATTEMPT_HELP)) -> None:
     """Show one run: settings, baseline, every attempt with its decision.
 
     --json: {run_id, op, status, started, device, settings, baseline {timing, shapes, baseline_us,
@@ -355,6 +360,11 @@ def show(run_id: str = typer.Argument(..., help="a run id from `aka runs` (a uni
     null unless an LLM endpoint stopped the run ({kind, error, resumable, fix}); usage: {input_tokens,
     output_tokens, cached_tokens, cache_write_tokens, cost_usd}; llm_calls: one per model call {stage,
     the usage fields, tool_calls}; tool_calls: {n, name, arguments, ok, result, seconds, turn, usage}.
+
+    \b
+    Examples:
+      aka show RUN
+      aka show RUN --attempt 2
     """
     if attempt is not None:
         return show_attempt(run_id, attempt)
@@ -371,6 +381,10 @@ def history(op: str = typer.Argument(..., help="operator line"),
     vs previous: the ABBA speedup over the kernel it replaced; vs baseline: those chained since the
     baseline (aka.run.standing). --json: a list of {rev, date, run_id, attempt, vs_previous, vs_baseline,
     device, subject}.
+
+    \b
+    Examples:
+      aka history gdn_prefill --json
     """
     from aka.report.tables import rows_from
 
@@ -390,8 +404,15 @@ def history(op: str = typer.Argument(..., help="operator line"),
 
 
 def rollback(op: str = typer.Argument(..., help="operator line"),
-             to: str = typer.Option(None, "--to", help="revision whose promoted kernel to restore")) -> None:
-    """Restore an earlier promoted kernel as a new commit (default: the previous promotion)."""
+             to: str = typer.Option(None, "--to", metavar="REV",
+                                    help="revision whose promoted kernel to restore")) -> None:
+    """Restore an earlier promoted kernel as a new commit (default: the previous promotion).
+
+    \b
+    Examples:
+      aka rollback gdn_prefill
+      aka rollback gdn_prefill --to HEAD~3
+    """
     the_op = get_op(op)
     rev = gitops.rollback(the_op.root, op, to)
     meta = gitops.read_promoted_meta(the_op.root, op)

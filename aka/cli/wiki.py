@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,13 +25,20 @@ wiki_app = typer.Typer(help="The GPU wiki: hardware pages, technique cards, anti
 @wiki_app.command()
 def search(
     query: str = typer.Argument(..., help="words, e.g. 'split kv decode'"),
-    op: str | None = typer.Option(None, help="only cards for this op (and general ones)"),
-    arch: str | None = typer.Option(None, help="only cards for this arch, e.g. sm_90 (and general ones)"),
-    tag: Annotated[list[str] | None, typer.Option(help="boost cards with this tag (repeatable)")] = None,
-    budget: int | None = typer.Option(None, help="keep only what fits in this many prompt characters"),
-    limit: int = typer.Option(10, help="rows to show"),
+    op: str | None = typer.Option(None, metavar="OP", help="only cards for this op (and general ones)"),
+    arch: str | None = typer.Option(None, metavar="ARCH",
+                                     help="only cards for this arch, e.g. sm_90 (and general ones)"),
+    tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="boost cards with this tag (repeatable)")] = None,
+    budget: int | None = typer.Option(None, metavar="CHARS",
+                                      help="keep only what fits in this many prompt characters"),
+    limit: int = typer.Option(10, metavar="N", help="rows to show"),
 ) -> None:
-    """Rank cards for a query (BM25 over title, tags, body; filtered by op and arch)."""
+    """Rank cards for a query (BM25 over title, tags, body; filtered by op and arch).
+
+    \b
+    Examples:
+      aka wiki search 'split kv decode' --op fa4_decode
+    """
     cards = load_wiki()
     tags = tuple(tag or ())
     hits = rank(cards, query, op, arch, tags)
@@ -48,7 +55,12 @@ def search(
 
 @wiki_app.command()
 def show(card_id: str = typer.Argument(..., help="card id, e.g. split-kv-decode")) -> None:
-    """Print one page as written (front matter and body)."""
+    """Print one page as written (front matter and body).
+
+    \b
+    Examples:
+      aka wiki show split-kv-decode
+    """
     card = get_card(load_wiki(), card_id)
     console.print(card.path.read_text(encoding="utf-8"), markup=False, highlight=False)
 
@@ -68,7 +80,8 @@ def check() -> None:
 
 @wiki_app.command()
 def stats(
-    runs: Annotated[Path | None, typer.Option(help="runs folder (default: <project>/runs) or one run")] = None,
+    runs: Annotated[Path | None, typer.Option(metavar="DIR",
+                                              help="runs folder (default: <project>/runs) or one run")] = None,
 ) -> None:
     """Per card: plans citing it, candidates that passed the gate, promotions, across runs."""
     root = runs or project_root() / "runs"
@@ -95,16 +108,17 @@ def _run_dir(run: Path) -> Path:
 
 
 @wiki_app.command()
-def lessons(run: Annotated[Path, typer.Argument(help="run folder, runs/<op>/<run-id>")]) -> None:
-    """(Re)write RUN/lessons.jsonl from its attempts and print the lessons."""
+def lessons(run: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run folder, runs/<op>/<run-id>")]) -> None:
+    """(Re)write RUN_DIR/lessons.jsonl from its attempts and print the lessons."""
     for les in write_lessons(_run_dir(run)):
         console.print(f"{les.kind:6} #{les.attempt}: {les.what} — {les.why}", markup=False)
 
 
 @wiki_app.command()
 def distill(
-    run: Annotated[Path, typer.Argument(help="run folder, runs/<op>/<run-id>")],
-    out: Annotated[Path | None, typer.Option(help="write drafts here (never inside wiki/); default: print")] = None,
+    run: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run folder, runs/<op>/<run-id>")],
+    out: Annotated[Path | None, typer.Option(metavar="DIR",
+                                             help="write drafts here (never inside wiki/); default: print")] = None,
 ) -> None:
     """Propose new or updated cards from a run's lessons, for a person to review."""
     run_dir = _run_dir(run)
@@ -126,26 +140,53 @@ def distill(
             console.print(f"{d.action:6} {path}")
 
 
+def _hardware_pages(pages: list) -> dict[str, Any]:
+    """Device name (as a page lists it) -> its hardware page."""
+    return {n: c for c in pages if c.meta.kind == "hardware" for n in c.meta.names}
+
+
 def hw(
-    name: str | None = typer.Option(None, help="pretend the device has this name (to see what a part resolves to)"),
-    capability: str = typer.Option("9.0", help="with --name: the compute capability"),
+    name: str | None = typer.Option(None, metavar="NAME", help="a device name, e.g. 'NVIDIA H200': what aka knows "
+                                    "of that part, as on such a GPU (works without one)"),
+    capability: str | None = typer.Option(None, metavar="X.Y", help="with --name: the compute capability "
+                                          "[default: its page's, else 9.0]"),
     as_json: bool = typer.Option(False, "--json", help="print the merged facts as JSON"),
 ) -> None:
-    """Detected hardware merged with its wiki page; parts without a page are reported unknown."""
+    """Detected hardware merged with its wiki page; parts without a page are reported unknown.
+
+    \b
+    Examples:
+      aka hw
+      aka hw --name 'NVIDIA H200'
+    """
     pages = load_wiki()
-    facts = merge(Detected(name=name, capability=capability), pages) if name else detect(pages)
+    named = _hardware_pages(pages)
+    if name:
+        page = {" ".join(n.split()).casefold(): c for n, c in named.items()}.get(" ".join(name.split()).casefold())
+        cap = capability or (page.meta.capability if page is not None else None) or "9.0"
+        facts = merge(Detected(name=name, capability=cap), pages)
+    else:
+        facts = detect(pages)
     if as_json:
         print(json.dumps(facts.summary(), indent=1, default=str))
+        return
+    if facts.detected is None:  # no GPU: nothing to tabulate; say what the command is for and what works here
+        known = ", ".join(f"'{n}'" for n in sorted(named))
+        example = f" To read a known part's facts here: aka hw --name {sorted(named)[0]!r} (pages: {known})." \
+            if named else ""
+        console.print(f"{facts.reason}. On a GPU, aka hw lists what the device reports (SMs, L2, shared memory, "
+                      f"registers) merged with its wiki page.{example}", soft_wrap=True, markup=False, highlight=False)
         return
     colour = "green" if facts.known else "yellow"
     console.print(f"[{colour}]{'known' if facts.known else 'UNKNOWN'}[/{colour}]: {facts.reason}", soft_wrap=True)
     table = Table(show_header=True)
     for col in ("fact", "value", "kind", "source"):
         table.add_column(col)
-    if facts.detected:
-        for k, v in facts.detected.model_dump().items():
-            origin = "--name (hypothetical)" if name else "torch / nvidia-smi"
-            table.add_row(k, str(v) if v is not None else "—", "device", origin)
+    for k, v in facts.detected.model_dump().items():
+        if name and v is None:  # a hypothetical device reports nothing but its name and capability
+            continue
+        origin = "--name (hypothetical)" if name else "torch / nvidia-smi"
+        table.add_row(k, str(v) if v is not None else "—", "device", origin)
     for k, f in facts.facts.items():
         table.add_row(k, str(f.value), f.kind, f.source)
     console.print(table)

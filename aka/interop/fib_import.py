@@ -50,7 +50,8 @@ class ImportSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     definition: Path
     workloads: Path | None = Field(None, description="its workloads JSONL; default: found beside it in a TraceSet")
-    out: Path | None = Field(None, description="default: workloads/<name>.yaml of the project")
+    out: Path | None = Field(None, description="a folder (the contract is <name>.yaml in it) or a NAME.yaml file, "
+                             "whose stem then names the op; default: workloads/<name>.yaml of the project")
     force: bool = Field(False, description="overwrite an existing contract")
     name: str | None = Field(None, description="the op name, when the definition's is not one")
 
@@ -262,13 +263,37 @@ def build(raw: dict[str, Any], name: str, workloads: list[dict[str, int]], sourc
     return text, drafted
 
 
+def _name_and_dest(settings: ImportSettings, raw: dict[str, Any], root: Path) -> tuple[str, Path]:
+    """The op's name and the contract's path. aka's loader wants a contract named <op>.yaml, so `--out`
+    is either a folder (the file is <name>.yaml in it) or a .yaml file whose stem is the op's name:
+    `--out workloads/my_gdn.yaml` names the op my_gdn, as `--name my_gdn` would. The name comes from
+    --name, else that file name, else the definition; --name and a file name that differ are refused."""
+    out = settings.out
+    if out is not None and out.suffix == ".yml":
+        raise AkaError(f"--out {out}: aka reads contracts named <op>.yaml; pass --out {out.with_suffix('.yaml')} "
+                       f"or a folder")
+    as_file = out is not None and out.suffix == ".yaml"
+    if out is not None and not as_file and out.is_file():
+        raise AkaError(f"--out {out}: a file that is not a contract; pass a folder or a NAME.yaml file")
+    name = settings.name or (out.stem if as_file else None) or str(raw.get("name") or "")
+    if as_file and out.stem != name:
+        raise AkaError(f"--out {out} would hold op {out.stem} but --name says {name}: pass --out "
+                       f"{out.with_name(name + '.yaml')} or --out {out.parent} (the file is then {name}.yaml)")
+    if as_file and not settings.name and not _OP_NAME.match(name):
+        raise AkaError(f"--out {out}: the file name gives the op name {name!r}, not an aka op name (lowercase "
+                       f"letters, digits and _); name the file e.g. {re.sub(r'[^a-z0-9_]+', '_', name.lower())}.yaml")
+    if out is None:
+        return name, root / "workloads" / f"{name}.yaml"
+    return name, out if as_file else out / f"{name}.yaml"
+
+
 def draft(settings: ImportSettings, root: Path) -> tuple[Draft, Path]:
     """Map and check; raises ImportProblems (every unmappable field) or AkaError; writes nothing."""
     src = settings.definition
     raw = _read_json(src)
     if not isinstance(raw, dict):
         raise ImportProblems(src, [f"{src}: field '(top level)': expected a JSON object (a Definition)"])
-    name = settings.name or str(raw.get("name") or "")
+    name, out = _name_and_dest(settings, raw, root)
     schema: list[str] = []
     try:
         Definition.model_validate(raw)
@@ -304,9 +329,6 @@ def draft(settings: ImportSettings, root: Path) -> tuple[Draft, Path]:
     if problems:
         raise ImportProblems(src, problems)
     text, drafted = build(raw, name, workloads, src)
-    out = settings.out or root / "workloads" / f"{name}.yaml"
-    if out.name != f"{name}.yaml":
-        raise AkaError(f"--out {out}: aka's loader wants the contract named {name}.yaml (or pass --name)")
     # aka's own loader is the judge of the draft
     with tempfile.TemporaryDirectory(prefix=f"aka-import-{os.getpid()}-") as tmp:
         probe = Path(tmp) / f"{name}.yaml"

@@ -25,6 +25,16 @@ def test_the_default_anthropic_model_has_a_price():
     assert u.cost_usd == pytest.approx(0.5 * 3.0 + 0.5 * 3.75 + 1.0 * 0.3 + 0.1 * 15.0)
 
 
+def test_the_default_openai_model_has_its_own_price_and_no_other_model_borrows_one():
+    cfg = LLMConfig()
+    assert cfg.openai.model == "gpt-5.5"
+    p = cfg.price("gpt-5.5")
+    assert (p.input, p.output, p.cached_input) == (5.0, 30.0, 0.5)  # OpenAI standard tier, <= 272K input
+    assert cfg.price("gpt-5.5-2026-04-23") == p
+    assert cfg.price("gpt-5.4") is None  # not gpt-5's price by prefix
+    assert cfg.price("gpt-4.1-2025-04-14") == DEFAULT_PRICES["gpt-4.1"]
+
+
 def test_every_built_in_price_is_complete():
     for name, p in DEFAULT_PRICES.items():
         assert p.input > 0 and p.output > p.input, name

@@ -42,3 +42,20 @@ def test_rollback_says_what_it_restored(project):
     first = gitops.history(project, "gdn_prefill")[-1].rev  # the first promotion: before it, the baseline
     res = CliRunner().invoke(app, ["rollback", "gdn_prefill", "--to", f"{first}~1"], env=env)
     assert res.exit_code == 0 and "restored no promoted kernel: the op runs its baseline" in res.stdout, res.output
+
+
+def test_hw_without_a_gpu_says_so_in_one_line_and_how_to_read_a_page(monkeypatch):
+    import aka.hardware
+
+    monkeypatch.setattr(aka.hardware, "detect_device", lambda index=0: None)  # a CPU-only machine
+    for columns in ("80", None):
+        res = CliRunner().invoke(app, ["hw"], env={"COLUMNS": columns})
+        assert res.exit_code == 0, res.output  # nothing here is not an error, as for `aka runs`
+        line = " ".join(res.stdout.split())  # soft-wrapped: one line, however wide the terminal
+        assert res.stdout.strip().count("\n") == 0 and "┏" not in res.stdout, res.stdout  # no empty table
+        assert line.startswith("no GPU: CUDA is not available on this machine. On a GPU, aka hw lists")
+        assert "aka hw --name 'NVIDIA A100-SXM4-80GB'" in line and "'NVIDIA H200'" in line
+    # what the line offers works here, with the page's own capability (the A100 is 8.0, not the 9.0 default)
+    res = CliRunner().invoke(app, ["hw", "--name", "NVIDIA A100-SXM4-80GB"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0 and res.stdout.startswith("known: matched wiki/hardware/a100.md"), res.output
+    assert "driver" not in res.stdout  # a hypothetical device reports only its name and capability

@@ -89,9 +89,42 @@ def test_a_malformed_definition_gives_one_line_per_bad_field(tmp_path):
     text = "\n".join(err.value.lines)
     assert "float8_e4m3fn has no aka dtype" in text and "axis 'nope' is not in axes" in text
     assert "pass --name NAME" in text and "a scalar output" in text
-    r = aka("import", str(path), "--workloads", str(GDN_WL), "--out", str(tmp_path / "x.yaml"))
+    r = aka("import", str(path), "--workloads", str(GDN_WL), "--out", str(tmp_path))  # a folder: the name is its own
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == len(fields) + 1
     assert "7 field(s) cannot be mapped" in r.stderr
+
+
+def test_out_is_a_folder_or_a_file_whose_name_names_the_op(tmp_path):
+    from typer.testing import CliRunner
+
+    from aka.cli.main import app
+    from aka.errors import AkaError
+
+    # a folder: the contract is <the definition's name>.yaml in it
+    d, out = draft(ImportSettings(definition=GDN, workloads=GDN_WL, out=tmp_path / "drafts"), tmp_path)
+    assert d.name == GDN.stem and out == tmp_path / "drafts" / f"{GDN.stem}.yaml"
+    # a file with another name: that name is the op's, as --name would make it (aka's loader wants <op>.yaml)
+    d, out = draft(ImportSettings(definition=GDN, workloads=GDN_WL, out=tmp_path / "my_gdn.yaml"), tmp_path)
+    assert d.name == "my_gdn" and out == tmp_path / "my_gdn.yaml"
+    out.write_text(d.text)
+    assert load_contract(out).spec.name == "my_gdn"
+    # what cannot work says so in one line, with the fix
+    for settings, says in (
+        (dict(out=tmp_path / "my_gdn.yaml", name="gdn_copy"), f"--out {tmp_path / 'my_gdn.yaml'} would hold op my_gdn "
+         f"but --name says gdn_copy: pass --out {tmp_path / 'gdn_copy.yaml'} or --out {tmp_path}"),
+        (dict(out=tmp_path / "My-GDN.yaml"), "not an aka op name (lowercase letters, digits and _); name the file "
+         "e.g. my_gdn.yaml"),
+        (dict(out=tmp_path / "my_gdn.yml"), f"pass --out {tmp_path / 'my_gdn.yaml'} or a folder"),
+    ):
+        with pytest.raises(AkaError) as err:
+            draft(ImportSettings(definition=GDN, workloads=GDN_WL, **settings), tmp_path)
+        assert says in str(err.value) and "\n" not in str(err.value)
+    # through the command: --out a folder that does not exist yet
+    res = CliRunner().invoke(app, ["import", str(GDN), "--workloads", str(GDN_WL), "--out", str(tmp_path / "new")],
+                             env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "new" / f"{GDN.stem}.yaml").is_file()
+    assert f"-> {tmp_path / 'new' / GDN.stem}.yaml: 3 full-set case(s)" in res.stdout
 
 
 def test_bad_workload_lines_are_listed_too(tmp_path):
