@@ -127,3 +127,19 @@ def test_the_rules_can_fail(tmp_path, monkeypatch):
         test_no_stage_imports_a_later_stage()
     with pytest.raises(pytest.fail.Exception, match="import cycle: aka.early -> aka.report.tables -> aka.early"):
         test_no_import_cycle_at_module_level()
+
+
+def _private_imports(path: Path) -> list[str]:
+    """'aka.x._name' for each private name `path` imports from another aka module (anywhere in it)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("aka"):
+            out += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")
+                    and not a.name.startswith("__") and not _exists(f"{node.module}.{a.name}")]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A leading underscore says 'this module's own': another module that needs it gets a public name."""
+    found = {m: names for m, p in MODULES.items() if (names := _private_imports(p))}
+    assert not found, found

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from aka.agent.config import LLMSettings
-from aka.cli.runs import _row, _x, console, cpu_note, print_summary
+from aka.cli.runs import attempt_row, console, cpu_note, print_summary, ratio_text
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError, WorkersLost
 from aka.run.store import RunStore
@@ -40,12 +40,12 @@ class LiveView:
         self._count(fields.pop("call_tokens", 0), fields.pop("call_cost", None))
         self.state.update(fields)
         if rec is not None:
-            r = _row(rec, 40, 72)
+            r = attempt_row(rec, 40, 72)
             self.live.console.print(f"#{r[0]:>3} {r[3]:>8} vs baseline  {r[2]:<9} {r[5]}  {r[1]}", highlight=False)
         s = self.state
         at = "-" if s["attempt"] is None else f"#{s['attempt']}"
         self.live.update(Panel(
-            f"attempt {at}  stage [bold]{escape(s['stage'])}[/bold]  best vs baseline {_x(s['best'])}  "
+            f"attempt {at}  stage [bold]{escape(s['stage'])}[/bold]  best vs baseline {ratio_text(s['best'])}  "
             f"budget left {s['left']}{_tokens(s['tokens'], s['cost'])}\n{escape(s['candidate'][:100])}"
             + (f"\n[dim]{escape(s['llm'][:120])}[/dim]" if s["llm"] else ""), title="aka optimize"))
 
@@ -83,7 +83,7 @@ class LineView:
         fields.pop("call_tokens", None)
         fields.pop("call_cost", None)
         if rec is not None:
-            r = _row(rec, 40, 72)
+            r = attempt_row(rec, 40, 72)
             parts = " ".join(f"{k} {v:.1f}" for k, v in rec.stage_s.items())
             secs = f" ({rec.duration_s:.1f} s{': ' + parts if parts else ''})" if rec.duration_s else ""
             self.say(Text.from_markup(f"#{r[0]} {r[3]} vs baseline  {r[2]} {r[5]}  {r[1]}{secs}").plain)

@@ -49,7 +49,7 @@ class TableConsole(Console):
 console = TableConsole()
 
 
-def _x(v: float | None) -> str:
+def ratio_text(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}x"
 
 
@@ -63,7 +63,7 @@ def clip(text: str, n: int) -> str:
     return cut.rstrip(" ,;:(") + "…"
 
 
-def _row(rec: Attempt, plan_width: int = 64, reason_width: int = 120) -> list[str]:
+def attempt_row(rec: Attempt, plan_width: int = 64, reason_width: int = 120) -> list[str]:
     plan = rec.plan
     change = (", ".join(plan.cited_evidence) or plan.hypothesis) if plan else ""
     what = (f"{plan.pattern}: " if plan and plan.pattern else "") + change
@@ -71,7 +71,7 @@ def _row(rec: Attempt, plan_width: int = 64, reason_width: int = 120) -> list[st
     verdict, reason = (rec.decision.verdict, rec.decision.reason) if rec.decision else ("?", "")
     style = {"promoted": "green", "rejected": "red"}.get(verdict, "yellow")
     vs_inc = rec.bench.vs_incumbent if rec.bench else None
-    return [str(rec.n), escape(clip(what, plan_width)), stage or "done", _x(rec.score), _x(vs_inc),
+    return [str(rec.n), escape(clip(what, plan_width)), stage or "done", ratio_text(rec.score), ratio_text(vs_inc),
             f"[{style}]{escape(clip(reason, reason_width))}[/{style}]"]
 
 
@@ -81,7 +81,7 @@ def attempts_table(attempts: list[Attempt], title: str) -> Table:
                    ("vs incumbent", "right"), ("decision", "left")):
         t.add_column(col, justify=j)
     for rec in attempts:
-        t.add_row(*_row(rec))
+        t.add_row(*attempt_row(rec))
     return t
 
 
@@ -153,7 +153,7 @@ def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_set
         f"stopped: {escape(_stopped(run, summary))}; {len(attempts)} attempts, "
         f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a.duration_s for a in attempts)))} s, "
         f"{summary.get('tokens', sum(a.tokens for a in attempts))} tokens{usage_text(attempts)}",
-        f"best candidate vs baseline: {_x(best)}; incumbent now: {incumbent}",
+        f"best candidate vs baseline: {ratio_text(best)}; incumbent now: {incumbent}",
     ]
     settings = OptimizeSettings.model_validate(run["settings"])
     if show_settings:
@@ -322,8 +322,8 @@ def _runs_table(rows: list[dict[str, Any]], cols: list[str], left_out: list[str]
             t.add_column(col, overflow="fold")
     for r in rows:
         cells = {"run": r["run_id"], "op": r["op"], "started": r["started"], "status": r["status"],
-                 "attempts": f"{r['attempts']}/{r['budget']}", "best": _x(r["best"]), "promoted": str(r["promoted"]),
-                 "device": r["device"]}
+                 "attempts": f"{r['attempts']}/{r['budget']}", "best": ratio_text(r["best"]),
+                 "promoted": str(r["promoted"]), "device": r["device"]}
         t.add_row(*(escape(str(cells[c])) for c in cols))
     return t
 
@@ -398,7 +398,7 @@ def history(op: str = typer.Argument(..., help="operator line"),
     for col in ("rev", "date", "vs previous", "vs baseline", "run", "subject"):
         t.add_column(col, no_wrap=col == "run")  # an id to type: never cut
     for p in rows:
-        t.add_row(p.rev[:10], p.date[:19], _x(p.vs_previous), _x(p.vs_baseline), p.run_id,
+        t.add_row(p.rev[:10], p.date[:19], ratio_text(p.vs_previous), ratio_text(p.vs_baseline), p.run_id,
                   escape(clip(p.subject, 60)))
     console.print(t)
 

@@ -128,13 +128,13 @@ def find_kernels(module: ModuleType | dict[str, Any]) -> dict[str, Any]:
     names = vars(module) if isinstance(module, ModuleType) else module
     out: dict[str, Any] = {}
     for name, obj in names.items():
-        jit = _unwrap(obj)
+        jit = unwrap_jit(obj)
         if jit is not None:
             out[name] = jit
     return out
 
 
-def _unwrap(obj: Any, depth: int = 4) -> Any:
+def unwrap_jit(obj: Any, depth: int = 4) -> Any:
     for _ in range(depth):
         if obj is None or isinstance(obj, (type, ModuleType)):
             return None

@@ -96,13 +96,13 @@ def compile_task(payload: dict[str, Any]) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     from aka.contract.ops import load_module
-    from aka.evaluate.compstats import _unwrap, stats_of
+    from aka.evaluate.compstats import stats_of, unwrap_jit
 
     module = load_module(Path(payload["path"]))
     stats, failed = [], []
     for launch in payload["launches"]:
         try:
-            fn = _unwrap(getattr(module, launch["name"]))
+            fn = unwrap_jit(getattr(module, launch["name"]))
             sig, consts = signature(fn, launch["args"])
             kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget(*TARGET),
                                     options=launch["options"])

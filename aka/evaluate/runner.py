@@ -74,7 +74,7 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
     """
     sweep_stale_folders()
     _refuse_when_stopping()
-    with tempfile.TemporaryDirectory(prefix=f"{_PREFIX}{os.getpid()}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{WORKER_PREFIX}{os.getpid()}-") as tmp:
         d = Path(tmp)
         (d / "payload.json").write_text(json.dumps(payload))
         cmd = [sys.executable, "-m", "aka.evaluate.worker", task, str(d / "payload.json"), str(d / "result.json")]
@@ -186,7 +186,7 @@ def remove_folders_of(pid: int, roots: list[Path] | None = None) -> list[str]:
     return removed
 
 
-_PREFIX = "aka-worker-"
+WORKER_PREFIX = "aka-worker-"
 _swept = False
 
 

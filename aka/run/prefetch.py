@@ -9,15 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from aka.agent.llm.base import AttemptFailed, Backend, Context, Usage
+from aka.agent.llm.base import AttemptFailed, Backend, Context
 from aka.agent.llm.edits import compact_diff
 from aka.evaluate.evaluator import Evaluator
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.incumbent_facts import incumbent_evidence
-from aka.records import Attempt, CheckRecord, CompileRecord
+from aka.records import Attempt, CheckRecord, CompileRecord, Measurements, Usage
 from aka.run.state import State, shape_plan
 from aka.run.store import RunStore
-from aka.run.supervisor import Measurements
 from aka.run.toolbench import ToolBench
 from aka.settings import OptimizeSettings
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from aka.errors import AkaError
 from aka.knowledge.measured import kernel_dir_of, knowledge_path, record_run
+from aka.records import Decision
 from aka.run import gitops
 from aka.run.state import rebuild
 from aka.run.store import RunStore
-from aka.run.supervisor import Decision, promotion_message, promotion_meta
+from aka.run.supervisor import promotion_message, promotion_meta
 from aka.settings import OptimizeSettings
 
 

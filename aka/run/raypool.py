@@ -45,9 +45,9 @@ def worker_folder(base: str | None = None) -> Path:
     """The folder a Ray worker writes the sources it is sent into, named like aka's worker folders
     (aka-worker-<pid>-...) so that the next aka process on that machine removes it once the worker's
     process is gone (aka.evaluate.runner.sweep_stale_folders): Ray kills actors without a clean-up."""
-    from aka.evaluate.runner import _PREFIX
+    from aka.evaluate.runner import WORKER_PREFIX
 
-    return Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-ray-", dir=base))
+    return Path(tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-ray-", dir=base))
 
 
 class EvalWorker:

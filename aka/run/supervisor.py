@@ -12,11 +12,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from aka.contract.shapes import ShapeSet
-from aka.records import Attempt, Decision, Measurements, Timing
+from aka.records import Attempt, Decision, Measurements
 from aka.settings import Budget, PromotionRules
 
-__all__ = ["BudgetUsed", "Decision", "Measurements", "Timing", "decide", "promotion_meta", "promotion_message",
-           "stop_reason"]
+__all__ = ["BudgetUsed", "decide", "promotion_meta", "promotion_message", "stop_reason"]
 
 def _no(reason: str, verdict: Literal["rejected", "not promoted"] = "rejected", blocked_by: str = "") -> Decision:
     return Decision(promote=False, verdict=verdict, reason=reason, blocked_by=blocked_by)

@@ -13,8 +13,8 @@ from llm_helpers import TOY, backend, context, policy_verify
 from aka.agent.config import LLMConfig, LLMSettings
 from aka.agent.llm.base import AttemptFailed, Context, get_backend
 from aka.agent.llm.chat import read_exchanges
-from aka.agent.plan import Plan
 from aka.contract.ops import get_op
+from aka.records import Plan
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 
 from aka.agent.config import ConfigError, LLMConfig, LLMSettings, api_key, load_config
 from aka.agent.llm.answers import AnswerError, extract_code, parse_plan
-from aka.agent.llm.base import Usage
 from aka.agent.llm.chat import LLMBackend
+from aka.records import Usage
 
 
 def test_config_file_keys_prices_and_env_precedence(tmp_path, monkeypatch):

@@ -11,9 +11,9 @@ from fake_servers import user_text
 from llm_helpers import TOY, backend, context
 
 from aka.agent.config import LLMSettings
-from aka.agent.plan import Plan
 from aka.contract.ops import get_op
 from aka.evaluate.evaluator import RealEvaluator
+from aka.records import Plan
 from aka.settings import OptimizeSettings
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

@@ -12,8 +12,8 @@ from llm_helpers import backend, policy_verify
 from aka.agent.llm.base import Context
 from aka.agent.llm.chat import read_exchanges
 from aka.agent.llm.edits import Edit, EditError, apply_edits, parse_edits
-from aka.agent.plan import Plan
 from aka.contract.ops import get_op
+from aka.records import Plan
 
 
 def block(search: str, replace: str) -> str:

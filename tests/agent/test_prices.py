@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from aka.agent.config import DEFAULT_PRICES, LLMConfig, LLMSettings, load_config
-from aka.agent.llm.base import Usage
 from aka.agent.llm.chat import LLMBackend
-from aka.records import Attempt
+from aka.records import Attempt, Usage
 
 
 def test_the_default_anthropic_model_has_a_price():

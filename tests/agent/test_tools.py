@@ -19,9 +19,8 @@ from aka.agent.llm.base import (
     AttemptFailed,
     get_backend,  # noqa: E402
 )
-from aka.agent.plan import Plan
 from aka.contract.ops import get_op
-from aka.records import read_attempts
+from aka.records import Plan, read_attempts
 from aka.run.loop import run_loop  # noqa: E402
 from aka.run.setup import prepare_run  # noqa: E402
 from aka.settings import Budget, OptimizeSettings  # noqa: E402

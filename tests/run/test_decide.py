@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aka.run.supervisor import Measurements, decide
+from aka.records import Measurements
+from aka.run.supervisor import decide
 from aka.settings import PromotionRules
 
 SHAPES = ["G1", "G2", "G3"]

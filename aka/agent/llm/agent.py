@@ -16,10 +16,10 @@ from typing import Any
 
 from aka.agent.llm import prompts
 from aka.agent.llm.answers import AnswerError, EditError, candidate_source
-from aka.agent.llm.base import AttemptFailed, Context, Usage
-from aka.agent.llm.chat import _CUT, Reply, repair_text
+from aka.agent.llm.base import AttemptFailed, Context
+from aka.agent.llm.chat import CUT_STOPS, Reply, repair_text
 from aka.agent.llm.tools import Session
-from aka.agent.plan import Plan
+from aka.records import Plan, Usage
 
 GRACE = 4  # calls past the cap (each an error result) before the attempt is ended for the model
 
@@ -50,7 +50,7 @@ def codegen_with_tools(be, plan: Plan, ctx: Context) -> tuple[str, Usage]:
                     return _stop(session, usage, f"{len(session.records)} tool calls, the cap is {session.cap}")
                 stage = "tools"
                 continue
-            cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+            cut = " (the answer was cut at the output token limit)" if reply.stop_reason in CUT_STOPS else ""
             try:
                 source, _ = candidate_source(reply.text, op.spec.entry, session.working)
             except EditError as exc:

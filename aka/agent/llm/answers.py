@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aka.agent.llm.edits import EditError, apply_edits, parse_edits
-from aka.agent.plan import Plan
 from aka.errors import AkaError
+from aka.records import Plan
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 

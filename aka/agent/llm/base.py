@@ -15,9 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 from aka.errors import AkaError
 from aka.records import Attempt, Plan, Usage
 
-# Attempt, Plan and Usage are recorded types (aka.records); the backends import them from here
-__all__ = ["LLM_BACKENDS", "Attempt", "AttemptFailed", "Backend", "BackendExhausted", "Context", "Plan",
-           "ProviderError", "UnknownBackendError", "Usage", "get_backend"]
+__all__ = ["LLM_BACKENDS", "AttemptFailed", "Backend", "BackendExhausted", "Context", "ProviderError",
+           "UnknownBackendError", "get_backend"]
 
 
 class UnknownBackendError(AkaError):

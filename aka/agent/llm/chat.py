@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from aka.agent.config import LLMConfig, LLMSettings, load_config
 from aka.agent.llm import prompts, sweep
 from aka.agent.llm.answers import AnswerError, EditError, candidate_source, parse_plan
-from aka.agent.llm.base import AttemptFailed, Context, ProviderError, Usage  # noqa: F401 (ProviderError: re-export)
-from aka.agent.plan import Plan
+from aka.agent.llm.base import AttemptFailed, Context, ProviderError
 from aka.errors import AkaError
+from aka.records import Plan, Usage
 
 
 class MissingSDKError(AkaError):
@@ -106,7 +106,7 @@ class Transport(Protocol):
     def complete(self, req: Request, on_text: Callable[[str], None] | None = None) -> Reply: ...
 
 
-_CUT = ("max_tokens", "length")
+CUT_STOPS = ("max_tokens", "length")  # stop reasons of an answer cut at the output token limit (Anthropic, OpenAI)
 # the plan of an attempt whose plan answers were all tool calls (a server that ignores tool_choice none)
 NO_PLAN = "(no plan: the model answered the plan request with tool calls; it writes the candidate with tools)"
 _lock = threading.Lock()  # exchange numbering: a plan prepared ahead may overlap another call
@@ -226,7 +226,7 @@ class LLMBackend:
             try:  # a plan in the text stands, whatever tool calls came with it
                 return parse_plan(reply.text), usage
             except AnswerError as exc:
-                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+                cut = " (the answer was cut at the output token limit)" if reply.stop_reason in CUT_STOPS else ""
                 why = f"{exc}{cut}"
             if reply.tool_calls:  # a server that ignores tool_choice: every call gets a useful answer
                 from aka.agent.llm.tools import Session
@@ -257,7 +257,7 @@ class LLMBackend:
         for i in range(self.llm.repairs + 1):
             reply = self._ask(ctx, "codegen" if i == 0 else "repair", system, messages)
             usage = usage + reply.usage
-            cut = " (the answer was cut at the output token limit)" if reply.stop_reason in _CUT else ""
+            cut = " (the answer was cut at the output token limit)" if reply.stop_reason in CUT_STOPS else ""
             try:
                 source, _ = candidate_source(reply.text, entry, current)
             except EditError as exc:  # the model can fix its own SEARCH text: a repair turn

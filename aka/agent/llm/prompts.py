@@ -21,9 +21,9 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from aka.agent.llm.base import Attempt, Context
-from aka.agent.plan import Plan
+from aka.agent.llm.base import Context
 from aka.contract.shapes import ALL_SETS, ShapeSet, every_case
+from aka.records import Attempt, Plan
 
 _HISTORY_MAX = 20  # most recent attempts shown in full; older ones are counted
 
@@ -353,7 +353,3 @@ def codegen_blocks(op, ctx: Context, plan: Plan, lang: str, tools: int = 0, gpu:
                  "answer with an error")
         ask += "\n\n" + template("codegen_tools", cap=tools, where=where)
     return [{"text": incumbent_block(op, ctx, lang), "cache": True}, {"text": ask}]
-
-
-def codegen_prompt(op, ctx: Context, plan: Plan, lang: str) -> str:
-    return "\n\n".join(b["text"] for b in codegen_blocks(op, ctx, plan, lang))

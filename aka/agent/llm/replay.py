@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from aka.agent.config import LLMConfig, LLMSettings, load_config
-from aka.agent.llm.base import Usage
 from aka.agent.llm.chat import LLMBackend, Reply, Request, ToolCall, read_exchanges
 from aka.errors import AkaError
+from aka.records import Usage
 
 
 class ReplayError(AkaError):

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aka.agent.llm.base import AttemptFailed, BackendExhausted, Context, Usage
-from aka.agent.plan import Plan
+from aka.agent.llm.base import AttemptFailed, BackendExhausted, Context
+from aka.records import Plan, Usage
 
 
 class ScriptedBackend:

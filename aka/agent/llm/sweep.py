@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aka.agent.llm.base import Attempt, Context
+from aka.agent.llm.base import Context
 from aka.agent.llm.offline import PatternError, read_dict, render
-from aka.agent.plan import Plan
 from aka.agent.search import Structure, Trial, propose
+from aka.records import Attempt, Plan
 
 PREFIX = "sweep:"
 
