@@ -26,7 +26,7 @@ from aka.evaluate.impls import resolve
 from aka.evaluate.outcomes import host_cost
 
 console = Console()
-WORKER = "aka.evaluate.bench_worker:bench_worker"
+WORKER = "aka.evaluate.verify:bench_worker"
 
 
 class BenchRunError(AkaError):

@@ -1,8 +1,7 @@
-"""Timing entries: ``bench_worker`` times implementations per shape; ``compare_worker`` runs A
-against B (ABBA). Both are run by aka.evaluate.runner in a worker process, the checker, which never runs a
-kernel: it starts the candidate's process (aka.evaluate.sandbox.Host), has it run ``bench_host`` /
-``compare_host`` there, and checks what comes back (aka.evaluate.verify): the sampled timed outputs against
-the float64 reference, and every kernel's time against the op's speed of light.
+"""The timing harness, run in the candidate's process: ``bench_host`` times implementations per shape,
+``compare_host`` runs A against B (ABBA). The checker's entries that start that process and judge what
+comes back (``bench_worker``, ``compare_worker``: the sampled timed outputs against the float64
+reference, every kernel's time against the op's speed of light) are in aka.evaluate.verify.
 
 Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
 CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
@@ -148,41 +147,6 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
             res["graph"], res["graph_note"] = _graph(calls, cfg, cache, rot, name) if cfg.graph else (None, "graph off")
         cells[name] = res
     return {r.name: cells[r.name] for r in refs}
-
-
-def checker_ceilings(device: str, notes: list[str]) -> dict | None:
-    """The device's measured ceilings, calibrated (or read from the cache) in the checker's process.
-
-    Never in the candidate's: on the H200 (2026-12-01) a red-team kernel that patched CUDA events
-    made the calibration run beside it read 21,475 TB/s, and the cache kept that for every later run."""
-    if device == "cpu":
-        notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
-        return None
-    from aka.evaluate.calibrate import ceilings
-
-    try:
-        return ceilings().model_dump()
-    except Exception as exc:  # a failed calibration must not cost the timings
-        notes.append(f"calibration failed, no roofline fractions: {type(exc).__name__}: {exc}")
-        return None
-
-
-def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.evaluate.verify)."""
-    from aka.evaluate.sandbox import new_host
-    from aka.evaluate.verify import bench_checked
-
-    with new_host() as host:
-        return bench_checked(host, payload)
-
-
-def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
-    from aka.evaluate.sandbox import new_host
-    from aka.evaluate.verify import compare_checked
-
-    with new_host() as host:
-        return compare_checked(host, payload)
 
 
 def _sampled(payload: dict[str, Any], refs: list[ImplRef], shape: str) -> set[str]:

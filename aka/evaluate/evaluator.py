@@ -195,7 +195,7 @@ class RealEvaluator:
 
     def bench(self, path: Path, shapes: str) -> BenchOutcome:
         payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
-        task = "aka.evaluate.bench_worker:bench_worker"
+        task = "aka.evaluate.verify:bench_worker"
         if self.on_shape is not None:
             ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
         else:
@@ -210,7 +210,7 @@ class RealEvaluator:
         if not refs:
             return {}, ["the contract names no competitors"]
         payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.competitors_timeout,
+        ok, value, err = door.call("aka.evaluate.verify:bench_worker", payload, self.competitors_timeout,
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
@@ -225,7 +225,7 @@ class RealEvaluator:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
                                 shapes=shapes, config=self.compare_cfg, rank=self.rank)
         with gpu_lock(str(self.gpu_lock), exclusive=True):
-            ok, value, err = door.call("aka.evaluate.bench_worker:compare_worker", payload, 2 * self.timeout,
+            ok, value, err = door.call("aka.evaluate.verify:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
 

@@ -26,7 +26,7 @@ from aka.evaluate.runner import death
 _TAIL = 4000
 # worker tasks that judge a candidate through a Host: aka.evaluate.worker starts theirs before it imports torch
 HOSTED_TASKS = {"aka.evaluate.gate:gate_worker", "aka.evaluate.tasks:screen_worker",
-                "aka.evaluate.bench_worker:bench_worker", "aka.evaluate.bench_worker:compare_worker"}
+                "aka.evaluate.verify:bench_worker", "aka.evaluate.verify:compare_worker"}
 _PRESTARTED: list[Host] = []
 
 

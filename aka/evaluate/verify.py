@@ -1,5 +1,6 @@
-"""The checker's side of every timing: run the harness in the candidate's process, then judge what
-it timed in this one.
+"""The checker's side of every timing: the entries ``bench_worker`` and ``compare_worker`` (run by
+aka.evaluate.runner in the checker process, which never runs a kernel) start the candidate's process,
+run the harness there (aka.evaluate.bench_worker) and judge what it timed in this one.
 
 - **Timed outputs.** aka.evaluate.rotation keeps, per sampled implementation, shape and timing (eager,
   graph), the output of a probe call drawn among the first timed calls (and, when asked, of the last
@@ -50,6 +51,39 @@ def _verify_settings(payload: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
+def checker_ceilings(device: str, notes: list[str]) -> dict | None:
+    """The device's measured ceilings, calibrated (or read from the cache) in the checker's process.
+
+    Never in the candidate's: on the H200 (2026-12-01) a red-team kernel that patched CUDA events
+    made the calibration run beside it read 21,475 TB/s, and the cache kept that for every later run."""
+    if device == "cpu":
+        notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
+        return None
+    from aka.evaluate.calibrate import ceilings
+
+    try:
+        return ceilings().model_dump()
+    except Exception as exc:  # a failed calibration must not cost the timings
+        notes.append(f"calibration failed, no roofline fractions: {type(exc).__name__}: {exc}")
+        return None
+
+
+def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.evaluate.verify)."""
+    from aka.evaluate.sandbox import new_host
+
+    with new_host() as host:
+        return bench_checked(host, payload)
+
+
+def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
+    from aka.evaluate.sandbox import new_host
+
+    with new_host() as host:
+        return compare_checked(host, payload)
+
+
 def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
     """aka.evaluate.bench_worker:bench_host in the candidate's process, then its timed outputs and times judged."""
     payload, value = bench_timed(host, payload)
@@ -59,7 +93,6 @@ def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
 def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
     measured here, in the checker, and handed to the harness."""
-    from aka.evaluate.bench_worker import checker_ceilings
     from aka.evaluate.gate import device_of
 
     notes: list[str] = []

@@ -288,7 +288,7 @@ class WorkerMeasurer:
         # where they are eager medians, which would double the bench time.
         rank = "eager" if self.interpreter else op.spec.rank_timing
         payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": rank == "graph"}
-        ok, value, err = door.call("aka.evaluate.bench_worker:bench_worker", payload, self.timeout, self.interpreter)
+        ok, value, err = door.call("aka.evaluate.verify:bench_worker", payload, self.timeout, self.interpreter)
         if not ok:
             return {}, err
         # as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)

@@ -3,6 +3,7 @@ full-set gate only for a candidate that could be promoted, then the Supervisor's
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
@@ -91,3 +92,9 @@ def _bench_into(rec: Attempt, m: Measurements, b, run: dict[str, Any], st: State
         vs_inc = speedup(st.incumbent_times, b.times_us)
     rec.bench.vs_baseline, rec.bench.vs_incumbent, rec.bench.paired = score, vs_inc, paired is not None
     return score
+
+
+def measure_copy(prep: Prepared, settings: OptimizeSettings, op, ev, st: State, run: dict[str, Any],
+                 view: View) -> Attempt:
+    """measure() on a copy of ``prep`` (measure fills the record it is given): what the pools call."""
+    return measure(copy.deepcopy(prep), settings, op, ev, st, run, view)

@@ -9,11 +9,10 @@ replaced meanwhile can be handed in again unchanged.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Protocol
 
 from aka.records import Attempt
-from aka.run.measure import measure
+from aka.run.measure import measure_copy
 from aka.run.prefetch import Prepared, View
 from aka.run.state import State
 from aka.settings import OptimizeSettings
@@ -51,12 +50,6 @@ class InlinePool:
 
     def close(self) -> None:
         pass
-
-
-def measure_copy(prep: Prepared, settings: OptimizeSettings, op, ev, st: State, run: dict[str, Any],
-                 view: View) -> Attempt:
-    """aka.run.measure.measure on a copy: measure() fills the record it is given."""
-    return measure(copy.deepcopy(prep), settings, op, ev, st, run, view)
 
 
 def make_pool(settings: OptimizeSettings, op, evaluator, run: dict[str, Any], view: View) -> Pool:

@@ -70,7 +70,7 @@ class EvalWorker:
 
     def measure(self, prep: Prepared, st: State, run: dict[str, Any], source: str, incumbent: str) -> Attempt:
         from aka.evaluate.outcomes import code_hash
-        from aka.run.pool import measure_copy
+        from aka.run.measure import measure_copy
 
         prep.path = self.dir / f"{prep.rec.n}.py"
         prep.path.write_text(source)
@@ -154,7 +154,7 @@ class RayPool:
 
     def submit(self, prep: Prepared, st: State) -> None:
         if prep.rec.failed_stage:  # refused or not compiled: nothing to measure, decided here
-            from aka.run.pool import measure_copy
+            from aka.run.measure import measure_copy
 
             self._finished.append((prep.rec.n, measure_copy(prep, self.settings, self.op, None, st, self.run,
                                                            Quiet())))

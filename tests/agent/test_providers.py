@@ -9,7 +9,7 @@ from fake_servers import MODEL, Answer, Call, Error
 
 from aka.agent.config import LLMConfig, LLMSettings, MissingKeyError
 from aka.agent.llm.base import ProviderError, get_backend
-from aka.agent.llm.chat import Request, ToolCall
+from aka.agent.llm.wire import Request, ToolCall
 
 
 def transport(kind, server, monkeypatch, stream=True, key=True):

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from aka.cli.main import app
 from aka.contract.ops import get_op
 from aka.evaluate.bench import is_gpu_timing
-from aka.evaluate.bench_worker import bench_worker
 from aka.evaluate.impls import ImplError, prepare, resolve
+from aka.evaluate.verify import bench_worker
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}

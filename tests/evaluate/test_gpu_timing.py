@@ -7,8 +7,8 @@ import torch
 
 from aka.contract.ops import get_op
 from aka.evaluate.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
-from aka.evaluate.bench_worker import bench_worker
 from aka.evaluate.impls import resolve
+from aka.evaluate.verify import bench_worker
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

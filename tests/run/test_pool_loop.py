@@ -8,7 +8,7 @@ from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.run.loop import run_loop
-from aka.run.pool import measure_copy
+from aka.run.measure import measure_copy
 from aka.run.prefetch import Quiet
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings

@@ -17,8 +17,8 @@ from typing import Any
 from aka.agent.llm import prompts
 from aka.agent.llm.answers import AnswerError, EditError, candidate_source
 from aka.agent.llm.base import AttemptFailed, Context
-from aka.agent.llm.chat import CUT_STOPS, Reply, repair_text
 from aka.agent.llm.tools import Session
+from aka.agent.llm.wire import CUT_STOPS, Reply
 from aka.records import Plan, Usage
 
 GRACE = 4  # calls past the cap (each an error result) before the attempt is ended for the model
@@ -74,7 +74,7 @@ def codegen_with_tools(be, plan: Plan, ctx: Context) -> tuple[str, Usage]:
             if ctx.notify:
                 ctx.notify(llm=f"repair {repairs}/{llm.repairs}: {stage_failed} failed")
             messages += [{"role": "assistant", "content": reply.text},
-                         {"role": "user", "content": repair_text(stage_failed, error, repairs, llm.repairs)}]
+                         {"role": "user", "content": prompts.repair_text(stage_failed, error, repairs, llm.repairs)}]
             stage = "repair"
     finally:
         ctx.trace["tool_calls"] = [r.as_dict() for r in session.records]

@@ -21,14 +21,14 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from aka.agent.config import LLMConfig, LLMSettings, load_config
 from aka.agent.llm import prompts, sweep
 from aka.agent.llm.answers import AnswerError, EditError, candidate_source, parse_plan
 from aka.agent.llm.base import AttemptFailed, Context, ProviderError
+from aka.agent.llm.wire import CUT_STOPS, Reply, Request, Transport
 from aka.errors import AkaError
 from aka.records import Plan, Usage
 
@@ -51,62 +51,6 @@ def require_sdk(sdk, backend: str) -> None:
         raise MissingSDKError(f"--backend {backend} needs the {backend} SDK: pip install 'aka[llm]'")
 
 
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # the JSON text as the model wrote it (an OpenAI-compatible server may pass on broken JSON)
-
-    def as_dict(self) -> dict[str, str]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
-
-
-@dataclass
-class Request:
-    system: str
-    messages: list[dict[str, Any]]  # provider-neutral (see the module docstring)
-    attempt: int
-    stage: str  # plan, plan-retry, codegen, tools, repair
-    max_tokens: int
-    tools: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "description", "parameters"}]
-    # the conversation goes on (tool turns, repairs): mark its end as a cache breakpoint too
-    cache_tail: bool = False
-    # "auto": the model may call the tools; "none": they are sent (the cached prefix) but may not be called
-    tool_choice: str = "auto"
-
-
-@dataclass
-class Reply:
-    text: str
-    usage: Usage
-    model: str
-    stop_reason: str = ""  # provider's words; "max_tokens" / "length" mean the answer was cut
-    meta: dict[str, Any] = field(default_factory=dict)
-    tool_calls: list[ToolCall] = field(default_factory=list)
-
-
-def blocks(content: str | list[dict[str, Any]] | None) -> list[tuple[str, bool]]:
-    """A neutral message's content as (text, cache) blocks."""
-    if not content:
-        return []
-    if isinstance(content, str):
-        return [(content, False)]
-    return [(b["text"], bool(b.get("cache"))) for b in content]
-
-
-def flat(content: str | list[dict[str, Any]] | None) -> str:
-    """A neutral message's content as one string (providers without explicit cache blocks)."""
-    return "\n\n".join(t for t, _ in blocks(content))
-
-
-class Transport(Protocol):
-    provider: str
-    model: str
-
-    def complete(self, req: Request, on_text: Callable[[str], None] | None = None) -> Reply: ...
-
-
-CUT_STOPS = ("max_tokens", "length")  # stop reasons of an answer cut at the output token limit (Anthropic, OpenAI)
 # the plan of an attempt whose plan answers were all tool calls (a server that ignores tool_choice none)
 NO_PLAN = "(no plan: the model answered the plan request with tool calls; it writes the candidate with tools)"
 _lock = threading.Lock()  # exchange numbering: a plan prepared ahead may overlap another call
@@ -277,7 +221,7 @@ class LLMBackend:
                     error += f"\n(answer cut at the output limit of {self.cfg.max_output_tokens} tokens: be shorter)"
             if ctx.notify:
                 ctx.notify(llm=f"repair {i + 1}/{self.llm.repairs}: {stage} failed")
-            messages += answer_turn(reply, "", repair_text(stage, error, i + 1, self.llm.repairs))
+            messages += answer_turn(reply, "", prompts.repair_text(stage, error, i + 1, self.llm.repairs))
         return source, usage
 
 
@@ -291,10 +235,6 @@ def backend_maker(provider: str, transport: Callable[[LLMConfig, LLMSettings], T
         return LLMBackend(provider, transport(cfg, llm), op, llm, cfg)
 
     return make_backend
-
-
-def repair_text(stage: str, error: str, n: int, of: int) -> str:
-    return prompts.template("repair", stage=stage, error=error[-4000:], n=n, of=of)
 
 
 def answer_turn(reply: Reply, why: str, then: str, session: Any = None) -> list[dict[str, Any]]:

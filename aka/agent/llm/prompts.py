@@ -353,3 +353,7 @@ def codegen_blocks(op, ctx: Context, plan: Plan, lang: str, tools: int = 0, gpu:
                  "answer with an error")
         ask += "\n\n" + template("codegen_tools", cap=tools, where=where)
     return [{"text": incumbent_block(op, ctx, lang), "cache": True}, {"text": ask}]
+
+
+def repair_text(stage: str, error: str, n: int, of: int) -> str:
+    return template("repair", stage=stage, error=error[-4000:], n=n, of=of)
