@@ -5,8 +5,7 @@ HV=2^n, ...)``, its name and every ``tl.constexpr`` argument's value (integers b
 :func:`value_class`; launch options such as num_warps left out). That is what the host plan decides
 from shapes and CONFIG (context parallelism or not, split or not, packed GQA or not, a head group of
 1, a power of two or another size): two calls with the same paths take the same compile-time
-branches. A *dry* call
-records the launches a kernel's host code makes, without executing one, on inputs of the meta
+branches. A *dry* call records the launches a kernel's host code makes, without executing one, on inputs of the meta
 device, so the full set's paths cost about 2 s on a CPU.
 
 What paths do not show: branches a kernel takes inside one compiled program on run-time values (a
@@ -25,6 +24,8 @@ import threading
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
+
+from aka.evaluate.host import apply_config
 
 _LOCK = threading.RLock()
 
@@ -51,17 +52,16 @@ def value_class(value: Any) -> str:
     return "2^n" if value > 0 and value & (value - 1) == 0 else "n"
 
 
-def path_of(kernel, args: tuple, kwargs: dict[str, Any]) -> str:
-    """'name(A=1, B=True)': the kernel and the values of its constexprs in this launch. Pure."""
-    names = list(getattr(kernel, "arg_names", []))
-    bound = dict(zip(names, args))
+Path = tuple[str, tuple[tuple[str, str], ...]]  # (kernel name, ((constexpr, value class), ...))
+
+
+def path_of(kernel, args: tuple, kwargs: dict[str, Any]) -> Path:
+    """The kernel and the value classes of its constexprs in this launch. Pure."""
+    bound = dict(zip(getattr(kernel, "arg_names", []), args))
     bound.update(kwargs)
-    parts = []
-    for name, default in _constexprs(kernel):
-        value = bound.get(name, default)
-        parts.append(f"{name}={value_class(value)}")
     fn = getattr(kernel, "fn", kernel)
-    return f"{getattr(fn, '__name__', type(kernel).__name__)}({', '.join(parts)})"
+    return (getattr(fn, "__name__", type(kernel).__name__),
+            tuple((name, value_class(bound.get(name, default))) for name, default in _constexprs(kernel)))
 
 
 @contextmanager
@@ -76,7 +76,7 @@ def dry_launches():
         classes.append(interpreter.InterpretedFunction)
     except ImportError:  # pragma: no cover - a Triton without the interpreter
         pass
-    seen: list[str] = []
+    seen: list[Path] = []
 
     def dry(self, *args, grid=None, warmup=False, **kwargs):
         if not warmup:
@@ -123,63 +123,34 @@ def _meta_inputs():
             setattr(torch, n, f)
 
 
-def case_paths(op, fn: Callable, module, case) -> set[str]:
+def case_paths(op, fn: Callable, module, case) -> set[Path]:
     """The paths one shape takes: a dry call of ``fn`` on the shape's inputs made on the meta device,
     with the CONFIG keys the case forces set on ``module`` for the call."""
     with _LOCK:
         with _meta_inputs():
             inputs = op.inputs.make_inputs(case, 0, "meta")
-        cfg = getattr(module, "CONFIG", None)
-        forced = dict(getattr(case, "config", None) or {})
-        old = {k: cfg[k] for k in forced if isinstance(cfg, dict) and k in cfg}
-        if isinstance(cfg, dict):
-            cfg.update({k: v for k, v in forced.items() if k in cfg})
+        old, _ = apply_config(module, dict(getattr(case, "config", None) or {}))
         try:
             with dry_launches() as seen:
                 fn(**inputs)
         finally:
             if old:
-                cfg.update(old)
+                module.CONFIG.update(old)
     return set(seen)
 
 
-def set_paths(op, fn: Callable, module, cases: Iterable) -> dict[str, set[str]]:
+def set_paths(op, fn: Callable, module, cases: Iterable) -> dict[str, set[Path]]:
     """Shape id -> its paths."""
     return {case.id: case_paths(op, fn, module, case) for case in cases}
 
 
-def facets(path: str) -> set[str]:
-    """'name' and 'name: A=1' for each constexpr of a path string. Pure."""
-    name, _, rest = path.partition("(")
-    out = {name}
-    for part in _split(rest[:-1]):
-        out.add(f"{name}: {part}")
-    return out
+def facets(path: Path) -> set[str]:
+    """'name' and 'name: A=2^n' for each constexpr of a path: what coverage compares. Pure."""
+    name, values = path
+    return {name} | {f"{name}: {k}={v}" for k, v in values}
 
 
-def _split(text: str) -> list[str]:
-    """'A=1, B=(1, 2)' -> ['A=1', 'B=(1, 2)']: commas inside brackets or quotes stay. Pure."""
-    parts, depth, cur, quote = [], 0, "", ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-            continue
-        cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
-    return parts
-
-
-def uncovered(target: dict[str, set[str]], reached: dict[str, set[str]]) -> dict[str, list[str]]:
+def uncovered(target: dict[str, set[Path]], reached: dict[str, set[Path]]) -> dict[str, list[str]]:
     """What ``target``'s shapes compile that no shape of ``reached`` does -> the target shapes that need
     it: each kernel, and each of its constexpr values (a kernel specialised for 64 heads, for an
     initial state, for packed rows). Value by value, not whole specialisations: the product of head

@@ -30,6 +30,7 @@ from typing import Any
 from aka.evaluate.lifeline import arm_death_signal
 
 _FATAL = ("oom", "device-fault")
+HOLD_MAX = 96  # outputs held for the aliasing check: 4 calls a shape, 36 with the GPU repeats, of 1-2 outputs
 
 
 class _Session:
@@ -39,7 +40,7 @@ class _Session:
         self.fn = None
         self.own_kernels: set[str] = set()
         self.device = "cpu"
-        self.held: list = []  # the previous call's outputs, with a copy of their values (_held_problem)
+        self.held: list = []  # earlier calls' outputs of this shape, with copies of their values (_held_problem)
         self.inputs: dict | None = None  # the last call's inputs as handed over (a ``reuse_inputs`` call's)
 
 
@@ -72,7 +73,7 @@ def _tensors(s: _Session, refs: dict[str, Any], device: str) -> dict[str, Any]:
     return {k: (None if r is None else get(TensorRef(**r), s.folder, device)) for k, r in refs.items()}
 
 
-def _apply_config(module, overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def apply_config(module, overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Set CONFIG keys the case forces; returns the old values and the keys the module lacks."""
     cfg = getattr(module, "CONFIG", None)
     if not overrides:
@@ -98,7 +99,7 @@ def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
         inputs = _tensors(s, req["inputs"], device)
     pristine = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     s.inputs = {**inputs, **pristine}  # a copy the candidate never sees
-    old, missing = _apply_config(s.module, req.get("config") or {})
+    old, missing = apply_config(s.module, req.get("config") or {})
     if missing:
         return {"problem": f"the case forces CONFIG {sorted(req['config'])} but the candidate has no "
                            f"CONFIG key {missing[0]!r} (the contract's edge cases force code paths through it)"}
@@ -121,7 +122,7 @@ def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     if why:
         return {"problem": why, "launches": launches.model_dump()}
     refs = [put(o, s.folder, f"out{i}.bin").model_dump() for i, o in enumerate(outs)]
-    s.held = [(exp["name"], o, o.clone()) for exp, o in zip(expected, outs)]
+    s.held = _hold(s.held, expected, outs)
     return {"outputs": refs, "dtypes": [dtype_name(o) for o in outs], "launches": launches.model_dump()}
 
 
@@ -180,20 +181,30 @@ def _span(t) -> tuple[int, int]:
     return st.data_ptr(), st.data_ptr() + st.nbytes()
 
 
+def _hold(held: list, expected: list[dict[str, Any]], outs: list) -> list:
+    """Every output of the calls of one shape stays held (a new shape starts over; at most HOLD_MAX): a
+    kernel that rotates a few buffers per shape fails once the rotation comes back to a held one."""
+    sig = [(e["name"], tuple(e["shape"])) for e in expected]
+    kept = [h for h in held if h[0] == sig]
+    kept += [(sig, exp["name"], o, o.clone()) for exp, o in zip(expected, outs)]
+    return kept[-HOLD_MAX:]
+
+
 def _held_problem(held: list, outs: list, expected: list[dict[str, Any]]) -> str:
     """A caller keeps the outputs of one call while it makes the next (two layers, two requests): each
-    new output must own fresh storage, and the previous call's outputs must keep their values. A
-    kernel that hands back one buffer per shape is right on every single call and wrong for them."""
+    new output must own fresh storage, and the earlier calls' outputs must keep their values. A kernel
+    that hands back one buffer per shape (or a few in turn) is right on every single call and wrong for
+    such a caller."""
     for exp, out in zip(expected, outs):
         lo, hi = _span(out)
-        for name, old, _ in held:
+        for _, name, old, _ in held:
             o_lo, o_hi = _span(old)
             if lo < o_hi and o_lo < hi and out.numel() and old.numel():
-                return (f"{exp['name']}: shares storage with the previous call's output '{name}' (aliasing: a "
+                return (f"{exp['name']}: shares storage with an earlier call's output '{name}' (aliasing: a "
                         "caller holding both sees one overwritten; allocate every output per call)")
-    for name, old, copy in held:
+    for _, name, old, copy in held:
         if not _same(old, copy):
-            return (f"the previous call's output '{name}' changed during this call (aliasing: a caller "
+            return (f"an earlier call's output '{name}' changed during this call (aliasing: a caller "
                     "holding both sees one overwritten; allocate every output per call)")
     return ""
 

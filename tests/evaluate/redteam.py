@@ -385,7 +385,7 @@ GAPS = [
            edits=(("    return a * tl.exp2(ga[:, None] - gb[None, :]) * ba[:, None]\n",
                    "    return a * (tl.exp2(ga)[:, None] * tl.exp2(-gb)[None, :]) * ba[:, None]\n"),),
            doc="the decay between two blocks of a chunk as 2^ga * 2^-gb: inf times 0 once the gates sum below -88"),
-    Kernel("reuses_outputs", "gdn_prefill", "aliasing", r"^S1: round 1.*shares storage with the previous call's output",
+    Kernel("reuses_outputs", "gdn_prefill", "aliasing", r"^S1: round 1.*shares storage with an earlier call's output",
            base="promoted", shapes="S1", prologue=_OUT_CACHE,
            edits=(("    o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)\n"
                    "    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)\n",
@@ -395,6 +395,18 @@ GAPS = [
                    "        ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)\n"
                    "        _OUT[(T, HV, V, N)] = (o, ht)\n"),),
            doc="one pair of output buffers per shape, handed to every call: each call right, two held outputs not"),
+    Kernel("rotates_outputs", "gdn_prefill", "aliasing", r"^S1: round 2.*shares storage with an earlier call's output",
+           base="promoted", shapes="S1", prologue=_OUT_CACHE,
+           edits=(("    o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)\n"
+                   "    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)\n",
+                   "    pool = _OUT.setdefault((T, HV, V, N), [])\n"
+                   "    if len(pool) < 2:\n"
+                   "        pool.append((torch.empty(T, HV, V, dtype=v.dtype, device=dev),\n"
+                   "                     torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)))\n"
+                   "    else:\n"
+                   "        pool.append(pool.pop(0))\n"
+                   "    o, ht = pool[-1]\n"),),
+           doc="two output pairs per shape in turn: two held outputs fine, the third call overwrites the first"),
     # right in the interpreter, which runs programs one at a time (the last to start is the last to
     # finish); on a GPU the last program to start merges while the others still compute their partials
     Kernel("early_ticket", "fa4_decode", "GPU ordering", r"repeat \d+ of \d+ on the same inputs|: o: ",

@@ -45,8 +45,8 @@ def test_removing_an_edge_case_that_holds_a_path_fails_coverage():
 def test_paths_compare_flags_exactly_and_integers_by_class():
     assert [value_class(v) for v in (True, "tf32", None, 0, 1, 2, 64, 48, 7)] == [
         "True", "'tf32'", "None", "0", "1", "2^n", "2^n", "n", "n"]
-    assert facets("k(A=2^n, P='x, y', B=True)") == {"k", "k: A=2^n", "k: P='x, y'", "k: B=True"}
-    full = {"G1": {"k(A=2^n, B=True)"}, "G2": {"k(A=n, B=True)", "m()"}}
-    small = {"E1": {"k(A=2^n, B=False)"}, "E2": {"k(A=n, B=False)"}}
+    assert facets(("k", (("A", "2^n"), ("P", "'x'"), ("B", "True")))) == {"k", "k: A=2^n", "k: P='x'", "k: B=True"}
+    full = {"G1": {("k", (("A", "2^n"), ("B", "True")))}, "G2": {("k", (("A", "n"), ("B", "True"))), ("m", ())}}
+    small = {"E1": {("k", (("A", "2^n"), ("B", "False")))}, "E2": {("k", (("A", "n"), ("B", "False")))}}
     assert uncovered(full, small) == {"k: B=True": ["G1", "G2"], "m": ["G2"]}
     assert coverage_lines({}, 3)[0].startswith("coverage: the checked shapes compile every")
