@@ -108,6 +108,7 @@ class Measurements(BaseModel):
     ratios: dict[str, float] = Field(default_factory=dict, description="shape -> incumbent/candidate time")
     expected_shapes: list[str] = Field(default_factory=list, description="full-set shape ids compare must cover")
     screen_gain: float | None = Field(None, description="bench gain over the incumbent when too small to re-measure")
+    screen_refused: str = Field("", description="why a GPU screen, timing first, did not gate it (too slow to win)")
     geomean: float | None = Field(None, description="geomean speedup over the incumbent (interleaved)")
     noise: float | None = Field(None, description="relative noise of the geomean (e.g. CI half-width)")
 

@@ -16,6 +16,12 @@ class PromotionRules(BaseModel):
     shape_margin: float = Field(0.05, ge=0, description="no shape may be slower than 1 - this")
     allow_shape_regression: bool = Field(False, description="accept shapes slower than the margin")
 
+    @property
+    def remeasure_above(self) -> float:
+        """A screen gain above this earns the ABBA re-measure (and, on a GPU, the screen's gate): half of
+        min_gain, since the screen's short sampling reads a real gain low as often as high."""
+        return self.min_gain / 2
+
 
 CPU_MAX_CANDIDATES = 3  # interpreter candidates take ~20 s each on 2 cores: a short out-of-the-box run
 
@@ -66,6 +72,9 @@ class OptimizeSettings(BaseModel):
         2, ge=2, description="GPU screen: gate rounds on the small sets (at least 2: the cached-result check); a "
         "candidate the ABBA re-measure would promote is gated again with gate_rounds fresh rounds before the full "
         "set (H200, 2026-12-03: 3 rounds of smoke+edge took 9-17 s of a 25-33 s gdn_prefill screen)")
+    spare_workers: int = Field(
+        4, ge=0, description="GPU: worker processes kept started ahead (Python, torch, CUDA and the candidate's "
+        "process ready), each taken by one task; the H200 paid ~8 s of process start per screen without them")
     compile_split: int = Field(3, ge=1, description="GPU: worker processes that compile one candidate's shapes")
     screen_time_cap_s: float = Field(
         0.25, gt=0, description="GPU screen: sampling seconds per shape and implementation (the incumbent is "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -190,9 +191,38 @@ def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
+        if (why := losing(rows, payload.get("stop"))) and i + 1 < len(cases):
+            notes.append(f"stopped after {i + 1} of {len(cases)} shapes: {why}")
+            break
     return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
             "impls": [r.name for r in refs], "ceilings": ceil, "config": cfg.model_dump(), "notes": notes,
             "rows": rows, "samples": samples}
+
+
+def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
+    """Why timing the rest is pointless: after at least stop["after"] shapes, stop["name"] runs at under
+    stop["below"] of stop["against"]'s speed (geomean of their medians in stop["timing"]), or on any shape
+    under stop["shape_below"] (when given). Pure; '' to go on.
+
+    A screen's early stop (aka.evaluate.tasks.screen_worker): such a candidate cannot reach the ABBA
+    re-measure, so the remaining shapes would only cost GPU time. Run in the candidate's process, it can
+    only end a candidate's own chance early."""
+    if not stop:
+        return ""
+    ratios = []
+    for row in rows:
+        a, b = row["results"].get(stop["against"]) or {}, row["results"].get(stop["name"]) or {}
+        ta, tb = (a.get(stop["timing"]) or {}).get("median_us"), (b.get(stop["timing"]) or {}).get("median_us")
+        if not (ta and tb):
+            return ""  # an untimed cell: the checker judges it; no early verdict
+        ratios.append(ta / tb)
+        if stop.get("shape_below") and ta / tb < stop["shape_below"]:  # no promotion with this shape this slow
+            return f"{row['shape']}: {stop['name']} at {ta / tb:.3f}x {stop['against']}, under {stop['shape_below']:g}x"
+    if len(rows) < stop["after"]:
+        return ""
+    g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return f"{stop['name']} at {g:.3f}x {stop['against']} ({stop['timing']}), under {stop['below']:g}x" \
+        if g < stop["below"] else ""
 
 
 def _rotation(op, case, copies, seeds, payload, index: int, device: str, min_calls: int, sample: set[str]) -> Rotation:

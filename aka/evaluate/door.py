@@ -15,12 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.runner import WorkerResult, run_task
+from aka.evaluate.runner import WorkerResult, keep_spares, run_task
 
 
 def run(task: str, payload: dict[str, Any], *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
     """task ("module:function") on payload in a fresh worker process; never raises for what the task does."""
     return run_task(task, payload, timeout=timeout, interpreter=interpreter)
+
+
+def keep_ready(n: int, interpreter: bool | None) -> None:
+    """Keep n workers started ahead for the tasks this door runs with that interpreter choice."""
+    keep_spares(n, interpreter)
 
 
 def call(task: str, payload: dict[str, Any], timeout: float, interpreter: bool | None) -> tuple[bool, Any, str]:

@@ -102,9 +102,14 @@ class RealEvaluator:
         self.gpu_lock = Path(tempfile.gettempdir()) / f"aka-gpu-{timing_device()}.lock"
         self.split = max(1, settings.compile_split)
         self.screen_verify = settings.screen_verify_shapes
+        self.gate_above = settings.rules.remeasure_above
+        rules = settings.rules  # a shape this much slower in the screen fails decide()'s margin after the ABBA too
+        self.shape_below = None if rules.allow_shape_regression else 1 - rules.shape_margin - SCREEN_SLACK
         # set by a command that shows progress: one call per shape bench() finishes (a bench_worker
         # progress record: shape, done, total, median_us, elapsed_s)
         self.on_shape: Callable[[dict[str, Any]], None] | None = None
+        if gpu and settings.spare_workers:  # every stage below then starts in a ready process
+            door.keep_ready(settings.spare_workers, self.interpreter)
 
     def _cuda_without_gpu(self, path: Path) -> bool:
         from aka.evaluate.cudacheck import is_cuda_candidate
@@ -173,17 +178,25 @@ class RealEvaluator:
         impls = [self._kernel("candidate", path)]
         if incumbent is not None and not self.interpreter:  # paired timing; the interpreter decides nothing
             impls.insert(0, self._kernel("incumbent", incumbent))
+        paired = len(impls) == 2
+        # paired on a GPU: timed first, gated only when it could reach the ABBA re-measure (measure()'s
+        # threshold), timing stopped once it runs clearly slower (aka.evaluate.tasks.screen_worker)
+        order = {"gate_above": self.gate_above, "rank": self.rank,
+                 "stop": {"name": "candidate", "against": "incumbent", "timing": self.rank, **SCREEN_STOP,
+                          "shape_below": self.shape_below}}
         payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
                                 impls=impls, shapes=shapes, config=self.screen_cfg, timeout_s=self.timeout,
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
                                 verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed),
-                                        "last": True})
+                                        "last": True}, **(order if paired else {}))
         ok, value, err = door.call("aka.evaluate.tasks:screen_worker", payload, self.timeout * 2 + 60,
                                    self.interpreter)
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
-        g = gate_outcome(value["gate"])
-        return g, (bench_outcome(value["bench"], self.rank) if value.get("bench") else None)
+        bench = bench_outcome(value["bench"], self.rank) if value.get("bench") else None
+        if value.get("gate_skipped"):
+            return GateOutcome({}, "", {"skipped": value["gate_skipped"]}), bench
+        return gate_outcome(value["gate"]), bench
 
     def _screen_checked(self, shapes: str, seed: int) -> list[str] | None:
         """Shapes on which the screen checks the candidate's timed outputs: all in the interpreter, a few
@@ -228,6 +241,16 @@ class RealEvaluator:
             ok, value, err = door.call("aka.evaluate.verify:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
         return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
+
+
+# A paired screen stops timing after 3 shapes once the candidate runs under 0.9x the incumbent there
+# (geomean): no later shape lifts such a candidate to a promotion, and knowledge.json calls >= 10%
+# slower a loser; the H200's screens spent 1-2.5 s a shape on the 10-30 shapes of every loser.
+SCREEN_STOP = {"after": 3, "below": 0.9}
+# A shape at under 1 - shape_margin - this in the screen stops it too: the ABBA re-measures found fa4_decode
+# candidates at 0.72-0.84x on D9-q4 after screens that timed all 20 shapes (H200, 2026-12-04); the screen's
+# short sampling reads a shape within a few percent, so 15 points of slack never refuse a promotion.
+SCREEN_SLACK = 0.15
 
 
 def timing_device(env: dict[str, str] | None = None) -> str:

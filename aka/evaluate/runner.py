@@ -10,6 +10,7 @@ a candidate prints cannot corrupt the result; its output is kept as ``stderr_tai
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from aka.evaluate import spares
 
 Stage = Literal["policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"]
 
@@ -74,16 +77,12 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
     """
     sweep_stale_folders()
     _refuse_when_stopping()
-    with tempfile.TemporaryDirectory(prefix=f"{WORKER_PREFIX}{os.getpid()}-") as tmp:
-        d = Path(tmp)
-        (d / "payload.json").write_text(json.dumps(payload))
-        cmd = [sys.executable, "-m", "aka.evaluate.worker", task, str(d / "payload.json"), str(d / "result.json")]
-        env = worker_env(interpreter=interpreter)
-        env["AKA_PARENT_PID"] = str(os.getpid())  # the worker dies with this process (aka.evaluate.lifeline)
+    env = worker_env(interpreter=interpreter)
+    env["AKA_PARENT_PID"] = str(os.getpid())  # the worker dies with this process (aka.evaluate.lifeline)
+    proc, log, d = _launch(task, payload, env)
+    try:
         t0 = time.monotonic()
-        with open(d / "output.log", "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True)
+        with log:
             _LIVE[proc.pid] = proc
             try:
                 if _stopping:  # stop_workers ran while this one started: it may have missed it
@@ -97,6 +96,8 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
         duration = time.monotonic() - t0
         tail = (d / "output.log").read_bytes()[-_TAIL_CHARS:].decode("utf-8", "replace")
         result = _read_result(d / "result.json")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     base = dict(stderr_tail=tail, duration_s=round(duration, 3), exit_code=proc.returncode)
     if timed_out:
         return WorkerResult(ok=False, stage="timeout", error=f"no result within {timeout:g} s: killed", **base)
@@ -106,6 +107,43 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             return WorkerResult(ok=False, stage="crash", error=f"malformed worker result: {exc}"[:300], **base)
     return _death(proc.returncode, tail, base)
+
+
+def _launch(task: str, payload: dict, env: dict[str, str]) -> tuple[subprocess.Popen, Any, Path]:
+    """The worker for this task: a spare started ahead with this environment (Python, torch and the
+    candidate's process up already), else a fresh one. (process, its open log, its folder)."""
+    prefix = f"{WORKER_PREFIX}{os.getpid()}-"
+    spare = spares.take(env, prefix)
+    if spare is not None:
+        (spare.folder / "payload.json").write_text(json.dumps(payload))
+        try:
+            spare.go(task, spare.folder / "payload.json", spare.folder / "result.json")
+            return spare.proc, spare.log, spare.folder
+        except OSError:  # it died after it was taken: the harness's loss, never the task's
+            spares.end(spare)
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    (d / "payload.json").write_text(json.dumps(payload))
+    cmd = [sys.executable, "-m", "aka.evaluate.worker", task, str(d / "payload.json"), str(d / "result.json")]
+    log = open(d / "output.log", "wb")  # noqa: SIM115 - closed by run_task
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            env=env, start_new_session=True)
+    return proc, log, d
+
+
+def keep_spares(n: int, interpreter: bool | None = None) -> None:
+    """Keep n workers started ahead for the tasks run_task starts with this interpreter choice
+    (aka.evaluate.spares); 0 ends the idle ones. They end with this process at the latest."""
+    global _spares_armed
+    env = worker_env(interpreter=interpreter)
+    env["AKA_PARENT_PID"] = str(os.getpid())
+    if not _spares_armed:
+        _spares_armed = True
+        spares.on_reaped = remove_folders_of
+        atexit.register(spares.reap_all)
+    spares.keep(n, env, f"{WORKER_PREFIX}{os.getpid()}-")
+
+
+_spares_armed = False
 
 
 # -- the workers of this process, and stopping them all ---------------------------------------------
@@ -135,6 +173,7 @@ def stop_workers() -> None:
     ending. Safe in a signal handler (no lock, no wait); remove_leftovers() then cleans up."""
     global _stopping
     _stopping = True
+    _KILLED.update(spares.kill_all(final=True))
     for pid in list(_LIVE):
         _KILLED.add(pid)
         _kill_group(pid)
@@ -144,6 +183,7 @@ def remove_leftovers(wait_s: float = 5.0) -> None:
     """After stop_workers, on the way out: reap the killed workers (their threads may be parked) and
     remove every temporary folder of this process and of those workers."""
     stop_workers()  # also those that started since
+    spares.reap_all()
     deadline = time.monotonic() + wait_s
     for proc in list(_LIVE.values()):
         try:

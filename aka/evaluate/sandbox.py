@@ -31,8 +31,9 @@ _PRESTARTED: list[Host] = []
 
 
 def prestart() -> None:
-    """Start this process's Host now (its imports then overlap the checker's own)."""
-    _PRESTARTED.append(Host())
+    """Start this process's Host now (its imports then overlap the checker's own); once."""
+    if not _PRESTARTED:
+        _PRESTARTED.append(Host())
 
 
 def new_host() -> Host:

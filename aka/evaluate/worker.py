@@ -14,6 +14,8 @@ import os
 import sys
 import traceback
 
+from aka.evaluate.spares import SPARE_FLAG
+
 
 class TaskFailure(Exception):
     """Raised by a task to fail with a specific stage (e.g. "import" when a candidate won't load)."""
@@ -91,6 +93,30 @@ def _hosted_tasks() -> set[str]:
     return HOSTED_TASKS
 
 
+def _warm_then_wait() -> list[str]:
+    """A spare's start: the candidate's process (a task that takes no Host stops it), Triton's
+    interpreter choice, torch, CUDA's context and the checker's modules; then the one task's line."""
+    from aka.evaluate.sandbox import prestart
+
+    prestart()
+    try:
+        if not setup_interpreter(os.environ.get("AKA_WORKER_INTERPRETER", "auto")):
+            import torch
+
+            if torch.cuda.is_available():
+                torch.zeros(1, device="cuda")  # the context now, not inside the task's first call
+        import aka.evaluate.gate  # noqa: F401 - the checker's imports, paid while waiting
+        import aka.evaluate.verify  # noqa: F401
+    except Exception:  # noqa: BLE001 - the task's own run() meets the same fault and reports it
+        pass
+
+    line = sys.stdin.readline().rstrip("\n")
+    parts = line.split("\t")
+    if len(parts) != 3:  # the runner went away (EOF) or wrote nonsense: nothing to do
+        os._exit(0)
+    return parts
+
+
 def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
     from aka.evaluate.lifeline import arm_death_signal, watch_parent
@@ -98,18 +124,19 @@ def main(argv: list[str]) -> None:
     parent = int(os.environ.get("AKA_PARENT_PID") or os.getppid())
     arm_death_signal(parent)  # killed with the runner, even by kill -9 (Linux)
     watch_parent(parent)  # and on every platform, within half a second
+    if argv == [SPARE_FLAG]:  # started ahead (aka.evaluate.spares): get ready, then wait for the task
+        argv = _warm_then_wait()
     task, payload_path, result_path = argv
     with open(payload_path) as f:
         payload = json.load(f)
+    from aka.evaluate.sandbox import close_unused, prestart
+
     if task in _hosted_tasks():  # the candidate's process starts before this one imports torch
-        from aka.evaluate.sandbox import prestart
-
         prestart()
-    result = run(task, payload)
-    if task in _hosted_tasks():
-        from aka.evaluate.sandbox import close_unused
-
+    else:  # a spare's, when this task takes none
         close_unused()
+    result = run(task, payload)
+    close_unused()
     try:
         text = json.dumps(result)
     except (TypeError, ValueError) as exc:

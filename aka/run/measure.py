@@ -29,12 +29,17 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
         g, b = ev.screen(path, gate_stages[0], screen_rounds, settings.seed + 1000 * rec.n, bench_shapes,
                          incumbent=st.incumbent)
         rec.stage_s["screen"] = round(time.monotonic() - t0, 3)
-        _gate_into(rec, m, g, gate_stages[0])
+        if g.detail.get("skipped"):  # timed first and too slow to be promoted: no correctness verdict needed
+            rec.gate = GateRecord(skipped=g.detail["skipped"])
+            m.screen_refused = g.detail["skipped"]
+        else:
+            _gate_into(rec, m, g, gate_stages[0])
         if not rec.failed_stage and b is not None:
             score = _bench_into(rec, m, b, run, st)
     vs_inc = rec.bench.vs_incumbent if score is not None else None
     # only promising candidates earn the expensive stages; nothing else may touch the GPU meanwhile
-    if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.min_gain / 2:
+    if m.timing == "gpu" and vs_inc is not None and vs_inc - 1 > settings.rules.remeasure_above \
+            and not m.screen_refused:
         view.update(stage="compare (ABBA)")
         t0 = time.monotonic()
         c = ev.compare(st.incumbent, path, bench_shapes)

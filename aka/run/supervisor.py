@@ -29,6 +29,11 @@ def decide(m: Measurements, rules: PromotionRules) -> Decision:
         return _no(f"static check failed: {m.check_error}")
     if m.compile_error:
         return _no(f"compile failed: {m.compile_error}")
+    if not m.gate and not m.gate_error and m.timing == "gpu":  # a GPU screen times first and gates only
+        if m.bench_error:  # a candidate that could be promoted (aka.evaluate.tasks.screen_worker)
+            return _no(f"bench failed: {m.bench_error}")
+        if m.screen_refused:
+            return _no(f"{m.screen_refused} (not gated)")
     failed = [f"{s} round {i + 1}" for s, rounds in m.gate.items() for i, ok in enumerate(rounds) if not ok]
     if not m.gate or failed or m.gate_error:
         shapes = sorted({f.split()[0] for f in failed})
