@@ -45,8 +45,8 @@ def _screen(tmp_path, source: str, gate_above: float) -> dict:
 
 
 def test_a_slower_candidate_is_timed_on_one_shape_and_never_gated(tmp_path):
-    slow = OP.path("baseline").read_text().replace(
-        '    """Paged decode for q_len 1 or 4.', '    __import__("time").sleep(0.3)\n    """Paged decode for q_len 1 or 4.')
+    doc = '    """Paged decode for q_len 1 or 4.'
+    slow = OP.path("baseline").read_text().replace(doc, '    __import__("time").sleep(0.3)\n' + doc)
     value = _screen(tmp_path, slow, gate_above=0.005)
     assert value["gate"] is None and value["gate_skipped"].startswith("screen gain -"), value["gate_skipped"]
     assert "stopped after 1 of 2 shapes" in value["gate_skipped"]
