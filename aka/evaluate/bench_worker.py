@@ -172,6 +172,8 @@ def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
     notes += payload.get("ceilings_notes", [])
     rows, cache, samples = [], {}, []
     cases = op.cases(payload.get("shapes", "full"))
+    first = list(payload.get("first") or [])  # shapes that stopped earlier screens: timed first (stable)
+    cases = sorted(cases, key=lambda c: first.index(c.id) if c.id in first else len(first))
     t_start = time.monotonic()
     for i, case in enumerate(cases):
         flops, nbytes = op.flops(case), op.min_bytes(case)
@@ -199,28 +201,42 @@ def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
             "rows": rows, "samples": samples}
 
 
-def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
-    """Why timing the rest is pointless: after at least stop["after"] shapes, stop["name"] runs at under
-    stop["below"] of stop["against"]'s speed (geomean of their medians in stop["timing"]), or on any shape
-    under stop["shape_below"] (when given). Pure; '' to go on.
+def slow_shape(rows: list[dict[str, Any]], stop: dict[str, Any]) -> tuple[str, float] | None:
+    """The first timed shape where stop["name"] runs at under stop["shape_below"] of stop["against"]
+    (in stop["timing"]), with that ratio; None without one. Pure."""
+    for shape, ratio in _ratios(rows, stop) or []:
+        if stop.get("shape_below") and ratio < stop["shape_below"]:
+            return shape, ratio
+    return None
 
-    A screen's early stop (aka.evaluate.tasks.screen_worker): such a candidate cannot reach the ABBA
-    re-measure, so the remaining shapes would only cost GPU time. Run in the candidate's process, it can
-    only end a candidate's own chance early."""
-    if not stop:
-        return ""
-    ratios = []
+
+def _ratios(rows: list[dict[str, Any]], stop: dict[str, Any]) -> list[tuple[str, float]] | None:
+    out = []
     for row in rows:
         a, b = row["results"].get(stop["against"]) or {}, row["results"].get(stop["name"]) or {}
         ta, tb = (a.get(stop["timing"]) or {}).get("median_us"), (b.get(stop["timing"]) or {}).get("median_us")
         if not (ta and tb):
-            return ""  # an untimed cell: the checker judges it; no early verdict
-        ratios.append(ta / tb)
-        if stop.get("shape_below") and ta / tb < stop["shape_below"]:  # no promotion with this shape this slow
-            return f"{row['shape']}: {stop['name']} at {ta / tb:.3f}x {stop['against']}, under {stop['shape_below']:g}x"
-    if len(rows) < stop["after"]:
+            return None  # an untimed cell: the checker judges it; no early verdict
+        out.append((row["shape"], ta / tb))
+    return out
+
+
+def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
+    """Why timing the rest is pointless: on some shape stop["name"] runs at under stop["shape_below"] of
+    stop["against"]'s speed (when given), or after at least stop["after"] shapes at under stop["below"]
+    (geomean of their medians in stop["timing"]). Pure; '' to go on.
+
+    A screen's early stop (aka.evaluate.tasks.screen_worker): such a candidate cannot be promoted, so the
+    remaining shapes would only cost GPU time. Run in the candidate's process, it can only end a
+    candidate's own chance early."""
+    ratios = _ratios(rows, stop) if stop else None
+    if not ratios:
         return ""
-    g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    if slow := slow_shape(rows, stop):
+        return f"{slow[0]}: {stop['name']} at {slow[1]:.3f}x {stop['against']}, under {stop['shape_below']:g}x"
+    if len(ratios) < stop["after"]:
+        return ""
+    g = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
     return f"{stop['name']} at {g:.3f}x {stop['against']} ({stop['timing']}), under {stop['below']:g}x" \
         if g < stop["below"] else ""
 

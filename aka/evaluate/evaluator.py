@@ -101,10 +101,13 @@ class RealEvaluator:
         # one lock per GPU: compile calls (shared) stay out of ABBA comparisons (exclusive) on that device
         self.gpu_lock = Path(tempfile.gettempdir()) / f"aka-gpu-{timing_device()}.lock"
         self.split = max(1, settings.compile_split)
+        self._compiling, self._lock = 0, threading.Lock()
         self.screen_verify = settings.screen_verify_shapes
         self.gate_above = settings.rules.remeasure_above
         rules = settings.rules  # a shape this much slower in the screen fails decide()'s margin after the ABBA too
         self.shape_below = None if rules.allow_shape_regression else 1 - rules.shape_margin - SCREEN_SLACK
+        self.margin = rules.shape_margin
+        self.first: list[str] = []  # shapes that refused recent candidates: the screen times them first
         # set by a command that shows progress: one call per shape bench() finishes (a bench_worker
         # progress record: shape, done, total, median_us, elapsed_s)
         self.on_shape: Callable[[dict[str, Any]], None] | None = None
@@ -139,12 +142,20 @@ class RealEvaluator:
 
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
-        # on a GPU the shapes are split over `compile_split` workers compiling side by side
+        # on a GPU the shapes are split over workers compiling side by side: `compile_split` of them, more
+        # while few compiles run (the set-up's and the first candidate's wait for theirs)
         ids = sorted(every_case(self.op))
-        parts = [[]] if self.interpreter else [p for p in (ids[i::self.split] for i in range(self.split)) if p]
+        with self._lock:
+            split = max(self.split, (os.cpu_count() or 1) // 2 // (self._compiling + 1))
+            self._compiling += 1
+        parts = [[]] if self.interpreter else [p for p in (ids[i::split] for i in range(split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
-        results = map_workers(lambda p: door.call("aka.evaluate.tasks:compile_worker", p, self.timeout,
-                                                   self.interpreter), payloads)
+        try:
+            results = map_workers(lambda p: door.call("aka.evaluate.tasks:compile_worker", p, self.timeout,
+                                                       self.interpreter), payloads)
+        finally:
+            with self._lock:
+                self._compiling -= 1
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
         detail = {"seconds": seconds, "workers": len(results)}
@@ -183,7 +194,7 @@ class RealEvaluator:
         # threshold), timing stopped once it runs clearly slower (aka.evaluate.tasks.screen_worker)
         order = {"gate_above": self.gate_above, "rank": self.rank,
                  "stop": {"name": "candidate", "against": "incumbent", "timing": self.rank, **SCREEN_STOP,
-                          "shape_below": self.shape_below}}
+                          "shape_below": self.shape_below}, "first": list(self.first)}
         payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
                                 impls=impls, shapes=shapes, config=self.screen_cfg, timeout_s=self.timeout,
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
@@ -194,9 +205,16 @@ class RealEvaluator:
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
         bench = bench_outcome(value["bench"], self.rank) if value.get("bench") else None
+        self._time_first((value.get("bench") or {}).get("slow_shape"))
         if value.get("gate_skipped"):
             return GateOutcome({}, "", {"skipped": value["gate_skipped"]}), bench
         return gate_outcome(value["gate"]), bench
+
+    def _time_first(self, shape: str | None) -> None:
+        """Later screens time this shape first: racing the instance that refused the last candidates
+        stops the next like them after one shape (fa4_decode's D9-q4 and D10-q4 were shapes 19 and 20)."""
+        if shape:
+            self.first = [shape, *(s for s in self.first if s != shape)][:4]
 
     def _screen_checked(self, shapes: str, seed: int) -> list[str] | None:
         """Shapes on which the screen checks the candidate's timed outputs: all in the interpreter, a few
@@ -240,7 +258,10 @@ class RealEvaluator:
         with gpu_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = door.call("aka.evaluate.verify:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
-        return compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
+        out = compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
+        slow = {s: r for s, r in out.speedups.items() if r < 1 - self.margin}
+        self._time_first(min(slow, key=slow.__getitem__) if slow else None)
+        return out
 
 
 # A paired screen stops timing after 3 shapes once the candidate runs under 0.9x the incumbent there
@@ -248,9 +269,9 @@ class RealEvaluator:
 # slower a loser; the H200's screens spent 1-2.5 s a shape on the 10-30 shapes of every loser.
 SCREEN_STOP = {"after": 3, "below": 0.9}
 # A shape at under 1 - shape_margin - this in the screen stops it too: the ABBA re-measures found fa4_decode
-# candidates at 0.72-0.84x on D9-q4 after screens that timed all 20 shapes (H200, 2026-12-04); the screen's
-# short sampling reads a shape within a few percent, so 15 points of slack never refuse a promotion.
-SCREEN_SLACK = 0.15
+# candidates at 0.72-0.84x on D9-q4/D10-q4 after screens that timed all 20 shapes (H200, 2026-12-04); the
+# screen's short sampling reads a shape within a few percent, so 10 points of slack never refuse a promotion.
+SCREEN_SLACK = 0.10
 
 
 def timing_device(env: dict[str, str] | None = None) -> str:

@@ -106,13 +106,13 @@ def _cannot_win(bench: dict[str, Any], payload: dict[str, Any]) -> str:
     b = bench_outcome(bench, payload["rank"])
     if b.error or not b.times_us:
         return f"timing failed: {b.error or 'no times'}"
-    from aka.evaluate.bench_worker import losing
+    from aka.evaluate.bench_worker import slow_shape
 
     gain = (speedup(b.incumbent_us, b.times_us) or 0.0) - 1
     stopped = [n for n in bench.get("notes", []) if n.startswith("stopped after")]
-    shape = losing(bench["rows"], {**payload["stop"], "after": len(bench["rows"]) + 1, "below": 0})
-    if shape:  # one shape far slower: decide() refuses it whatever the geomean
-        return f"screen gain {gain:+.2%}, but {shape}"
+    if slow := slow_shape(bench["rows"], payload["stop"]):  # decide() refuses it whatever the geomean
+        bench["slow_shape"] = slow[0]
+        return f"screen gain {gain:+.2%}, but {slow[0]} at {slow[1]:.3f}x the incumbent"
     if gain > payload["gate_above"]:
         return ""
     return f"screen gain {gain:+.2%} not above {payload['gate_above']:.2%}" + (f" ({stopped[0]})" if stopped else "")

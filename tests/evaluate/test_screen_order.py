@@ -16,8 +16,8 @@ OP = get_op("fa4_decode")
 STOP = {"name": "candidate", "against": "incumbent", "timing": "eager", "after": 2, "below": 0.9}
 
 
-def _row(inc: float, cand: float | None) -> dict:
-    return {"results": {"incumbent": {"eager": {"median_us": inc}},
+def _row(inc: float, cand: float | None, shape: str = "X") -> dict:
+    return {"shape": shape, "results": {"incumbent": {"eager": {"median_us": inc}},
                         "candidate": {"eager": {"median_us": cand}} if cand else {"error": "x"}}}
 
 
@@ -29,7 +29,8 @@ def test_losing_is_the_geomean_after_enough_shapes():
     assert losing([_row(10, 20), _row(10, 20)], None) == ""
 
 
-def _screen(tmp_path, source: str, gate_above: float) -> dict:
+def _screen(tmp_path, source: str, gate_above: float, first: list[str] | None = None,
+            shape_below: float | None = None) -> dict:
     path = tmp_path / "candidate.py"
     path.write_text(source)
     kernel = {"kind": "kernel", "function": OP.spec.entry}
@@ -38,7 +39,8 @@ def _screen(tmp_path, source: str, gate_above: float) -> dict:
                "impls": [{**kernel, "name": "incumbent", "path": str(OP.path("baseline"))},
                          {**kernel, "name": "candidate", "path": str(path)}],
                "config": {"warmup": 1, "min_iters": 2, "max_iters": 3, "time_cap_s": 0.01, "input_copies": 1},
-               "gate_above": gate_above, "stop": {**STOP, "after": 1}}
+               "gate_above": gate_above, "stop": {**STOP, "after": 1, "shape_below": shape_below},
+               "first": first or []}
     ok, value, err = door.call("aka.evaluate.tasks:screen_worker", payload, 600, True)
     assert ok, err
     return value
@@ -53,6 +55,16 @@ def test_a_slower_candidate_is_timed_on_one_shape_and_never_gated(tmp_path):
     assert [r["shape"] for r in value["bench"]["rows"]] == ["S1"]
 
 
+def test_the_shape_that_refused_a_candidate_is_timed_first_by_the_next_screens(tmp_path):
+    slow = OP.path("baseline").read_text().replace(
+        "def fa4_decode(", "def fa4_decode(q, *a, **k):  # slow on S1 only (q [2, 4, 256]; S2's is [8, 4, 256])\n"
+        "    __import__('time').sleep(0.3 if q.shape[0] == 2 else 0)\n"
+        "    return _fa4_decode(q, *a, **k)\n\n\ndef _fa4_decode(", 1)
+    value = _screen(tmp_path, slow, gate_above=0.005, first=["S2"], shape_below=0.8)
+    assert [r["shape"] for r in value["bench"]["rows"]] == ["S2", "S1"]  # S2 first, then S1 refuses it
+    assert value["bench"]["slow_shape"] == "S1" and "but S1 at 0." in value["gate_skipped"], value["gate_skipped"]
+
+
 def test_a_candidate_that_could_win_is_gated_after_its_timing(tmp_path):
     value = _screen(tmp_path, OP.path("baseline").read_text(), gate_above=-0.99)
     assert value["gate"]["passed"] and value["bench"]["rows"], value.get("gate")
@@ -60,7 +72,7 @@ def test_a_candidate_that_could_win_is_gated_after_its_timing(tmp_path):
 
 def test_one_far_slower_shape_stops_the_timing_whatever_the_geomean():
     stop = {**STOP, "shape_below": 0.8}
-    rows = [{**_row(10, 5), "shape": "A"}, {**_row(10, 13), "shape": "B"}]
+    rows = [_row(10, 5, "A"), _row(10, 13, "B")]
     assert losing(rows, stop) == "B: candidate at 0.769x incumbent, under 0.8x"
     assert losing(rows[:1], stop) == ""
 
