@@ -109,6 +109,7 @@ class Measurements(BaseModel):
     expected_shapes: list[str] = Field(default_factory=list, description="full-set shape ids compare must cover")
     screen_gain: float | None = Field(None, description="bench gain over the incumbent when too small to re-measure")
     screen_refused: str = Field("", description="why a GPU screen, timing first, did not gate it (too slow to win)")
+    screen_slow_shape: str = Field("", description="the shape that stopped that screen (far slower there), if one")
     geomean: float | None = Field(None, description="geomean speedup over the incumbent (interleaved)")
     noise: float | None = Field(None, description="relative noise of the geomean (e.g. CI half-width)")
 

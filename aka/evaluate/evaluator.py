@@ -205,9 +205,10 @@ class RealEvaluator:
         if not ok:
             return GateOutcome({}, err or "screen worker failed"), None
         bench = bench_outcome(value["bench"], self.rank) if value.get("bench") else None
-        self._time_first((value.get("bench") or {}).get("slow_shape"))
+        slow = (value.get("bench") or {}).get("slow_shape")
+        self._time_first(slow)
         if value.get("gate_skipped"):
-            return GateOutcome({}, "", {"skipped": value["gate_skipped"]}), bench
+            return GateOutcome({}, "", {"skipped": value["gate_skipped"], "slow_shape": slow or ""}), bench
         return gate_outcome(value["gate"]), bench
 
     def _time_first(self, shape: str | None) -> None:

@@ -95,7 +95,7 @@ def _hosted_tasks() -> set[str]:
 
 def _warm_then_wait() -> list[str]:
     """A spare's start: the candidate's process (a task that takes no Host stops it), Triton's
-    interpreter choice, torch, CUDA's context and the checker's modules; then the one task's line."""
+    interpreter choice, torch, CUDA's context and the op contracts; then the one task's line."""
     from aka.evaluate.sandbox import prestart
 
     prestart()
@@ -105,8 +105,7 @@ def _warm_then_wait() -> list[str]:
 
             if torch.cuda.is_available():
                 torch.zeros(1, device="cuda")  # the context now, not inside the task's first call
-        import aka.evaluate.gate  # noqa: F401 - the checker's imports, paid while waiting
-        import aka.evaluate.verify  # noqa: F401
+        import aka.contract.ops  # noqa: F401 - the contract every task loads, paid while waiting
     except Exception:  # noqa: BLE001 - the task's own run() meets the same fault and reports it
         pass
 

@@ -31,7 +31,7 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
         rec.stage_s["screen"] = round(time.monotonic() - t0, 3)
         if g.detail.get("skipped"):  # timed first and too slow to be promoted: no correctness verdict needed
             rec.gate = GateRecord(skipped=g.detail["skipped"])
-            m.screen_refused = g.detail["skipped"]
+            m.screen_refused, m.screen_slow_shape = g.detail["skipped"], g.detail.get("slow_shape", "")
         else:
             _gate_into(rec, m, g, gate_stages[0])
         if not rec.failed_stage and b is not None:

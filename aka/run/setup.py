@@ -45,10 +45,20 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     # the timing candidates are ranked on (the contract's rank_timing, eager in the interpreter)
     figures: dict = {"rank_timing": evaluator.rank}
     paths = list(dict.fromkeys([op.path("baseline"), incumbent]))
-    say(f"compile {' and '.join(p.name for p in paths)} (Triton compiles each specialisation once; cached after)")
-    # side by side: on a cold Triton cache each is tens of seconds of CPU work on its own workers
-    compiled = dict(zip(paths, map_workers(evaluator.compile, paths)))
+    gate_sets, _, rounds = shape_plan(settings)
+    # as the screen gates candidates (a failing incumbent explains why they fail)
+    rounds = rounds if settings.interpreter else min(rounds, settings.screen_gate_rounds)
+    say(f"compile {' and '.join(p.name for p in paths)} (Triton compiles each specialisation once; cached after); "
+        f"gate the incumbent on {'+'.join(gate_sets[0])}, {rounds} rounds")
+    # side by side: on a cold Triton cache each is tens of seconds of CPU work on its own workers, and the
+    # gate (no timing) beside them: 15 s of a 97 s gdn_prefill set-up after them on the H200 (2026-12-04)
+    jobs = [lambda p=p: evaluator.compile(p) for p in paths]
+    jobs.append(lambda: evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed))
+    *done, g = map_workers(lambda job: job(), jobs)
+    compiled = dict(zip(paths, done))
     figures["incumbent_compile"] = compiled[incumbent].detail.get("compile_stats")
+    figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
+    say(f"incumbent gate: {'passed' if figures['incumbent_gate']['ok'] else 'FAILED: ' + g.error[:200]}")
     for label, path in {"baseline": op.path("baseline"), "incumbent": incumbent}.items():
         if label == "incumbent" and path == op.path("baseline"):
             for k in ("us", "host_us"):
@@ -63,13 +73,6 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         figures["incumbent_roofline"] = b.roofline  # the last one timed is the incumbent
         say(f"{label}: " + ", ".join(f"{s} {us:,.1f}" for s, us in b.times_us.items()) + " µs")
     figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
-    gate_sets, _, rounds = shape_plan(settings)
-    # as the screen gates candidates (a failing incumbent explains why they fail): 25 s of a 129 s
-    # set-up with 3 rounds on the H200 (gdn_prefill, 2026-12-03)
-    rounds = rounds if settings.interpreter else min(rounds, settings.screen_gate_rounds)
-    say(f"gate the incumbent on {'+'.join(gate_sets[0])}, {rounds} rounds")
-    g = evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed)  # a failing incumbent explains everything
-    figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
     source = incumbent.read_text()
     lessons = top_lessons(runs_root / op.name)  # earlier runs only: read before this run's folder exists
     store = RunStore.create(runs_root, op.name, {})

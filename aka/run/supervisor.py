@@ -33,7 +33,7 @@ def decide(m: Measurements, rules: PromotionRules) -> Decision:
         if m.bench_error:  # a candidate that could be promoted (aka.evaluate.tasks.screen_worker)
             return _no(f"bench failed: {m.bench_error}")
         if m.screen_refused:
-            return _no(f"{m.screen_refused} (not gated)")
+            return _no(f"{m.screen_refused} (not gated)", blocked_by=m.screen_slow_shape)
     failed = [f"{s} round {i + 1}" for s, rounds in m.gate.items() for i, ok in enumerate(rounds) if not ok]
     if not m.gate or failed or m.gate_error:
         shapes = sorted({f.split()[0] for f in failed})
