@@ -79,7 +79,7 @@ def collect() -> Report:
 
 def _keys(r: Report) -> None:
     """Which keys the backends would find, read as they read them: the variable, then the config file."""
-    from aka.agent.config import KEY_VARS, ConfigError, config_path, key_source, load_config
+    from aka.config import KEY_VARS, ConfigError, config_path, key_source, load_config
 
     try:
         cfg = load_config()

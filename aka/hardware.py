@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.knowledge.wiki.model import Card, Fact
+from aka.wiki.model import Card, Fact
 
 # Detected field -> wiki fact it must agree with (both in the same units).
 CROSS_CHECKED = {
@@ -203,7 +203,7 @@ def _query(torch, index: int) -> Detected:
 def detect(pages: list[Card] | None = None, index: int = 0) -> HardwareFacts:
     """Detected device merged with its wiki page (pages default to the project's wiki)."""
     if pages is None:
-        from aka.knowledge.wiki import load_wiki
+        from aka.wiki import load_wiki
 
         pages = load_wiki()
     return merge(detect_device(index), pages)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from aka.agent.config import LLMSettings
+from aka.config import LLMSettings
 from aka.contract.shapes import ShapeSet, gated_sets
 
 

@@ -35,7 +35,7 @@ def _norm(name: str) -> str:
 def with_aka():
     """(detected dict, page id, page facts {key: value}, names, reason) through aka itself."""
     from aka.hardware import detect_device, merge
-    from aka.knowledge.wiki import load_wiki
+    from aka.wiki import load_wiki
 
     pages = load_wiki(ROOT / "wiki")
     det = detect_device()

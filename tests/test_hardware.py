@@ -9,7 +9,7 @@ from wiki_pages import GOOD_HARDWARE
 from aka.cli.main import app
 from aka.contract.ops import project_root
 from aka.hardware import Detected, merge
-from aka.knowledge.wiki import load_wiki, parse_page
+from aka.wiki import load_wiki, parse_page
 
 
 @pytest.fixture(scope="module")

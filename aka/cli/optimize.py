@@ -13,8 +13,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from aka.agent.config import LLMSettings
 from aka.cli.runs import attempt_row, console, cpu_note, print_summary, ratio_text
+from aka.config import LLMSettings
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError, WorkersLost
 from aka.run.store import RunStore

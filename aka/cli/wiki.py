@@ -15,8 +15,8 @@ from aka.errors import AkaError
 from aka.hardware import Detected, detect, merge
 from aka.knowledge.lessons import distill as distill_drafts
 from aka.knowledge.lessons import load_lessons, write_lessons
-from aka.knowledge.wiki import check_wiki, get_card, load_wiki, rank, retrieve, wiki_dir
-from aka.knowledge.wiki.stats import card_stats, ordered, run_logs
+from aka.knowledge.wiki_stats import card_stats, ordered, run_logs
+from aka.wiki import check_wiki, get_card, load_wiki, rank, retrieve, wiki_dir
 
 console = Console()
 wiki_app = typer.Typer(help="The GPU wiki: hardware pages, technique cards, anti-patterns.", no_args_is_help=True)

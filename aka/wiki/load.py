@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from aka.contract.spec import yaml_mapping
 from aka.errors import AkaError
-from aka.knowledge.wiki.model import FOLDERS, Card, CardMeta
+from aka.wiki.model import FOLDERS, Card, CardMeta
 
 
 class WikiError(AkaError):

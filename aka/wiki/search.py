@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from aka.knowledge.wiki.model import Card
+from aka.wiki.model import Card
 
 # Field weights: a word in the title or tags says what the card is about; the body only mentions.
 _WEIGHTS = {"id": 2.0, "title": 3.0, "tags": 3.0, "ops": 1.0, "body": 1.0}

@@ -10,9 +10,9 @@ from answers_text import BAD_PLAN, GOOD_CODE, GOOD_PLAN, NOT_JSON, OTHER_OP_CODE
 from fake_servers import user_text
 from llm_helpers import TOY, backend, context, policy_verify
 
-from aka.agent.config import LLMConfig, LLMSettings
 from aka.agent.llm.base import AttemptFailed, Context, get_backend
 from aka.agent.llm.chat import read_exchanges
+from aka.config import LLMConfig, LLMSettings
 from aka.contract.ops import get_op
 from aka.records import Plan
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from aka.agent.config import ConfigError, LLMConfig, LLMSettings, api_key, load_config
 from aka.agent.llm.answers import AnswerError, extract_code, parse_plan
 from aka.agent.llm.chat import LLMBackend
+from aka.config import ConfigError, LLMConfig, LLMSettings, api_key, load_config
 from aka.records import Usage
 
 

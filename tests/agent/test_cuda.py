@@ -10,7 +10,7 @@ from answers_text import CUDA_BROKEN, CUDA_CODE, PLAN, fenced
 from fake_servers import user_text
 from llm_helpers import TOY, backend, context
 
-from aka.agent.config import LLMSettings
+from aka.config import LLMSettings
 from aka.contract.ops import get_op
 from aka.evaluate.evaluator import RealEvaluator
 from aka.records import Plan

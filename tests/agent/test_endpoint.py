@@ -13,11 +13,11 @@ from fake_servers import Error, FakeServer, dead_url
 from fakes import FakeEvaluator, make_project, source  # noqa: E402
 from typer.testing import CliRunner
 
-from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import ProviderError, get_backend  # noqa: E402
 from aka.agent.llm.endpoint import http_fault  # noqa: E402
 from aka.cli.main import app  # noqa: E402
 from aka.cli.optimize import fault_line  # noqa: E402
+from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
 from aka.run.loop import run_loop  # noqa: E402
 from aka.run.setup import prepare_run  # noqa: E402

@@ -10,8 +10,8 @@ import pytest
 from answers_text import GOOD_PLAN, PROSE, fenced
 from fakes import FakeEvaluator, make_project, source  # noqa: E402
 
-from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402
+from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
 from aka.run.loop import run_loop  # noqa: E402
 from aka.run.setup import prepare_run  # noqa: E402

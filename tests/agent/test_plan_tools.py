@@ -12,9 +12,9 @@ from fakes import FakeEvaluator, make_project  # noqa: E402
 from llm_helpers import TOY, backend, context
 from standins import is_plan
 
-from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402
 from aka.agent.llm.chat import NO_PLAN
+from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.contract.ops import get_op
 from aka.run.loop import run_loop  # noqa: E402
 from aka.run.setup import prepare_run  # noqa: E402

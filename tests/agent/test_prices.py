@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aka.agent.config import DEFAULT_PRICES, LLMConfig, LLMSettings, load_config
 from aka.agent.llm.chat import LLMBackend
+from aka.config import DEFAULT_PRICES, LLMConfig, LLMSettings, load_config
 from aka.records import Attempt, Usage
 
 

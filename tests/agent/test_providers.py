@@ -7,9 +7,9 @@ import time
 import pytest
 from fake_servers import MODEL, Answer, Call, Error
 
-from aka.agent.config import LLMConfig, LLMSettings, MissingKeyError
 from aka.agent.llm.base import ProviderError, get_backend
 from aka.agent.llm.wire import Request, ToolCall
+from aka.config import LLMConfig, LLMSettings, MissingKeyError
 
 
 def transport(kind, server, monkeypatch, stream=True, key=True):

@@ -14,8 +14,8 @@ from fake_servers import FakeServer
 from fakes import REPO, FakeEvaluator, make_project  # noqa: E402
 from standins import IdeaModel
 
-from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import get_backend  # noqa: E402
+from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.contract.ops import get_op  # noqa: E402
 from aka.run.loop import run_loop  # noqa: E402
 from aka.run.setup import prepare_run  # noqa: E402

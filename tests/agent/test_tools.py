@@ -14,11 +14,11 @@ from fakes import FakeEvaluator, make_project  # noqa: E402
 from llm_helpers import TOY, aka, backend, context, run_dir
 from standins import ToolModel, is_plan, toy_calls
 
-from aka.agent.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.agent.llm.base import (
     AttemptFailed,
     get_backend,  # noqa: E402
 )
+from aka.config import LLMConfig, LLMSettings  # noqa: E402
 from aka.contract.ops import get_op
 from aka.records import Plan, read_attempts
 from aka.run.loop import run_loop  # noqa: E402

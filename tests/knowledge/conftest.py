@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aka.contract.ops import op_names, project_root
-from aka.knowledge.wiki import check_wiki, load_wiki
+from aka.wiki import check_wiki, load_wiki
 
 
 @pytest.fixture(scope="session")

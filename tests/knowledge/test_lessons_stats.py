@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from aka.cli.main import app
 from aka.knowledge.lessons import distill, lessons_from_attempts, load_lessons, read_attempts, write_lessons
-from aka.knowledge.wiki import parse_page
-from aka.knowledge.wiki.stats import card_stats, ordered, run_logs
+from aka.knowledge.wiki_stats import card_stats, ordered, run_logs
 from aka.records import Attempt
+from aka.wiki import parse_page
 
 
 def _rec(n, cited, change, promote=False, failed_stage="", gate_ok=True, reason="", **extra):

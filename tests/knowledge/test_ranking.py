@@ -5,7 +5,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from aka.cli.main import app
-from aka.knowledge.wiki import cards_for_plan, rank, retrieve
+from aka.wiki import cards_for_plan, rank, retrieve
 
 
 def ids(hits):

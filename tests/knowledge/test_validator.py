@@ -8,7 +8,7 @@ from wiki_pages import GOOD_HARDWARE, GOOD_TECHNIQUE
 
 from aka.cli.main import app
 from aka.contract.ops import project_root
-from aka.knowledge.wiki import WikiError, check_wiki, load_wiki
+from aka.wiki import WikiError, check_wiki, load_wiki
 
 
 def test_project_wiki_is_valid(known_ops):

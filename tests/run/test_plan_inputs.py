@@ -16,10 +16,10 @@ from aka.evaluate.compstats import CompileStats, KernelStats
 from aka.knowledge.incumbent_facts import CPU_NOTE, slowest_shapes, worst_shape
 from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 from aka.knowledge.profile import ProfileError
-from aka.knowledge.wiki import load_wiki
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
+from aka.wiki import load_wiki
 
 REPO = Path(__file__).resolve().parents[2]
 KDIR = REPO / "kernels" / "gdn_prefill"

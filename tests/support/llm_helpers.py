@@ -10,8 +10,8 @@ from pathlib import Path
 
 from answers_text import BASELINE
 
-from aka.agent.config import LLMConfig, LLMSettings
 from aka.agent.llm.base import Context, get_backend
+from aka.config import LLMConfig, LLMSettings
 from aka.evaluate.policy import check_source
 
 TOY = Path(__file__).parent / "toyop"

@@ -19,10 +19,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from aka.agent.config import LLMConfig, LLMSettings, api_key
 from aka.agent.llm import endpoint
 from aka.agent.llm.chat import backend_maker, optional_sdk, require_sdk
 from aka.agent.llm.wire import Reply, Request, ToolCall, blocks
+from aka.config import LLMConfig, LLMSettings, api_key
 from aka.records import Usage
 
 anthropic = optional_sdk("anthropic")  # this file's one SDK (None: the llm extra is not installed)

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aka.agent.config import LLMConfig, LLMSettings, load_config
 from aka.agent.llm import prompts, sweep
 from aka.agent.llm.answers import AnswerError, EditError, candidate_source, parse_plan
 from aka.agent.llm.base import AttemptFailed, Context, ProviderError
 from aka.agent.llm.wire import CUT_STOPS, Reply, Request, Transport
+from aka.config import LLMConfig, LLMSettings, load_config
 from aka.errors import AkaError
 from aka.records import Plan, Usage
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from aka.agent.config import KEY_VARS, config_path
 from aka.agent.llm.base import ProviderError
+from aka.config import KEY_VARS, config_path
 
 T = TypeVar("T")
 PROBE_TIMEOUT_S = 15.0

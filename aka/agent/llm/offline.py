@@ -267,7 +267,7 @@ def cited_cards(prop: Proposal, ctx: Context) -> list[str]:
     start changes from the incumbent, or those a mutation moved) whose tags match its topic."""
     if not ctx.root:
         return []
-    from aka.knowledge.wiki import cards_for_plan, load_wiki, wiki_dir
+    from aka.wiki import cards_for_plan, load_wiki, wiki_dir
 
     wdir = wiki_dir(Path(ctx.root))
     if not wdir.is_dir():

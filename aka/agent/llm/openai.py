@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aka.agent.config import LLMConfig, LLMSettings, api_key
 from aka.agent.llm import endpoint
 from aka.agent.llm.base import ProviderError
 from aka.agent.llm.chat import backend_maker, optional_sdk, require_sdk
 from aka.agent.llm.wire import Reply, Request, ToolCall, flat
+from aka.config import LLMConfig, LLMSettings, api_key
 from aka.records import Usage
 
 openai = optional_sdk("openai")  # this file's one SDK (None: the llm extra is not installed)

@@ -228,7 +228,7 @@ def evidence_text(ctx: Context) -> str:
 
 
 def cards_text(op, arch: str | None) -> str:
-    from aka.knowledge.wiki import cards_for_plan, load_wiki, render, wiki_dir
+    from aka.wiki import cards_for_plan, load_wiki, render, wiki_dir
 
     wdir = wiki_dir(op.root)
     if not wdir.is_dir():

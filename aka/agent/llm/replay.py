@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aka.agent.config import LLMConfig, LLMSettings, load_config
 from aka.agent.llm.chat import LLMBackend, read_exchanges
 from aka.agent.llm.wire import Reply, Request, ToolCall
+from aka.config import LLMConfig, LLMSettings, load_config
 from aka.errors import AkaError
 from aka.records import Usage
 
