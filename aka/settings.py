@@ -12,8 +12,8 @@ class PromotionRules(BaseModel):
     """The Supervisor's thresholds; decide() reads nothing else."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    min_gain: float = Field(0.01, ge=0, description="geomean speedup must exceed 1 + this")
-    shape_margin: float = Field(0.05, ge=0, description="no shape may be slower than 1 - this")
+    min_gain: float = Field(0.01, ge=0, description="geomean gain a promotion needs (0.01 = 1%)")
+    shape_margin: float = Field(0.05, ge=0, description="largest per-shape slowdown a promotion accepts (0.05 = 5%)")
     allow_shape_regression: bool = Field(False, description="accept shapes slower than the margin")
 
     @property
@@ -48,10 +48,11 @@ class OptimizeSettings(BaseModel):
     op: str = Field(description="operator line to optimize")
     budget: Budget = Field(default_factory=Budget, description="stop conditions")
     rules: PromotionRules = Field(default_factory=PromotionRules, description="promotion thresholds")
-    backend: str = Field("offline", description="planner/codegen backend name (registry in aka.agent.llm.base)")
+    backend: str = Field("offline", description="planner/codegen backend: offline (no API key), anthropic, "
+                         "openai (or any OpenAI-compatible server with --base-url), replay (with --from RUN)")
     commit: bool = Field(True, description="commit a promoted kernel to git (--no-commit: only write it)")
     seed: int = Field(0, description="seed for the search and the gate's input rounds")
-    gate_rounds: int = Field(3, ge=1, description="gate rounds (fresh inputs each) on every shape set")
+    gate_rounds: int = Field(3, ge=1, description="gate rounds (fresh inputs each) on every shape set on the GPU")
     interpreter: bool = Field(False, description="run kernels in Triton's CPU interpreter (set when no GPU)")
     cpu_gate_rounds: int = Field(2, description="gate rounds in the interpreter (at least 2: what actually runs)")
     cpu_gate_sets: list[str] = Field(
@@ -86,12 +87,14 @@ class OptimizeSettings(BaseModel):
         2, ge=1, description="GPU screen: shapes (drawn per candidate) whose timed outputs are checked against "
         "float64; the ABBA re-measure checks every shape")
     compare_time_cap_s: float = Field(1.5, gt=0, description="GPU ABBA re-measurement: seconds per shape")
-    profile: bool = Field(True, description="GPU: profile the incumbent (ncu) once at the start, for the plans")
+    profile: bool = Field(True, description="GPU: profile the incumbent with ncu for the plans: from the cache, "
+                         "else after the candidates (about a minute)")
     profile_timeout_s: float = Field(150.0, gt=0, description="cap on that profile (G1 under ncu: ~60 s on the H200)")
     profile_slow_shapes: int = Field(
         2, ge=0, description="GPU: kernel durations (torch profiler) of the incumbent on this many slowest shapes too, "
         "so the plans see where its time goes")
-    competitors: bool = Field(True, description="GPU: time the contract's competitors (fla, sdpa) once at setup")
+    competitors: bool = Field(True, description="GPU: time the contract's competitors (fla, sdpa) for the summary: "
+                             "from the cache, else after the candidates")
     competitors_timeout_s: float = Field(
         180.0, gt=0, description="cap on that setup timing: on a fresh machine fla autotunes per head layout "
         "(H200, 2026-11-29: over 300 s for the 10 gdn_prefill shapes, the whole --max-time of that run)",

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from aka.cli.fields import default_of, option
 from aka.cli.runs import attempt_row, console, cpu_note, print_summary, ratio_text
 from aka.config import LLMSettings
 from aka.contract.ops import get_op, project_root
@@ -128,43 +129,33 @@ def optimize(
     max_tokens: int = typer.Option(None, "--max-tokens", metavar="N", help="stop after this many backend tokens"),
     patience: int = typer.Option(None, "--patience", metavar="N",
                                  help="stop after this many attempts without a new best"),
-    min_gain: float = typer.Option(0.01, "--min-gain", metavar="FRACTION",
-                                   help="geomean gain needed to promote (0.01 = 1%)"),
-    margin: float = typer.Option(0.05, "--margin", metavar="FRACTION",
-                                 help="largest per-shape slowdown accepted (0.05 = 5%)"),
-    allow_regression: bool = typer.Option(False, "--allow-shape-regression", help="accept slower shapes"),
-    backend: str = typer.Option("offline", "--backend", metavar="NAME",
-                                help="offline (default, no API key), anthropic, openai (or any OpenAI-compatible "
-                                     "server with --base-url), replay (with --from RUN)"),
+    min_gain: float = option(PromotionRules, "min_gain", "--min-gain", metavar="FRACTION"),
+    margin: float = option(PromotionRules, "shape_margin", "--margin", metavar="FRACTION"),
+    allow_regression: bool = option(PromotionRules, "allow_shape_regression", "--allow-shape-regression"),
+    backend: str = option(OptimizeSettings, "backend", "--backend", metavar="NAME"),
     model: str = typer.Option(None, "--model", metavar="NAME",
                               help="LLM model name [default: the config's, or the server's only one]"),
     base_url: str = typer.Option(None, "--base-url", metavar="URL",
                                  help="LLM endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, Ollama)"),
-    repairs: int = typer.Option(2, "--repairs", metavar="N", min=0,
-                                help="codegen repairs after a check/compile error (LLM)"),
-    lang: str = typer.Option("triton", "--lang", metavar="LANG",
-                             help="candidate language: triton or cuda (LLM backends)"),
+    repairs: int = option(LLMSettings, "repairs", "--repairs", metavar="N", min=0),
+    lang: str = option(LLMSettings, "lang", "--lang", metavar="LANG"),
     replay_from: str = typer.Option(None, "--from", metavar="RUN",
                                     help="run id whose LLM exchanges --backend replay plays back"),
     tools: bool = typer.Option(None, "--tools/--no-tools",
                                help="LLM codegen may call tools (compile, check, time, ...) through native tool "
                                     "calling [default: on, except --backend openai with --base-url: many local "
                                     "servers run without a tool parser]"),
-    max_tool_calls: int = typer.Option(16, "--max-tool-calls", metavar="N", min=1, help="tool calls per attempt (LLM)"),
+    max_tool_calls: int = option(LLMSettings, "max_tool_calls", "--max-tool-calls", metavar="N", min=1),
     no_commit: bool = typer.Option(False, "--no-commit", help="write a promoted kernel but do not commit it"),
     resume: str = typer.Option(None, "--resume", metavar="RUN", help="continue the run with this id"),
-    seed: int = typer.Option(0, "--seed", metavar="N", help="search and gate seed"),
-    cpu_gate: str = typer.Option("smoke,edge", "--cpu-gate", metavar="SETS",
-                                 help="shape sets gated in the interpreter"),
+    seed: int = option(OptimizeSettings, "seed", "--seed", metavar="N"),
+    cpu_gate: str = typer.Option(",".join(default_of(OptimizeSettings, "cpu_gate_sets")), "--cpu-gate", metavar="SETS",
+                                 help=OptimizeSettings.model_fields["cpu_gate_sets"].description),
     ahead: int = typer.Option(None, "--prepare-ahead", metavar="N", min=0,
                               help="candidates compiled in parallel while one is timed [GPU: cores/4 up to 4]"),
-    gate_rounds: int = typer.Option(3, "--gate-rounds", metavar="N", help="gate rounds per shape set on the GPU"),
-    competitors: bool = typer.Option(True, "--competitors/--no-competitors",
-                                     help="GPU: time fla/sdpa once at setup, for the summary (minutes on a fresh "
-                                          "machine: fla autotunes; counts against --max-time)"),
-    profile: bool = typer.Option(True, "--profile/--no-profile",
-                                 help="GPU: profile the incumbent with ncu once at the start, as evidence for the "
-                                      "plans (about a minute; counts against --max-time)"),
+    gate_rounds: int = option(OptimizeSettings, "gate_rounds", "--gate-rounds", metavar="N", min=1),
+    competitors: bool = option(OptimizeSettings, "competitors", "--competitors/--no-competitors"),
+    profile: bool = option(OptimizeSettings, "profile", "--profile/--no-profile"),
     gpus: int = typer.Option(None, "--gpus", metavar="N", min=1,
                              help="candidates measured at once, one GPU each, on Ray workers of this machine "
                                   "(aka[ray]; on CPU: interpreter workers) [default: 1, no Ray]"),

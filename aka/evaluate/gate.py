@@ -32,8 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from aka.contract.shapes import gated_sets
 from aka.evaluate.gate_checks import OutputCheck, check_output
 from aka.evaluate.launches import Launches
+from aka.settings import OptimizeSettings
 
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = OptimizeSettings.model_fields["gate_rounds"].default  # `aka check` gates as the loop does
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
 WARM_CALLS = 1  # then one call that repeats the last one's scalars and regime (a warm call), fresh values
 GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadline (startup, report)

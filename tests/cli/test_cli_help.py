@@ -73,7 +73,7 @@ def test_optimize_help_is_short():
     text = _help(["optimize"], "80")
     assert len(text.splitlines()) < 100
     # a flag longer than the flag column goes on a line of its own, its help under it at the same column
-    assert "  --competitors / --no-competitors\n" in text and "  --allow-shape-regression  accept slower" in text
+    assert "  --competitors / --no-competitors\n" in text and "  --allow-shape-regression  accept shapes slower" in text
 
 
 @pytest.mark.parametrize("columns", ["80", None])
@@ -130,3 +130,27 @@ def test_the_main_commands_show_examples_that_parse():
             ctx = LEAVES[name].make_context(f"aka {name}", rest)
             if ctx.params.get("op") is not None:
                 assert ctx.params["op"] in op_names(), line
+
+
+def test_optimize_reads_its_defaults_and_help_from_the_settings():
+    """Each default stated once (issue 41): the options that set a settings field take its default and
+    description from the model, so changing one there changes `aka optimize --help` and the run."""
+    import typer.main
+
+    from aka.cli.main import app
+    from aka.config import LLMSettings
+    from aka.settings import OptimizeSettings, PromotionRules
+
+    cmd = typer.main.get_command(app).commands["optimize"]
+    params = {p.name: p for p in cmd.params}
+    fields = {"min_gain": (PromotionRules, "min_gain"), "margin": (PromotionRules, "shape_margin"),
+              "allow_regression": (PromotionRules, "allow_shape_regression"),
+              "backend": (OptimizeSettings, "backend"), "seed": (OptimizeSettings, "seed"),
+              "gate_rounds": (OptimizeSettings, "gate_rounds"), "competitors": (OptimizeSettings, "competitors"),
+              "profile": (OptimizeSettings, "profile"), "repairs": (LLMSettings, "repairs"),
+              "lang": (LLMSettings, "lang"), "max_tool_calls": (LLMSettings, "max_tool_calls")}
+    for param, (model, name) in fields.items():
+        field = model.model_fields[name]
+        assert params[param].default == field.default, param
+        assert params[param].help == field.description, param
+    assert params["cpu_gate"].default == ",".join(OptimizeSettings.model_fields["cpu_gate_sets"].default_factory())
