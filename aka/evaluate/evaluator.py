@@ -70,7 +70,8 @@ class Evaluator(Protocol):
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
                shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]: ...
-    def bench(self, path: Path, shapes: str) -> BenchOutcome: ...
+    def bench(self, path: Path, shapes: str, beside: Path | None = None,
+              names: tuple[str, str] = ("candidate", "incumbent")) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
 
@@ -225,14 +226,18 @@ class RealEvaluator:
             return None
         return sorted(random.Random(seed).sample(ids, self.screen_verify))
 
-    def bench(self, path: Path, shapes: str) -> BenchOutcome:
-        payload = self._payload(impls=[self._kernel("candidate", path)], shapes=shapes, config=self.screen_cfg)
+    def bench(self, path: Path, shapes: str, beside: Path | None = None,
+              names: tuple[str, str] = ("candidate", "incumbent")) -> BenchOutcome:
+        """path's times (names[0]); with beside, that kernel's too (names[1], in incumbent_us), timed in
+        the same worker on the same inputs, interleaved shape by shape."""
+        impls = [self._kernel(names[0], path)] + ([self._kernel(names[1], beside)] if beside else [])
+        payload = self._payload(impls=impls, shapes=shapes, config=self.screen_cfg)
         task = "aka.evaluate.verify:bench_worker"
         if self.on_shape is not None:
             ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
         else:
             ok, value, err = door.call(task, payload, self.timeout, self.interpreter)
-        return bench_outcome(value, self.rank) if ok else BenchOutcome({}, "none", err)
+        return bench_outcome(value, self.rank, *names) if ok else BenchOutcome({}, "none", err)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
         """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""

@@ -66,18 +66,20 @@ def host_cost(cell: dict[str, Any]) -> float | None:
     return round(e - g, 3) if e and g else None
 
 
-def bench_outcome(value: dict[str, Any], rank: str = "eager") -> BenchOutcome:
-    """The candidate's (and the paired incumbent's) medians in the timing the op ranks on (the
+def bench_outcome(value: dict[str, Any], rank: str = "eager", name: str = "candidate",
+                  beside: str = "incumbent") -> BenchOutcome:
+    """The candidate's (and the paired incumbent's; other names with name and beside) medians in the
+    timing the op ranks on (the
     contract's rank_timing: "eager", or "graph" for CUDA-graph replay). Under "graph" a shape the
     candidate could not be captured on is an error that names why (a server could not replay it)."""
     gpu = value["kind"] == "gpu"
     rank = rank if gpu else "eager"  # the interpreter has no graphs: its timings decide nothing anyway
     times, errors, roofline, inc, host, inc_host = {}, [], {}, {}, {}, {}
     for row in value["rows"]:
-        ref = row["results"].get("incumbent") or {}
+        ref = row["results"].get(beside) or {}
         if (ref.get(rank) or {}).get("median_us"):
             inc[row["shape"]] = ref[rank]["median_us"]
-        res = row["results"]["candidate"]
+        res = row["results"][name]
         if gpu and (h := host_cost(res)) is not None:
             host[row["shape"]] = h
         if gpu and (h := host_cost(ref)) is not None:

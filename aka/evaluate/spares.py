@@ -64,9 +64,10 @@ def start(env: dict[str, str], prefix: str) -> Spare:
 
 def keep(n: int, env: dict[str, str], prefix: str) -> None:
     """Keep n spares for tasks started with this environment (0: none; idle ones end)."""
-    global _count
+    global _count, _stopped
     with _lock:
         _count = max(0, n)
+        _stopped = False  # asked for again after a stop (tests): start them again
         _wanted.clear()  # spares for this environment only
         extra = [s for s in _idle if s.env_key != key(env)] + [s for s in _idle if s.env_key == key(env)][_count:]
         for s in extra:

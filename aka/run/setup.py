@@ -59,19 +59,23 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     figures["incumbent_compile"] = compiled[incumbent].detail.get("compile_stats")
     figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
     say(f"incumbent gate: {'passed' if figures['incumbent_gate']['ok'] else 'FAILED: ' + g.error[:200]}")
-    for label, path in {"baseline": op.path("baseline"), "incumbent": incumbent}.items():
-        if label == "incumbent" and path == op.path("baseline"):
-            for k in ("us", "host_us"):
-                figures[f"incumbent_{k}"] = figures[f"baseline_{k}"]
-            continue
-        say(f"time the {label} ({path.name}) on the {bench_shapes} shapes, ranked on {evaluator.rank} timing")
-        b = evaluator.bench(path, bench_shapes)
-        if b.error or not b.times_us:
-            raise SetupError(f"{op.name}: timing the {label} ({path.name}) failed: {b.error or 'no times'}")
-        figures[f"{label}_us"], figures["timing"] = b.times_us, b.timing
-        figures[f"{label}_host_us"] = b.host_us  # eager minus graph: reported, never ranked
-        figures["incumbent_roofline"] = b.roofline  # the last one timed is the incumbent
-        say(f"{label}: " + ", ".join(f"{s} {us:,.1f}" for s, us in b.times_us.items()) + " µs")
+    base = op.path("baseline")
+    beside = None if incumbent == base else base
+    both = f"the baseline ({base.name})" + (f" and the incumbent ({incumbent.name}) side by side" if beside else "")
+    say(f"time {both} on the {bench_shapes} shapes, ranked on {evaluator.rank} timing")
+    # one worker, the same inputs for both, interleaved shape by shape: one process and one float64
+    # reference per input for the pair (each alone took 12-13 s of gdn_prefill's 75 s set-up, H200)
+    b = evaluator.bench(incumbent, bench_shapes, beside=beside,
+                        names=("incumbent", "baseline") if beside else ("baseline", "incumbent"))
+    for label, times in (("incumbent", b.times_us), ("baseline", b.incumbent_us if beside else b.times_us)):
+        if b.error or not times:
+            raise SetupError(f"{op.name}: timing the {label} failed: {b.error or 'no times'}")
+    figures["timing"], figures["incumbent_roofline"] = b.timing, b.roofline
+    figures["incumbent_us"], figures["incumbent_host_us"] = b.times_us, b.host_us  # host: reported, never ranked
+    figures["baseline_us"], figures["baseline_host_us"] = ((b.incumbent_us, b.incumbent_host_us) if beside
+                                                           else (b.times_us, b.host_us))
+    for label in ("baseline", "incumbent") if beside else ("baseline",):
+        say(f"{label}: " + ", ".join(f"{s} {us:,.1f}" for s, us in figures[f"{label}_us"].items()) + " µs")
     figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
     source = incumbent.read_text()
     lessons = top_lessons(runs_root / op.name)  # earlier runs only: read before this run's folder exists

@@ -82,9 +82,13 @@ class FakeEvaluator:
             b.incumbent_us = {c.id: 100.0 * self.drift / self._speed(incumbent, c.id) for c in self.op.cases(shapes)}
         return g, b
 
-    def bench(self, path: Path, shapes: str) -> BenchOutcome:
+    def bench(self, path: Path, shapes: str, beside: Path | None = None,
+              names: tuple[str, str] = ("candidate", "incumbent")) -> BenchOutcome:
         self.calls.append("bench")
-        return BenchOutcome({c.id: 100.0 / self._speed(path, c.id) for c in self.op.cases(shapes)}, self.timing)
+        b = BenchOutcome({c.id: 100.0 / self._speed(path, c.id) for c in self.op.cases(shapes)}, self.timing)
+        if beside is not None:
+            b.incumbent_us = {c.id: 100.0 / self._speed(beside, c.id) for c in self.op.cases(shapes)}
+        return b
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
         self.calls.append("competitors")
