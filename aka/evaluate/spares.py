@@ -131,18 +131,6 @@ def _start_wanted() -> None:
                     break
 
 
-def wait_idle(n: int, timeout: float = 30.0) -> bool:
-    """True once n spares are idle (tests; a command never waits for spares)."""
-    import time
-
-    end_at = time.monotonic() + timeout
-    while time.monotonic() < end_at:
-        if idle() >= n:
-            return True
-        time.sleep(0.05)
-    return idle() >= n
-
-
 def end(s: Spare) -> None:
     """Kill an idle spare's process group and remove its folders (its candidate process, in a session
     of its own, follows its parent within half a second: aka.evaluate.lifeline)."""

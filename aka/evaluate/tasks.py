@@ -101,13 +101,12 @@ def _timed(host, payload: dict[str, Any]) -> dict[str, Any]:
 
 def _cannot_win(bench: dict[str, Any], payload: dict[str, Any]) -> str:
     """Why the candidate is not gated: its timing failed, or its gain is at most gate_above. '' to gate."""
+    from aka.evaluate.bench_worker import slow_shape
     from aka.evaluate.outcomes import bench_outcome, speedup
 
     b = bench_outcome(bench, payload["rank"])
     if b.error or not b.times_us:
         return f"timing failed: {b.error or 'no times'}"
-    from aka.evaluate.bench_worker import slow_shape
-
     gain = (speedup(b.incumbent_us, b.times_us) or 0.0) - 1
     stopped = [n for n in bench.get("notes", []) if n.startswith("stopped after")]
     if slow := slow_shape(bench["rows"], payload["stop"]):  # decide() refuses it whatever the geomean

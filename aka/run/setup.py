@@ -68,8 +68,11 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     b = evaluator.bench(incumbent, bench_shapes, beside=beside,
                         names=("incumbent", "baseline") if beside else ("baseline", "incumbent"))
     for label, times in (("incumbent", b.times_us), ("baseline", b.incumbent_us if beside else b.times_us)):
-        if b.error or not times:
-            raise SetupError(f"{op.name}: timing the {label} failed: {b.error or 'no times'}")
+        # every shape, as when each was timed alone: bench_outcome names the first one's failures only
+        missing = sorted(set(b.times_us) - set(times))
+        if b.error or not times or missing:
+            why = b.error or (f"no time on {', '.join(missing)}" if missing else "no times")
+            raise SetupError(f"{op.name}: timing the {label} failed: {why}")
     figures["timing"], figures["incumbent_roofline"] = b.timing, b.roofline
     figures["incumbent_us"], figures["incumbent_host_us"] = b.times_us, b.host_us  # host: reported, never ranked
     figures["baseline_us"], figures["baseline_host_us"] = ((b.incumbent_us, b.incumbent_host_us) if beside

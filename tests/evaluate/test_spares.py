@@ -23,8 +23,11 @@ def kept():
     runner.keep_spares(0, interpreter=True)
 
 
-def _idle_pids(n: int = 1) -> list[int]:
-    assert spares.wait_idle(n)  # started by their own thread, asynchronously
+def _idle_pids(n: int = 1, timeout: float = 30.0) -> list[int]:
+    end_at = time.monotonic() + timeout  # spares start on their own thread, asynchronously
+    while spares.idle() < n and time.monotonic() < end_at:
+        time.sleep(0.05)
+    assert spares.idle() >= n
     return [s.proc.pid for s in spares._idle]
 
 

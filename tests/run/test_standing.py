@@ -101,3 +101,23 @@ def test_a_record_in_another_timing_is_not_chained_from(project, op):
     ev2 = FakeEvaluator(op)
     store2 = prepare_run(project / "runs", settings, op, ev2)
     assert store2.read_run()["incumbent"]["standing"]["from"] == "set-up timings"
+
+
+def test_set_up_refuses_a_baseline_untimed_on_a_shape_of_the_pair(project):
+    """Timed side by side with the incumbent, a baseline that fails a shape still stops the set-up (as
+    it did timed alone), naming the shape, instead of leaving a standing over fewer shapes."""
+    from aka.contract.ops import get_op
+    from aka.run.setup import SetupError
+
+    (project / "kernels" / "gdn_prefill" / "promoted.py").write_text(source(1.2, "promoted"))
+    op = get_op("gdn_prefill", project)
+
+    class BaselineFailsS2(FakeEvaluator):
+        def bench(self, path, shapes, beside=None, names=("candidate", "incumbent")):
+            b = super().bench(path, shapes, beside, names)
+            b.incumbent_us.pop("S2", None)
+            return b
+
+    settings = OptimizeSettings(op="gdn_prefill", commit=False, interpreter=True)
+    with pytest.raises(SetupError, match="timing the baseline failed: no time on S2"):
+        prepare_run(project / "runs", settings, op, BaselineFailsS2(op, timing="gpu"))
