@@ -77,8 +77,8 @@ class OptimizeSettings(BaseModel):
         4, ge=0, description="GPU: worker processes kept started ahead (Python, torch, CUDA and the candidate's "
         "process ready), each taken by one task; the H200 paid ~8 s of process start per screen without them")
     compile_split: int = Field(
-        3, ge=1, description="GPU: worker processes that compile one candidate's shapes (at least; up to half the "
-        "cores over the compiles running: the set-up's two and the first candidate's get more)")
+        3, ge=1, description="GPU: processes compiling one candidate's Triton specialisations side by side (at "
+        "least; up to half the cores over the compiles running: the set-up's two and the first candidate's get more)")
     screen_time_cap_s: float = Field(
         0.25, gt=0, description="GPU screen: sampling seconds per shape and implementation (the incumbent is "
         "timed beside each candidate; 40 candidates must fit in minutes)"

@@ -13,6 +13,7 @@ import random
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -151,15 +152,20 @@ class RealEvaluator:
             self._compiling += 1
         parts = [[]] if self.interpreter else [p for p in (ids[i::split] for i in range(split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
+        t0 = time.monotonic()
         try:
-            results = map_workers(lambda p: door.call("aka.evaluate.tasks:compile_worker", p, self.timeout,
-                                                       self.interpreter), payloads)
+            results = self._compile_calls(payloads, split)
         finally:
             with self._lock:
                 self._compiling -= 1
         errors = [err for ok, _, err in results if not ok]
         seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
-        detail = {"seconds": seconds, "workers": len(results)}
+        # seconds: the calls' own work; call_s adds taking (or starting) their processes; stats_s: reading the
+        # kernels' registers and SASS after the work
+        detail = {"seconds": seconds, "workers": len(results), "call_s": round(time.monotonic() - t0, 3),
+                  "stats_s": max((v or {}).get("stats_s", 0.0) for _, v, _ in results)}
+        if len(results) == 1 and (ahead := (results[0][1] or {}).get("precompile")):
+            detail["precompile"] = ahead
         stats = [CompileStats.model_validate(v["compile_stats"]) for ok, v, _ in results if ok and "compile_stats" in v]
         if stats:
             detail["compile_stats"] = merge_stats(stats).model_dump()
@@ -167,6 +173,22 @@ class RealEvaluator:
         if launches:
             detail["launches"] = launches
         return StageOutcome(not errors, errors[0] if errors else "", detail)
+
+    def _compile_calls(self, payloads: list[dict[str, Any]], split: int) -> list[tuple[bool, Any, str]]:
+        """The compile calls. On a GPU (Triton candidates) one call compiles every specialisation once on
+        `split` forked children, then runs every case (aka.evaluate.precompile). If its record was tainted
+        or its process died (which the record's forks or host code on unwritten outputs could cause: not
+        the candidate's fault), the calls split the cases as before, and theirs is the verdict."""
+        def call(p: dict[str, Any]) -> tuple[bool, Any, str]:
+            return door.call("aka.evaluate.tasks:compile_worker", p, self.timeout, self.interpreter)
+
+        if not (self.interpreter or self.cuda):  # a CUDA candidate builds its extension on import
+            whole = {**payloads[0], "cases": sorted(c for p in payloads for c in p["cases"]), "precompile": split}
+            ok, value, err = call(whole)
+            died = not ok and err.split(":", 1)[0] in ("crash", "oom", "timeout")
+            if not (died or (ok and "tainted" in (value or {}).get("precompile", {}))):
+                return [(ok, value, err)]
+        return map_workers(call, payloads)
 
     def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
         """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.offline_sm90); the

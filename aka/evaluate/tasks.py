@@ -36,6 +36,14 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     if payload.get("cases"):  # this worker's share of the cases (the evaluator splits them)
         cases = {i: cases[i] for i in payload["cases"]}
     todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]
+    ahead: dict[str, Any] = {}
+    if gpu and payload.get("precompile"):  # each specialisation compiled once, side by side (aka.evaluate.precompile)
+        from aka.evaluate import precompile
+
+        ahead = precompile.ahead(lambda case: fn(**op.inputs.make_inputs(case, 0, "cuda")), todo,
+                                 payload["precompile"], payload.get("gpu_lock"))
+        if "tainted" in ahead:  # the evaluator starts over in clean processes, the way it did without this
+            return {"seconds": round(time.perf_counter() - t0, 3), "precompile": ahead}
     launches: list[dict[str, Any]] = []
     for case in todo:
         inputs = op.inputs.make_inputs(case, 0, "cuda" if gpu else "cpu")
@@ -49,8 +57,10 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     # explicit "unavailable: interpreter" record, so the log says why there are no numbers
     from aka.evaluate.compstats import collect
 
-    stats = collect(module, interpreter=not gpu).model_dump()
-    return {"seconds": seconds, "cases": len(todo), "compile_stats": stats, "launches": launches}
+    t1 = time.perf_counter()
+    stats = collect(module, interpreter=not gpu, workers=payload.get("precompile") or 1).model_dump()
+    return {"seconds": seconds, "cases": len(todo), "compile_stats": stats, "launches": launches,
+            "stats_s": round(time.perf_counter() - t1, 3), **({"precompile": ahead} if ahead else {})}
 
 
 @contextmanager

@@ -80,3 +80,29 @@ def spoofed_stage(payload: dict) -> None:
     err = RuntimeError("pretends to be something else")
     err.stage = "not-a-stage"
     raise err
+
+
+def forked_compile(payload: dict) -> dict:
+    """aka.evaluate.precompile's forked compiles on this machine: the toy kernel's two specialisations for
+    sm_90 (Triton needs no GPU to compile for one), as a record would describe them, into a fresh cache."""
+    import json
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    from aka.contract.ops import load_module
+    from aka.evaluate.compstats import unwrap_jit
+    from aka.evaluate.precompile import compile_forked
+
+    triton.knobs.cache.dir = payload["cache"]
+    jit = unwrap_jit(load_module(Path(payload["path"]))._kernel)
+    target = {"backend": "cuda", "arch": 90, "warp_size": 32}
+    options = make_backend(GPUTarget(**target)).parse_options({}).__dict__
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "o_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    specs = [{"name": "_kernel", "jit": jit, "signature": sig, "constants": {"BLOCK": b}, "attrs": {},
+              "data": json.dumps({"target": target, "options": options, "block": b})} for b in (128, 256)]
+    specs[1].update(target=GPUTarget(**target), data=json.dumps({"options": options, "block": 256}))  # Triton 3.6
+    specs.append({**specs[0], "data": "not json", "name": "broken"})
+    return {**compile_forked(specs, 2), "cubins": len(list(Path(payload["cache"]).rglob("*.cubin")))}
