@@ -241,10 +241,12 @@ def res_usage(cubin: bytes | None, cuobjdump: str | None = None) -> dict[str, di
 # the collector the worker calls after the candidate ran once
 
 
-def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None) -> CompileStats:
+def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None, workers: int = 1) -> CompileStats:
     """Compile statistics of every kernel ``module`` launched so far (call it after a warm-up call).
 
     interpreter: True when the kernels ran in Triton's CPU interpreter (None: read TRITON_INTERPRET).
+    workers: kernels read side by side (each one's SASS is a cuobjdump run: the compile call of one
+    gdn_prefill candidate reads 57-74 kernels).
     Never raises for a kernel it cannot read: that kernel is left out and named in ``reason``.
     """
     if interpreter is None:
@@ -253,14 +255,23 @@ def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None
         interpreter = interpreter_requested()
     if interpreter:
         return CompileStats(available=False, reason=INTERPRETER)
-    jits = find_kernels(module)
-    stats, failed = [], []
-    for name, jit in jits.items():
-        for kernel in compiled_kernels(jit):
-            try:
-                stats.append(stats_of(kernel))
-            except Exception as exc:  # one unreadable artefact must not cost the others
-                failed.append(f"{name}: {type(exc).__name__}: {exc}"[:160])
+    found = [(name, kernel) for name, jit in find_kernels(module).items() for kernel in compiled_kernels(jit)]
+
+    def read(item: tuple[str, Any]) -> KernelStats | str:
+        try:
+            return stats_of(item[1])
+        except Exception as exc:  # one unreadable artefact must not cost the others
+            return f"{item[0]}: {type(exc).__name__}: {exc}"[:160]
+
+    if workers > 1 and len(found) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(workers, len(found))) as pool:  # the subprocesses run side by side
+            read_all = list(pool.map(read, found))
+    else:
+        read_all = [read(x) for x in found]
+    stats = [r for r in read_all if isinstance(r, KernelStats)]
+    failed = [r for r in read_all if isinstance(r, str)]
     if not stats:
         why = "no compiled Triton kernels found (was the candidate called before collecting?)"
         return CompileStats(available=False, reason="; ".join([why, *failed]))

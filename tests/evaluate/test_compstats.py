@@ -102,8 +102,10 @@ class Autotuner:
 
 found = compstats.find_kernels({"dot": Jit39(), "tuned": Autotuner(), "x": 3, "t": types})
 cs = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False)
+side = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False, workers=3)
 ref = compstats.res_usage(k90.asm["cubin"])
-print(json.dumps({"found": sorted(found), "stats": cs.model_dump(), "shared90": k90.metadata.shared,
+print(json.dumps({"found": sorted(found), "stats": cs.model_dump(), "side": side.model_dump(),
+                  "shared90": k90.metadata.shared,
                   "ref90": ref.get("dot_kernel")}))
 '''
 
@@ -136,6 +138,10 @@ def test_collector_reads_both_cache_layouts(compiled):
     assert k80.has_mma and not k80.has_wgmma
     assert (k90.num_warps, k90.num_stages, k80.num_warps) == (4, 2, 2)
     assert k90.shared_bytes == compiled["shared90"] > 0
+
+
+def test_kernels_read_side_by_side_read_the_same(compiled):
+    assert compiled["side"] == compiled["stats"] and len(compiled["side"]["kernels"]) == 2
 
 
 def test_registers_match_the_compilers_own_report(compiled):
