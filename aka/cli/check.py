@@ -12,7 +12,7 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, WARM_CALLS, GateReport, check_kernel
+from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, TIMEOUT_S, WARM_CALLS, GateReport, check_kernel
 
 console = Console()
 
@@ -32,7 +32,7 @@ def check(
     rounds: Annotated[int, typer.Option("--rounds", metavar="N",
                                         help="fresh-input rounds per shape (>= 2)")] = DEFAULT_ROUNDS,
     timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
-                                           help="seconds before the worker is killed")] = 600.0,
+                                           help="seconds before the worker is killed")] = TIMEOUT_S,
     json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE",
                                                    help="also write the full report as JSON")] = None,
 ) -> None:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from aka.contract.ops import all_ops, get_op, project_root
+from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
 from aka.report.regress import RegressError, parse_threshold
 
 console = Console()
@@ -25,7 +26,7 @@ def regress(
     rounds: int = typer.Option(2, "--gate-rounds", metavar="N", min=1,
                                help="gate rounds per shape (fresh inputs each)"),
     no_record: bool = typer.Option(False, "--no-record", help="on a new device model, do not write promoted.json"),
-    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS", help="seconds per worker call"),
+    timeout: float = typer.Option(GATE_TIMEOUT_S, "--timeout", metavar="SECONDS", help="seconds per worker call"),
 ) -> None:
     """Exit 0 when every op holds, 1 on a correctness failure, 2 on a performance regression.
 

@@ -35,6 +35,8 @@ from aka.evaluate.launches import Launches
 from aka.settings import OptimizeSettings
 
 DEFAULT_ROUNDS = OptimizeSettings.model_fields["gate_rounds"].default  # `aka check` gates as the loop does
+# a standalone gate (`aka check`, `aka regress`): every set's rounds in one call, float64 references on full shapes
+TIMEOUT_S = 600.0
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
 WARM_CALLS = 1  # then one call that repeats the last one's scalars and regime (a warm call), fresh values
 GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadline (startup, report)
@@ -106,7 +108,7 @@ class GatePayload(BaseModel):
     rounds: int = Field(DEFAULT_ROUNDS, ge=1, description="rounds per shape (raised to 2 for the cache check)")
     seed: int = Field(0, description="base seed; every shape and round derives its own")
     fail_fast: bool = Field(False, description="stop at the first failing shape (the verdict is the same)")
-    timeout_s: float = Field(600.0, gt=0, description="the gate's deadline: a call still running then is killed")
+    timeout_s: float = Field(TIMEOUT_S, gt=0, description="the gate's deadline: a call still running then is killed")
     coverage: bool = Field(False, description="after a pass, say which paths of the full set the checked "
                            "shapes never compile (aka check)")
 
@@ -116,7 +118,7 @@ class GatePayload(BaseModel):
 
 
 def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAULT_ROUNDS, seed: int = 0,
-                 timeout: float = 600.0, interpreter: bool | None = None, fail_fast: bool = False,
+                 timeout: float = TIMEOUT_S, interpreter: bool | None = None, fail_fast: bool = False,
                  policy: bool = True, coverage: bool = False) -> GateReport:
     """Policy check, then the gate in a fresh worker. Never raises for anything the candidate does.
 

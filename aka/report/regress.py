@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from aka.contract.shapes import gated_sets
 from aka.errors import AkaError
+from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
 from aka.run import gitops
 
 EXIT_OK, EXIT_CORRECTNESS, EXIT_PERFORMANCE = 0, 1, 2
@@ -257,7 +258,7 @@ def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -
 class WorkerMeasurer:
     """The real stages: aka.evaluate.gate's worker and aka.evaluate.bench_worker, each in a fresh process."""
 
-    def __init__(self, timeout_s: float = 600.0, rounds: int = 2, interpreter: bool | None = None):
+    def __init__(self, timeout_s: float = GATE_TIMEOUT_S, rounds: int = 2, interpreter: bool | None = None):
         import torch
 
         self.timeout = timeout_s
