@@ -64,6 +64,10 @@ class OptimizeSettings(BaseModel):
     prepare_ahead: int = Field(
         1, ge=0, description="later candidates generated and compiled (in parallel) while one is timed"
     )
+    head_start: bool = Field(
+        True, description="GPU: the first candidates are planned, written and compiled once the incumbent has "
+        "compiled, while the set-up gates and times it (gdn_prefill's first candidate waited 67 s for its "
+        "compile after a 92 s set-up, H200 2026-12-04)")
     gpus: int = Field(1, ge=1, description="candidates measured at once, one GPU each (above 1: Ray workers on "
                       "this machine; in the interpreter, CPU workers standing in for GPUs)")
     cluster: str | None = Field(None, description="Ray cluster address (ray://HOST:PORT, or 'auto' inside a Ray "

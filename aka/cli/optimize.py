@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from contextlib import nullcontext
 from typing import Any
 
@@ -183,6 +184,7 @@ def optimize(
     from aka.agent.llm.base import LLM_BACKENDS, get_backend
     from aka.evaluate.evaluator import RealEvaluator
     from aka.run.loop import run_loop, summarize
+    from aka.run.prefetch import head_start
 
     runs_root = project_root() / "runs"
     if resume:
@@ -192,6 +194,9 @@ def optimize(
         if settings != stored:  # kept, so `aka show` and a later resume see the limits the run now has
             store.update_run(settings=settings.model_dump())
         the_op = get_op(settings.op)
+        if store.read_run().get("status") == "setting up":  # killed during its set-up: no baseline figures
+            raise AkaError(f"run {resume} stopped during its set-up, before its baseline was measured: nothing to "
+                           f"resume; start a new run (aka optimize {settings.op})")
     else:
         if not op:
             raise typer.BadParameter("give an op (e.g. gdn_prefill) or --resume RUN")
@@ -224,13 +229,18 @@ def optimize(
     live_or_not = (Live(Panel("measuring the baseline ..."), console=console, refresh_per_second=4, transient=True)
                    if lines is None else nullcontext())
     with live_or_not as live:
-        if not resume:
-            store = _measure_baseline(live, runs_root, settings, the_op, evaluator,
-                                      lines.say if lines is not None else _quiet)
-        console.print(f"run [bold]{store.run_id}[/bold] ({store.path})", soft_wrap=True)  # an id to copy: one line
         view = LiveView(live, settings.budget.max_candidates) if lines is None else lines
+        head: deque = deque()
+        if not resume:
+            start = None
+            if settings.head_start and not settings.interpreter:  # 2 CPU cores: the set-up's gate needs them
+                def start(s: RunStore) -> None:
+                    head.extend(head_start(s, settings, the_op, be, evaluator, view))
+            store = _measure_baseline(live, runs_root, settings, the_op, evaluator,
+                                      lines.say if lines is not None else _quiet, start)
+        console.print(f"run [bold]{store.run_id}[/bold] ({store.path})", soft_wrap=True)  # an id to copy: one line
         try:
-            summary = run_loop(store, settings, the_op, be, evaluator, view)
+            summary = run_loop(store, settings, the_op, be, evaluator, view, head=head)
         except KeyboardInterrupt:
             store.update_run(status="interrupted", summary=summarize(store, "interrupted (Ctrl-C or a time cap)"))
             _stop(live)
@@ -300,11 +310,12 @@ def _stop(live: Live | None) -> None:
         live.stop()
 
 
-def _measure_baseline(live: Live | None, runs_root, settings: OptimizeSettings, op, evaluator, say) -> RunStore:
+def _measure_baseline(live: Live | None, runs_root, settings: OptimizeSettings, op, evaluator, say,
+                      start=None) -> RunStore:
     from aka.run.setup import prepare_run
 
     try:
-        return prepare_run(runs_root, settings, op, evaluator, say)
+        return prepare_run(runs_root, settings, op, evaluator, say, start)
     except KeyboardInterrupt:  # the run directory is made only once the figures are in: nothing to resume
         _stop(live)
         console.print("interrupted while measuring the baseline; nothing was recorded. "

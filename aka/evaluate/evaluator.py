@@ -67,7 +67,7 @@ class Evaluator(Protocol):
 
     def device(self) -> dict[str, Any]: ...
     def check(self, source: str) -> StageOutcome: ...
-    def compile(self, path: Path) -> StageOutcome: ...
+    def compile(self, path: Path, cases: list[str] | None = None) -> StageOutcome: ...
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
                shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]: ...
@@ -138,17 +138,21 @@ class RealEvaluator:
         res = check_source(source, self.op.spec, allow_cuda_extension=self.cuda)
         return StageOutcome(res.ok, res.message)
 
-    def compile(self, path: Path) -> StageOutcome:
+    def compile(self, path: Path, cases: list[str] | None = None) -> StageOutcome:
+        """Compile every specialisation `path` reaches over `cases` (shape ids; default every case of every
+        set: what the gate and the timing will launch)."""
         if self._cuda_without_gpu(path):  # cannot import it here; nvcc still finds compile errors
             from aka.evaluate.cudacheck import nvcc_compile
 
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
-        # on a GPU the shapes are split over workers compiling side by side: `compile_split` of them, more
-        # while few compiles run (the set-up's and the first candidate's wait for theirs)
-        ids = sorted(every_case(self.op))
+        # on a GPU the specialisations are compiled side by side: `compile_split` processes, more while few
+        # compiles run: every core for one alone (the set-up's incumbent, which everything after waits for), half
+        # of them shared among several
+        ids = sorted(cases or every_case(self.op))
         with self._lock:
-            split = max(self.split, (os.cpu_count() or 1) // 2 // (self._compiling + 1))
+            cores = (os.cpu_count() or 1) // (1 if self._compiling == 0 else 2)
+            split = max(self.split, cores // (self._compiling + 1))
             self._compiling += 1
         parts = [[]] if self.interpreter else [p for p in (ids[i::split] for i in range(split)) if p]
         payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]

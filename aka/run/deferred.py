@@ -20,14 +20,12 @@ from typing import Any
 from aka.evaluate.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.run.prefetch import View
-from aka.run.store import RunStore
+from aka.run.store import RunStore, cache_dir
 from aka.settings import OptimizeSettings
 
 DEFERRED = "competitors deferred: timed after the candidates, cached for the next run on this device"
 
 
-def cache_dir(runs_root: Path, op_name: str) -> Path:
-    return runs_root / op_name / ".cache"
 
 
 def competitors_key(op, device: dict[str, Any], shapes: str, timing: str) -> str:

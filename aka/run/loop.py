@@ -24,18 +24,19 @@ from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.knowledge.lessons import write_lessons
 from aka.knowledge.measured import record_run
 from aka.records import Attempt
-from aka.run.deferred import after_candidates, cache_dir
+from aka.run.deferred import after_candidates
 from aka.run.pool import Pool, make_pool
 from aka.run.prefetch import Job, Prepared, Quiet, View, generate
 from aka.run.promote import finish_pending_promotion, still_current
 from aka.run.state import rebuild
-from aka.run.store import RunStore
+from aka.run.store import RunStore, cache_dir
 from aka.run.supervisor import stop_reason
 from aka.settings import OptimizeSettings
 
 
 def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
-             view: View | None = None, profiler=None, pool: Pool | None = None) -> dict[str, Any]:
+             view: View | None = None, profiler=None, pool: Pool | None = None,
+             head: deque[Job] | None = None) -> dict[str, Any]:
     """Run rounds until a stop condition; returns the run summary (also written to run.json).
 
     Up to `prepare_ahead` later candidates are generated (one after another) and checked and
@@ -44,6 +45,7 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
     `--cluster`), up to N candidates are measured at once and recorded in candidate order.
     However the run ends (budget, exhausted backend, Ctrl-C, a crash), what it learned is written
     to lessons.jsonl, and what it measured on a GPU to kernels/<op>/knowledge.json (aka.knowledge.measured).
+    `head`: the first candidates, started during the set-up (aka.run.prefetch.head_start).
     """
     view = view or Quiet()
     cache = cache_dir(store.path.parent.parent, op.name)
@@ -54,7 +56,7 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
         if fields := pool.run_fields():
             store.update_run(**fields)
         try:
-            summary = _rounds(store, settings, op, backend, evaluator, view, pool)
+            summary = _rounds(store, settings, op, backend, evaluator, view, pool, head or deque())
         finally:
             pool.close()
         after_candidates(store, settings, op, evaluator, view, profiler)
@@ -72,12 +74,14 @@ def run_loop(store: RunStore, settings: OptimizeSettings, op, backend: Backend, 
 
 
 def _rounds(store: RunStore, settings: OptimizeSettings, op, backend: Backend, evaluator: Evaluator,
-            view: View, pool: Pool) -> dict[str, Any]:
+            view: View, pool: Pool, queue: deque[Job]) -> dict[str, Any]:
     run = store.read_run()
     st = rebuild(store, run)
+    for job in queue:  # started during the set-up: those not yet planned plan from the state it ended with
+        job.st = st
     with store.op_lock():
         finish_pending_promotion(store, settings, op)
-    reason, fault, lost, queue = None, None, None, deque()
+    reason, fault, lost = None, None, None
     make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=evaluator,
                              run=run, view=view)
     cap = settings.budget.max_candidates

@@ -3,8 +3,10 @@ compiled in parallel (CPU work) while the loop gates and times the current one o
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,10 +15,10 @@ from aka.agent.llm.base import AttemptFailed, Backend, Context
 from aka.agent.llm.edits import compact_diff
 from aka.evaluate.evaluator import Evaluator
 from aka.evaluate.outcomes import code_hash
-from aka.knowledge.incumbent_facts import incumbent_evidence
+from aka.knowledge.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.records import Attempt, CheckRecord, CompileRecord, Measurements, Usage
-from aka.run.state import State, shape_plan
-from aka.run.store import RunStore
+from aka.run.state import State, first_state, shape_plan
+from aka.run.store import RunStore, cache_dir
 from aka.run.toolbench import ToolBench
 from aka.settings import OptimizeSettings
 
@@ -80,6 +82,23 @@ class Job:
         if self.error is not None:
             raise self.error
         return self.prep
+
+
+def head_start(store: RunStore, settings: OptimizeSettings, op, backend: Backend, ev: Evaluator, view: View,
+               profiler=None) -> deque[Job]:
+    """The first candidates (one per worker plus `prepare_ahead`) planned, written, checked and compiled
+    while the set-up gates and times the incumbent (called once the incumbent has compiled): on the
+    H200 gdn_prefill's first candidate waited 67 s for its compile after a 92 s set-up (2026-12-04).
+    They are planned from what the set-up knows by then: the incumbent, its compile statistics, a
+    cached profile, the lessons; not its times (an offline plan does not read them)."""
+    profile_incumbent(store, op, settings, profiler, cache_dir(store.path.parent.parent, op.name))
+    run = store.read_run()
+    make = functools.partial(generate, store=store, settings=settings, op=op, backend=backend, ev=ev, run=run,
+                             view=view)
+    st, jobs = first_state(run), deque()
+    for n in range(min(settings.gpus + settings.prepare_ahead, settings.budget.max_candidates)):
+        jobs.append(Job(n, jobs[-1] if jobs else None, make, st))
+    return jobs
 
 
 def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend: Backend, ev: Evaluator,

@@ -6,6 +6,7 @@ the first candidate up for minutes."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,10 @@ from aka.evaluate.evaluator import Evaluator, map_workers
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.lessons import top_lessons
 from aka.run import gitops
-from aka.run.deferred import DEFERRED, cache_dir, competitors_key, read_competitors
-from aka.run.standing import start_standing
+from aka.run.deferred import DEFERRED, competitors_key, read_competitors
+from aka.run.standing import recorded_standing, start_standing
 from aka.run.state import shape_plan
-from aka.run.store import RunStore
+from aka.run.store import RunStore, cache_dir
 from aka.settings import OptimizeSettings
 
 
@@ -31,42 +32,91 @@ def _quiet(line: str) -> None:
 
 
 def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator,
-                say: Callable[[str], None] = _quiet) -> RunStore:
+                say: Callable[[str], None] = _quiet,
+                head_start: Callable[[RunStore], None] | None = None) -> RunStore:
     """Create the run directory and pay once for the baseline figures every decision needs; `say`
-    gets one line per step (the CLI prints them, flushed, also when stdout is a file)."""
+    gets one line per step (the CLI prints them, flushed, also when stdout is a file).
+
+    The incumbent compiles first, alone; then `head_start(store)` may start the first candidates
+    (planned, written, checked, compiled on the idle cores) while the incumbent is gated, the
+    baseline compiled and both timed. Until the figures are in, run.json says "setting up"; if the
+    set-up fails or is interrupted, the run directory is removed (nothing to resume)."""
     t0 = time.monotonic()
     # on every device: an edited promoted.py would otherwise be measured as the incumbent (and on a
     # GPU refused only at the first promotion, after the search)
     if settings.commit:
         gitops.check_clean(op.root, op.name)
     device = evaluator.device()
-    _, bench_shapes, _ = shape_plan(settings)
-    incumbent = op.default_kernel()
+    gate_sets, bench_shapes, rounds = shape_plan(settings)
+    incumbent, base = op.default_kernel(), op.path("baseline")
+    beside = None if incumbent == base else base
     # the timing candidates are ranked on (the contract's rank_timing, eager in the interpreter)
     figures: dict = {"rank_timing": evaluator.rank}
-    paths = list(dict.fromkeys([op.path("baseline"), incumbent]))
-    gate_sets, _, rounds = shape_plan(settings)
+    steps: dict[str, float] = {}  # seconds per set-up step, in run.json: where a slow start went
     # as the screen gates candidates (a failing incumbent explains why they fail)
     rounds = rounds if settings.interpreter else min(rounds, settings.screen_gate_rounds)
-    say(f"compile {' and '.join(p.name for p in paths)} (Triton compiles each specialisation once; cached after); "
-        f"gate the incumbent on {'+'.join(gate_sets[0])}, {rounds} rounds")
-    # side by side: on a cold Triton cache each is tens of seconds of CPU work on its own workers, and the
-    # gate (no timing) beside them: 15 s of a 97 s gdn_prefill set-up after them on the H200 (2026-12-04)
-    jobs = [lambda p=p: evaluator.compile(p) for p in paths]
-    jobs.append(lambda: evaluator.gate(incumbent, gate_sets[0], rounds, settings.seed))
-    *done, g = map_workers(lambda job: job(), jobs)
-    compiled = dict(zip(paths, done))
-    figures["incumbent_compile"] = compiled[incumbent].detail.get("compile_stats")
-    figures["incumbent_gate"] = {"sets": gate_sets[0], "ok": bool(g.passed) and not g.error, "error": g.error}
-    say(f"incumbent gate: {'passed' if figures['incumbent_gate']['ok'] else 'FAILED: ' + g.error[:200]}")
+    say(f"compile {incumbent.name} (Triton compiles each specialisation once; cached after)")
+    # alone, on every core compiles may take: its gate and the first candidates' compiles need its kernels. The
+    # gate used to run beside the compiles and compiled in its own process what the compile call's forks were
+    # compiling too (gdn_prefill: 76 s for compiles and gate together, H200 2026-12-04)
+    t = time.monotonic()
+    compiled = evaluator.compile(incumbent)
+    steps["compile_incumbent"] = round(time.monotonic() - t, 3)
+    figures["incumbent_compile"] = compiled.detail.get("compile_stats")
+    source = incumbent.read_text()
+    lessons = top_lessons(runs_root / op.name)  # earlier runs only: read before this run's folder exists
+    store = RunStore.create(runs_root, op.name, {})
+    try:
+        copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py
+        run = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "setting up",
+            "settings": settings.model_dump(), "device": device,
+            "baseline": {**figures, "shapes": bench_shapes, "hash": code_hash(base.read_text())},
+            "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source),
+                          "standing": recorded_standing(op, incumbent, evaluator.rank)},
+            "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
+            "lessons": lessons,
+        }
+        store.update_run(**run)
+        if head_start is not None and compiled.ok:
+            head_start(store)
+        _measure(store, settings, op, evaluator, say, figures, steps, (incumbent, beside, gate_sets[0], rounds),
+                 (runs_root, device, bench_shapes))
+        run["baseline"].update(figures)
+        run["incumbent"]["standing"] = start_standing(op, incumbent, figures)
+        store.update_run(status="running", baseline=run["baseline"], incumbent=run["incumbent"], setup_steps=steps,
+                         setup_s=round(time.monotonic() - t0, 3))
+    except BaseException:
+        store.close()
+        shutil.rmtree(store.path, ignore_errors=True)  # figures missing: nothing to resume
+        raise
+    return store
+
+
+def _measure(store: RunStore, settings: OptimizeSettings, op, evaluator: Evaluator, say, figures: dict,
+             steps: dict[str, float], what: tuple, where: tuple) -> None:
+    """The incumbent's gate beside the baseline's compile, then both timed side by side: into `figures`."""
+    incumbent, beside, gate_set, rounds = what
+    runs_root, device, bench_shapes = where
     base = op.path("baseline")
-    beside = None if incumbent == base else base
+    say(f"gate the incumbent on {'+'.join(gate_set)}, {rounds} rounds"
+        + (f"; compile {base.name} for the timed shapes" if beside else ""))
+    t = time.monotonic()
+    jobs = [lambda: evaluator.gate(incumbent, gate_set, rounds, settings.seed)]
+    if beside:  # only what its timing launches: the baseline is never gated here
+        jobs.append(lambda: evaluator.compile(base, [c.id for c in op.cases(bench_shapes)]))
+    g, *_ = map_workers(lambda job: job(), jobs)
+    steps["gate" + ("_and_baseline_compile" if beside else "")] = round(time.monotonic() - t, 3)
+    figures["incumbent_gate"] = {"sets": gate_set, "ok": bool(g.passed) and not g.error, "error": g.error}
+    say(f"incumbent gate: {'passed' if figures['incumbent_gate']['ok'] else 'FAILED: ' + g.error[:200]}")
     both = f"the baseline ({base.name})" + (f" and the incumbent ({incumbent.name}) side by side" if beside else "")
     say(f"time {both} on the {bench_shapes} shapes, ranked on {evaluator.rank} timing")
     # one worker, the same inputs for both, interleaved shape by shape: one process and one float64
     # reference per input for the pair (each alone took 12-13 s of gdn_prefill's 75 s set-up, H200)
+    t = time.monotonic()
     b = evaluator.bench(incumbent, bench_shapes, beside=beside,
                         names=("incumbent", "baseline") if beside else ("baseline", "incumbent"))
+    steps["timing"] = round(time.monotonic() - t, 3)
     for label, times in (("incumbent", b.times_us), ("baseline", b.incumbent_us if beside else b.times_us)):
         # every shape, as when each was timed alone: bench_outcome names the first one's failures only
         missing = sorted(set(b.times_us) - set(times))
@@ -80,22 +130,6 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     for label in ("baseline", "incumbent") if beside else ("baseline",):
         say(f"{label}: " + ", ".join(f"{s} {us:,.1f}" for s, us in figures[f"{label}_us"].items()) + " µs")
     figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
-    source = incumbent.read_text()
-    lessons = top_lessons(runs_root / op.name)  # earlier runs only: read before this run's folder exists
-    store = RunStore.create(runs_root, op.name, {})
-    copy = store.write_candidate("incumbent", source)  # a stable copy: another run may replace promoted.py
-    run = {
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "running", "settings": settings.model_dump(),
-        "device": device,
-        "baseline": {**figures, "shapes": bench_shapes, "hash": code_hash(op.path("baseline").read_text())},
-        "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source),
-                      "standing": start_standing(op, incumbent, figures)},
-        "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
-        "lessons": lessons,
-        "setup_s": round(time.monotonic() - t0, 3),
-    }
-    store.update_run(**run)
-    return store
 
 
 def _competitors(runs_root: Path, settings: OptimizeSettings, op, device: dict, shapes: str, timing: str) -> dict:

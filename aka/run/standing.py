@@ -16,25 +16,32 @@ from typing import Any
 from aka.evaluate.outcomes import code_hash, speedup
 
 
-def start_standing(op, incumbent: Path, figures: dict[str, Any]) -> dict[str, Any]:
-    """The standing of the kernel a run starts from.
-
-    The baseline: 1.0 everywhere. A promoted kernel: what its promoted.json recorded, when the
-    record is of this very source (and of this baseline, where the record names it). Otherwise
-    (a promoted.py without its record, a hand-written one) the set-up's own timings, said so."""
+def recorded_standing(op, incumbent: Path, rank_timing: str) -> dict[str, Any] | None:
+    """The standing of the kernel a run starts from where it is known without timing it: the baseline
+    (1.0 everywhere, shapes filled in by start_standing), or what promoted.json recorded when the record
+    is of this very source (and of this baseline, where the record names it) in this timing. None else."""
     from aka.run import gitops
 
-    base = figures["baseline_us"]
     if incumbent == op.path("baseline"):
-        return {"geomean": 1.0, "shapes": {s: 1.0 for s in base}, "from": "baseline"}
+        return {"geomean": 1.0, "shapes": {}, "from": "baseline"}
     meta = gitops.read_promoted_meta(op.root, op.name)
     same_base = meta.get("baseline_hash") in (None, code_hash(op.path("baseline").read_text()))
     # a record made in another timing (eager before the op ranked on graph replay) says nothing here
-    same_timing = meta.get("timing", "eager") == figures.get("rank_timing", "eager")
+    same_timing = meta.get("timing", "eager") == rank_timing
     if (meta.get("code_hash") == code_hash(incumbent.read_text()) and same_base and same_timing
             and meta.get("geomean_vs_baseline") and meta.get("speedup_vs_baseline")):
         return {"geomean": meta["geomean_vs_baseline"], "shapes": dict(meta["speedup_vs_baseline"]),
                 "from": "promoted.json"}
+    return None
+
+
+def start_standing(op, incumbent: Path, figures: dict[str, Any]) -> dict[str, Any]:
+    """The standing of the kernel a run starts from: recorded_standing, else (a promoted.py without its
+    record, a hand-written one) the set-up's own timings, said so."""
+    base = figures["baseline_us"]
+    known = recorded_standing(op, incumbent, figures.get("rank_timing", "eager"))
+    if known is not None:
+        return {**known, "shapes": {s: 1.0 for s in base}} if known["from"] == "baseline" else known
     inc = figures["incumbent_us"]
     return {"geomean": speedup(base, inc) or 1.0, "shapes": {s: b / inc[s] for s, b in base.items() if inc.get(s)},
             "from": "set-up timings"}

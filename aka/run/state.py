@@ -35,6 +35,16 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
     return [[s.value for s in stage] for stage in gated_stages(gpu=True)], ShapeSet.FULL.value, settings.gate_rounds
 
 
+def first_state(run: dict[str, Any]) -> State:
+    """The state the first candidates are planned from while the set-up still times the incumbent
+    (aka.run.setup's head start): no attempt yet, no times; the standing where it is known untimed."""
+    inc = run["incumbent"]
+    start = inc.get("standing") or {"geomean": 1.0, "shapes": {}}
+    st = State(BudgetUsed(), None, Path(inc["path"]), inc["label"], {}, start["geomean"], dict(start["shapes"]))
+    st.seen[inc["hash"]] = -1
+    return st
+
+
 def rebuild(store: RunStore, run: dict[str, Any]) -> State:
     base, inc = run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]
     # runs recorded before the standing was: the set-up's timings

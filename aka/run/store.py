@@ -126,6 +126,11 @@ class RunStore:
                 os.fsync(fh.fileno())
 
 
+def cache_dir(runs_root: Path, op_name: str) -> Path:
+    """What runs of an op measure for later runs on the same machine (aka.run.deferred): beside the runs."""
+    return runs_root / op_name / ".cache"
+
+
 def list_runs(runs_root: Path, op: str | None = None) -> list[dict[str, Any]]:
     """Summaries of every run (newest first): id, op, status, attempts, best, promoted."""
     rows = []

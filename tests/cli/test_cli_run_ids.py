@@ -134,3 +134,13 @@ def test_optimize_resume_takes_a_unique_prefix(project, op, monkeypatch):
     assert res.exit_code == 0, res.output
     assert json.loads((path / "run.json").read_text())["summary"]["attempts"] == 2
     assert f"run {path.name} " in res.stdout  # the whole id from here on
+
+
+def test_resuming_a_run_killed_during_its_setup_says_to_start_a_new_one(project, op):
+    path = _make_run(project, op)
+    info = json.loads((path / "run.json").read_text())
+    (path / "run.json").write_text(json.dumps({**info, "status": "setting up"}))  # as a SIGKILL leaves it
+    res = CliRunner().invoke(app, ["optimize", "--resume", path.name], env={"AKA_ROOT": str(project)})
+    assert res.exit_code != 0
+    assert "stopped during its set-up" in str(res.exception) and "start a new run (aka optimize gdn_prefill)" in \
+        str(res.exception)

@@ -110,3 +110,13 @@ def test_forked_children_compile_their_share_into_the_disk_cache(tmp_path):
     assert res.value["compiled"] == 2 and res.value["workers"] == 2 and res.value["cubins"] == 2
     (failed,) = res.value["failed"]
     assert failed.startswith("broken: JSONDecodeError")
+
+
+def test_a_compile_alone_takes_every_core_and_several_share_half(monkeypatch):
+    op, ev, calls = _gpu_evaluator(monkeypatch, lambda p: (True, {"seconds": 1.0}, ""))
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    ev.compile(op.path("baseline"), ["D1", "D2"])  # alone: the set-up's incumbent
+    ev._compiling = 1  # another compile running
+    ev.compile(op.path("baseline"))
+    assert [p["precompile"] for p in calls] == [16, 4]
+    assert calls[0]["cases"] == ["D1", "D2"] and calls[1]["cases"] == sorted(every_case(op))

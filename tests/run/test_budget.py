@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 from fakes import FakeEvaluator, source
 
@@ -60,8 +62,8 @@ def test_max_tokens_stops(project, op):
 def test_max_time_stops(project, op, monkeypatch):
     import aka.run.loop as loop
 
-    clock = iter(range(0, 10_000, 7))  # every monotonic() call advances 7 s
-    monkeypatch.setattr(loop.time, "monotonic", lambda: float(next(clock)))
+    clock = iter(range(0, 10_000, 7))  # every monotonic() call of the loop advances 7 s (the set-up's: real time)
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(monotonic=lambda: float(next(clock))))
     steps = [{"source": source(1.0 + i / 10)} for i in range(10)]
     summary, attempts = _run(project, op, Budget(max_candidates=10, max_time_s=20), steps)
     assert 1 <= len(attempts) < 10 and "time limit" in summary["stop_reason"]
