@@ -241,12 +241,46 @@ def res_usage(cubin: bytes | None, cuobjdump: str | None = None) -> dict[str, di
 # the collector the worker calls after the candidate ran once
 
 
+_FOUND: list[tuple[str, Any]] = []  # what _read_forked's children read, by index (inherited by fork, never pickled)
+
+
+def _read(item: tuple[str, Any]) -> KernelStats | str:
+    try:
+        return stats_of(item[1])
+    except Exception as exc:  # one unreadable artefact must not cost the others
+        return f"{item[0]}: {type(exc).__name__}: {exc}"[:160]
+
+
+def _read_nth(i: int) -> KernelStats | str:
+    return _read(_FOUND[i])
+
+
+def _read_forked(found: list[tuple[str, Any]], workers: int) -> list[KernelStats | str] | None:
+    """The kernels read in forked processes (None if they could not start: then read here). Threads did
+    not help: a gdn_prefill compile call still spent 10-16 s reading 57-74 kernels with 3-16 threads (H200,
+    2026-12-04), the SASS parsed under one interpreter lock. The children touch no CUDA: the registers
+    come from the loaded kernel's attributes or from cuobjdump."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    global _FOUND
+    _FOUND = found
+    try:
+        with ProcessPoolExecutor(min(workers, len(found)), mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_read_nth, range(len(found))))
+    except (OSError, BrokenProcessPool):  # a child that died loses no kernel: all are read here again
+        return None
+    finally:
+        _FOUND = []
+
+
 def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None, workers: int = 1) -> CompileStats:
     """Compile statistics of every kernel ``module`` launched so far (call it after a warm-up call).
 
     interpreter: True when the kernels ran in Triton's CPU interpreter (None: read TRITON_INTERPRET).
-    workers: kernels read side by side (each one's SASS is a cuobjdump run: the compile call of one
-    gdn_prefill candidate reads 57-74 kernels).
+    workers: processes reading kernels side by side (each one's SASS is a cuobjdump run and a parse: the
+    compile call of one gdn_prefill candidate reads 57-74 kernels).
     Never raises for a kernel it cannot read: that kernel is left out and named in ``reason``.
     """
     if interpreter is None:
@@ -256,20 +290,9 @@ def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None
     if interpreter:
         return CompileStats(available=False, reason=INTERPRETER)
     found = [(name, kernel) for name, jit in find_kernels(module).items() for kernel in compiled_kernels(jit)]
-
-    def read(item: tuple[str, Any]) -> KernelStats | str:
-        try:
-            return stats_of(item[1])
-        except Exception as exc:  # one unreadable artefact must not cost the others
-            return f"{item[0]}: {type(exc).__name__}: {exc}"[:160]
-
-    if workers > 1 and len(found) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(workers, len(found))) as pool:  # the subprocesses run side by side
-            read_all = list(pool.map(read, found))
-    else:
-        read_all = [read(x) for x in found]
+    read_all = _read_forked(found, workers) if workers > 1 and len(found) > 1 else None
+    if read_all is None:
+        read_all = [_read(x) for x in found]
     stats = [r for r in read_all if isinstance(r, KernelStats)]
     failed = [r for r in read_all if isinstance(r, str)]
     if not stats:

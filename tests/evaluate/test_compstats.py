@@ -163,3 +163,25 @@ def test_merge_unites_the_split_compile_workers_kernels():
     merged = merge(parts)
     assert merged.available and [k.name for k in merged.kernels] == ["_fwd_kernel", "_prep_kernel"]
     assert merge(parts[2:]).reason == "no compiled Triton kernels found" and not merge(parts[2:]).available
+
+
+def test_kernels_are_read_in_forked_children_and_a_dead_child_loses_none(monkeypatch):
+    parent = os.getpid()
+
+    def read(kernel, cuobjdump=None):
+        return KernelStats(name=f"k{kernel}", hash=str(os.getpid() != parent))
+
+    monkeypatch.setattr(compstats, "stats_of", read)
+    found = [(f"k{i}", i) for i in range(5)]
+    side = compstats._read_forked(found, 3)
+    assert [k.name for k in side] == [f"k{i}" for i in range(5)] and {k.hash for k in side} == {"True"}
+
+    def dies(kernel, cuobjdump=None):
+        if os.getpid() != parent:
+            os._exit(3)
+        return read(kernel)
+
+    monkeypatch.setattr(compstats, "stats_of", dies)
+    assert compstats._read_forked(found, 3) is None
+    cs = compstats.collect({}, interpreter=False, workers=3)  # nothing found: nothing forked
+    assert not cs.available
