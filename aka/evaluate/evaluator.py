@@ -259,10 +259,13 @@ class RealEvaluator:
         impls = [self._kernel(names[0], path)] + ([self._kernel(names[1], beside)] if beside else [])
         payload = self._payload(impls=impls, shapes=shapes, config=self.screen_cfg)
         task = "aka.evaluate.verify:bench_worker"
-        if self.on_shape is not None:
-            ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
-        else:
-            ok, value, err = door.call(task, payload, self.timeout, self.interpreter)
+        # exclusive, as the ABBA: the set-up times while the first candidates' compile calls run their cases on
+        # the GPU (fa4_decode's D10-q1 read 8% slow beside them, H200 2026-12-04)
+        with gpu_lock(None if self.interpreter else str(self.gpu_lock), exclusive=True):
+            if self.on_shape is not None:
+                ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
+            else:
+                ok, value, err = door.call(task, payload, self.timeout, self.interpreter)
         return bench_outcome(value, self.rank, *names) if ok else BenchOutcome({}, "none", err)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:

@@ -120,3 +120,24 @@ def test_a_compile_alone_takes_every_core_and_several_share_half(monkeypatch):
     ev.compile(op.path("baseline"))
     assert [p["precompile"] for p in calls] == [16, 4]
     assert calls[0]["cases"] == ["D1", "D2"] and calls[1]["cases"] == sorted(every_case(op))
+
+
+def test_timing_holds_the_gpu_exclusively_against_compile_calls(monkeypatch, tmp_path):
+    import fcntl
+
+    op, ev, calls = _gpu_evaluator(monkeypatch, lambda p: (True, {}, ""))
+    ev.gpu_lock = tmp_path / "gpu.lock"
+    held = []
+
+    def timing(task, payload, *a):  # a compile call's shared lock must not be free while timing runs
+        with open(ev.gpu_lock, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                held.append(False)
+            except BlockingIOError:
+                held.append(True)
+        return False, None, "timeout: fake"
+
+    monkeypatch.setattr(door, "call", timing)
+    ev.bench(op.path("baseline"), "smoke")
+    assert held == [True]
