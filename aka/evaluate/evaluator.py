@@ -260,7 +260,7 @@ class RealEvaluator:
         payload = self._payload(impls=impls, shapes=shapes, config=self.screen_cfg)
         task = "aka.evaluate.verify:bench_worker"
         # exclusive, as the ABBA: the set-up times while the first candidates' compile calls run their cases on
-        # the GPU (fa4_decode's D10-q1 read 8% slow beside them, H200 2026-12-04)
+        # the GPU (aka.run.prefetch.head_start)
         with gpu_lock(None if self.interpreter else str(self.gpu_lock), exclusive=True):
             if self.on_shape is not None:
                 ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
