@@ -19,6 +19,7 @@ In the CPU interpreter nothing is compiled: :func:`collect` says so instead of r
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -241,6 +242,38 @@ def res_usage(cubin: bytes | None, cuobjdump: str | None = None) -> dict[str, di
 # the collector the worker calls after the candidate ran once
 
 
+def _stats_file(kernel: Any) -> Path | None:
+    """Where a kernel's statistics are kept: beside Triton's cache (emptied with it), by Triton's own hash of
+    the compiled kernel. A candidate that moves one CONFIG value recompiles a few of gdn_prefill's 57-74
+    kernels; reading all of them again cost 10-16 s of its compile call on the H200 (2026-12-04)."""
+    h = str(getattr(kernel.metadata, "hash", "") or "")
+    if not re.fullmatch(r"[0-9a-zA-Z_-]{16,128}", h):
+        return None
+    root = os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")
+    return Path(root) / "aka-compstats" / f"{h}.json"
+
+
+def _cached(kernel: Any) -> KernelStats | None:
+    try:
+        path = _stats_file(kernel)
+        return None if path is None else KernelStats.model_validate_json(path.read_text())
+    except (OSError, ValueError, AttributeError):  # absent, torn or from another version: read again
+        return None
+
+
+def _keep(kernel: Any, stats: KernelStats) -> None:
+    try:
+        path = _stats_file(kernel)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(stats.model_dump_json())
+        os.replace(tmp, path)
+    except (OSError, AttributeError):  # a read-only cache costs only the next read
+        pass
+
+
 _FOUND: list[tuple[str, Any]] = []  # what _read_forked's children read, by index (inherited by fork, never pickled)
 
 
@@ -290,9 +323,15 @@ def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None
     if interpreter:
         return CompileStats(available=False, reason=INTERPRETER)
     found = [(name, kernel) for name, jit in find_kernels(module).items() for kernel in compiled_kernels(jit)]
-    read_all = _read_forked(found, workers) if workers > 1 and len(found) > 1 else None
-    if read_all is None:
-        read_all = [_read(x) for x in found]
+    known = {i: hit for i, (_, k) in enumerate(found) if (hit := _cached(k)) is not None}
+    todo = [x for i, x in enumerate(found) if i not in known]
+    read = _read_forked(todo, workers) if workers > 1 and len(todo) > 1 else None
+    if read is None:
+        read = [_read(x) for x in todo]
+    for (_, k), r in zip(todo, read):
+        if isinstance(r, KernelStats):
+            _keep(k, r)
+    read_all = [*known.values(), *read]
     stats = [r for r in read_all if isinstance(r, KernelStats)]
     failed = [r for r in read_all if isinstance(r, str)]
     if not stats:

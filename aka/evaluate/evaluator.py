@@ -67,7 +67,7 @@ class Evaluator(Protocol):
 
     def device(self) -> dict[str, Any]: ...
     def check(self, source: str) -> StageOutcome: ...
-    def compile(self, path: Path, cases: list[str] | None = None) -> StageOutcome: ...
+    def compile(self, path: Path, cases: list[str] | None = None, stats: bool = True) -> StageOutcome: ...
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
                shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]: ...
@@ -138,9 +138,9 @@ class RealEvaluator:
         res = check_source(source, self.op.spec, allow_cuda_extension=self.cuda)
         return StageOutcome(res.ok, res.message)
 
-    def compile(self, path: Path, cases: list[str] | None = None) -> StageOutcome:
+    def compile(self, path: Path, cases: list[str] | None = None, stats: bool = True) -> StageOutcome:
         """Compile every specialisation `path` reaches over `cases` (shape ids; default every case of every
-        set: what the gate and the timing will launch)."""
+        set: what the gate and the timing will launch); `stats`: read the kernels' registers and SASS."""
         if self._cuda_without_gpu(path):  # cannot import it here; nvcc still finds compile errors
             from aka.evaluate.cudacheck import nvcc_compile
 
@@ -155,7 +155,7 @@ class RealEvaluator:
             split = max(self.split, cores // (self._compiling + 1))
             self._compiling += 1
         parts = [[]] if self.interpreter else [p for p in (ids[i::split] for i in range(split)) if p]
-        payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p) for p in parts]
+        payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p, stats=stats) for p in parts]
         t0 = time.monotonic()
         try:
             results = self._compile_calls(payloads, split)

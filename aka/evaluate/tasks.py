@@ -58,8 +58,10 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     from aka.evaluate.compstats import collect
 
     t1 = time.perf_counter()
-    stats = collect(module, interpreter=not gpu, workers=payload.get("precompile") or 1).model_dump()
-    return {"seconds": seconds, "cases": len(todo), "compile_stats": stats, "launches": launches,
+    workers = payload.get("precompile") or 1
+    stats = ({"compile_stats": collect(module, interpreter=not gpu, workers=workers).model_dump()}
+             if payload.get("stats", True) else {})
+    return {"seconds": seconds, "cases": len(todo), **stats, "launches": launches,
             "stats_s": round(time.perf_counter() - t1, 3), **({"precompile": ahead} if ahead else {})}
 
 

@@ -10,6 +10,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aka.errors import AkaError
 from aka.evaluate.evaluator import Evaluator, map_workers
@@ -101,12 +102,19 @@ def _measure(store: RunStore, settings: OptimizeSettings, op, evaluator: Evaluat
     base = op.path("baseline")
     say(f"gate the incumbent on {'+'.join(gate_set)}, {rounds} rounds"
         + (f"; compile {base.name} for the timed shapes" if beside else ""))
-    t = time.monotonic()
-    jobs = [lambda: evaluator.gate(incumbent, gate_set, rounds, settings.seed)]
-    if beside:  # only what its timing launches: the baseline is never gated here
-        jobs.append(lambda: evaluator.compile(base, [c.id for c in op.cases(bench_shapes)]))
-    g, *_ = map_workers(lambda job: job(), jobs)
-    steps["gate" + ("_and_baseline_compile" if beside else "")] = round(time.monotonic() - t, 3)
+
+    def timed(name: str, job: Callable[[], Any]) -> Any:
+        t = time.monotonic()
+        try:
+            return job()
+        finally:
+            steps[name] = round(time.monotonic() - t, 3)
+
+    jobs = [("gate", lambda: evaluator.gate(incumbent, gate_set, rounds, settings.seed))]
+    if beside:  # only what its timing launches, and no statistics: the baseline is never gated or planned from here
+        jobs.append(("compile_baseline", lambda: evaluator.compile(base, [c.id for c in op.cases(bench_shapes)],
+                                                                   stats=False)))
+    g, *_ = map_workers(lambda job: timed(*job), jobs)
     figures["incumbent_gate"] = {"sets": gate_set, "ok": bool(g.passed) and not g.error, "error": g.error}
     say(f"incumbent gate: {'passed' if figures['incumbent_gate']['ok'] else 'FAILED: ' + g.error[:200]}")
     both = f"the baseline ({base.name})" + (f" and the incumbent ({incumbent.name}) side by side" if beside else "")

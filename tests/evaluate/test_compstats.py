@@ -104,7 +104,12 @@ found = compstats.find_kernels({"dot": Jit39(), "tuned": Autotuner(), "x": 3, "t
 cs = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False)
 side = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False, workers=3)
 ref = compstats.res_usage(k90.asm["cubin"])
+def unread(*a, **k):
+    raise RuntimeError("read again")
+compstats.stats_of = unread  # kept by Triton's hash beside its cache: the next collect reads nothing
+again = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False, workers=3)
 print(json.dumps({"found": sorted(found), "stats": cs.model_dump(), "side": side.model_dump(),
+                  "again": again.model_dump(),
                   "shared90": k90.metadata.shared,
                   "ref90": ref.get("dot_kernel")}))
 '''
@@ -115,6 +120,7 @@ def compiled(tmp_path_factory):
     script = tmp_path_factory.mktemp("compile") / "child.py"  # @triton.jit needs a source file
     script.write_text(CHILD)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))  # an empty cache: nothing kept yet
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     if out.returncode != 0 and "ptxas" in out.stderr and "not found" in out.stderr:
@@ -142,6 +148,10 @@ def test_collector_reads_both_cache_layouts(compiled):
 
 def test_kernels_read_side_by_side_read_the_same(compiled):
     assert compiled["side"] == compiled["stats"] and len(compiled["side"]["kernels"]) == 2
+
+
+def test_statistics_are_kept_by_kernel_hash_beside_the_triton_cache(compiled):
+    assert compiled["again"] == compiled["stats"]
 
 
 def test_registers_match_the_compilers_own_report(compiled):

@@ -141,3 +141,16 @@ def test_timing_holds_the_gpu_exclusively_against_compile_calls(monkeypatch, tmp
     monkeypatch.setattr(door, "call", timing)
     ev.bench(op.path("baseline"), "smoke")
     assert held == [True]
+
+
+def test_a_compile_for_timing_only_reads_no_statistics(monkeypatch):
+    op, ev, calls = _gpu_evaluator(monkeypatch, lambda p: (True, {"seconds": 1.0}, ""))
+    ev.compile(op.path("baseline"), ["D1"], stats=False)
+    assert calls[0]["stats"] is False
+    op = get_op("scale_add", TOY)  # the worker itself, in the interpreter
+    for stats in (True, False):
+        payload = {"op": op.name, "root": str(TOY), "path": str(op.path("baseline")), "force_cpu": True,
+                   "stats": stats}
+        res = run_task("aka.evaluate.tasks:compile_worker", payload, timeout=120, interpreter=True)
+        assert res.ok, res.error
+        assert ("compile_stats" in res.value) is stats

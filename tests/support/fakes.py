@@ -59,7 +59,7 @@ class FakeEvaluator:
         self.calls.append("check")
         return StageOutcome(marks(src).get("check") != "fail", "fake policy refusal")
 
-    def compile(self, path: Path, cases: list[str] | None = None) -> StageOutcome:
+    def compile(self, path: Path, cases: list[str] | None = None, stats: bool = True) -> StageOutcome:
         self.calls.append("compile" if cases is None else f"compile:{len(cases)}")
         time.sleep(self.delay_s)
         ok = marks(Path(path).read_text()).get("compile") != "fail"
