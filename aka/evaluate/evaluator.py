@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from aka.contract.shapes import every_case
 from aka.evaluate import door
+from aka.evaluate.bench import BenchConfig
 from aka.evaluate.compstats import CompileStats
 from aka.evaluate.compstats import merge as merge_stats
 from aka.evaluate.gpulock import gpu_lock
@@ -98,8 +99,8 @@ class RealEvaluator:
         graph = self.rank == "graph"
         # three input copies, as `aka bench`: gdn_prefill's time depends on each copy's gates (the context-
         # parallel warm-up decisions), so a median over two copies read G10 12% off bench's (H200, 2026-12-03)
-        self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, 8, 60, 3, graph) if gpu else None
-        self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, 20, 400, 3, graph) if gpu else None
+        self.screen_cfg = _bench_cfg(settings.screen_time_cap_s, graph, min_iters=8, max_iters=60) if gpu else None
+        self.compare_cfg = _bench_cfg(settings.compare_time_cap_s, graph) if gpu else None
         # one lock per GPU: compile calls (shared) stay out of ABBA comparisons (exclusive) on that device
         self.gpu_lock = Path(tempfile.gettempdir()) / f"aka-gpu-{timing_device()}.lock"
         self.split = max(1, settings.compile_split)
@@ -316,8 +317,10 @@ def timing_device(env: dict[str, str] | None = None) -> str:
     return re.sub(r"[^0-9A-Za-z-]", "", visible) or "0"
 
 
-def _bench_cfg(cap_s: float, min_iters: int, max_iters: int, copies: int, graph: bool = False) -> dict[str, Any]:
+def _bench_cfg(cap_s: float, graph: bool, **fewer: int) -> dict[str, Any]:
+    """BenchConfig's defaults (aka.evaluate.bench) but for the time cap, the stop rule checked every 4 calls,
+    and `fewer` (the screen's min_iters and max_iters)."""
     # graph replay only where the op ranks on it: the ABBA comparison times the same kind, so screen
     # and decision agree; eager calls then only give the host's cost, from a fixed handful of calls
-    return {"warmup": 2, "min_iters": min_iters, "max_iters": max_iters, "time_cap_s": cap_s,
-            "input_copies": copies, "graph": graph, "check_every": 4, **({"eager_iters": 8} if graph else {})}
+    return BenchConfig(time_cap_s=cap_s, graph=graph, check_every=4, eager_iters=8 if graph else None,
+                       **fewer).model_dump(exclude_none=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aka.contract.ops import get_op
 from aka.evaluate import door, evaluator
+from aka.evaluate.bench import BenchConfig
 from aka.evaluate.outcomes import eager_medians
 from aka.settings import OptimizeSettings
 
@@ -79,6 +80,11 @@ def test_an_op_ranked_on_graphs_times_and_compares_graph_replays(monkeypatch):
     op = get_op("fa4_decode")
     ev = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=False))
     assert ev.rank == "graph" and ev.screen_cfg["graph"] and ev.compare_cfg["graph"]
+    default = BenchConfig()  # the timing procedure's defaults, stated once there
+    for cfg in (ev.screen_cfg, ev.compare_cfg):
+        assert (cfg["warmup"], cfg["input_copies"]) == (default.warmup, default.input_copies)
+        assert BenchConfig.model_validate(cfg).eager_iters == 8  # graph-ranked: eager only for the host's cost
+    assert ev.compare_cfg["max_iters"] == default.max_iters and ev.screen_cfg["max_iters"] < default.max_iters
     sent = []
     monkeypatch.setattr(door, "call", lambda entry, payload, *a: (sent.append(payload), (False, None, "x"))[1])
     ev.compare(op.path("baseline"), op.path("baseline"), "D1-q1")
