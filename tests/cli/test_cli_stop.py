@@ -129,13 +129,15 @@ m.STOP_GRACE_S = float(sys.argv[1])
 
 @m.app.command("hang")
 def hang(swallow: bool = False) -> None:
-    print("hanging", flush=True)
-    while True:
-        try:
+    try:  # entered before the line the test waits for: the one interrupt lands inside it
+        print("hanging", flush=True)
+        while True:
             time.sleep(0.05)
-        except KeyboardInterrupt:
-            if not swallow:
-                raise
+    except KeyboardInterrupt:
+        if not swallow:
+            raise
+    while True:  # swallowed: it never unwinds
+        time.sleep(0.05)
 
 sys.argv = ["aka", *sys.argv[2:]]
 m.main()
