@@ -237,7 +237,7 @@ def optimize(
                 def start(s: RunStore) -> None:
                     head.extend(head_start(s, settings, the_op, be, evaluator, view))
             store = _measure_baseline(live, runs_root, settings, the_op, evaluator,
-                                      lines.say if lines is not None else _quiet, start)
+                                      lines.say if lines is not None else _quiet, start, t0)
         console.print(f"run [bold]{store.run_id}[/bold] ({store.path})", soft_wrap=True)  # an id to copy: one line
         try:
             summary = run_loop(store, settings, the_op, be, evaluator, view, head=head)
@@ -311,12 +311,12 @@ def _stop(live: Live | None) -> None:
 
 
 def _measure_baseline(live: Live | None, runs_root, settings: OptimizeSettings, op, evaluator, say,
-                      start=None) -> RunStore:
+                      start=None, t0: float | None = None) -> RunStore:
     from aka.run.setup import prepare_run
 
     try:
-        return prepare_run(runs_root, settings, op, evaluator, say, start)
-    except KeyboardInterrupt:  # the run directory is made only once the figures are in: nothing to resume
+        return prepare_run(runs_root, settings, op, evaluator, say, start, t0)
+    except KeyboardInterrupt:  # prepare_run removed the run directory it had begun: nothing to resume
         _stop(live)
         console.print("interrupted while measuring the baseline; nothing was recorded. "
                       "Run the same command again to start over.", highlight=False)

@@ -195,8 +195,9 @@ def host_lines(run: dict[str, Any]) -> list[str]:
 
 
 def pace_lines(run: dict[str, Any], attempts: list[Attempt]) -> list[str]:
-    """How long the set-up and the candidates took: the first finished candidate after the start,
-    and the median wall time per candidate (time since the previous record)."""
+    """How long the set-up and the candidates took: the first finished candidate after the start (of the
+    command, for runs set up by `aka optimize`), and the median wall time per candidate (time since the
+    previous record)."""
     if not attempts:
         return [f"set-up {run.get('setup_s', 0):.0f} s, no candidate finished"]
     import statistics

@@ -34,15 +34,17 @@ def _quiet(line: str) -> None:
 
 def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Evaluator,
                 say: Callable[[str], None] = _quiet,
-                head_start: Callable[[RunStore], None] | None = None) -> RunStore:
+                head_start: Callable[[RunStore], None] | None = None, t0: float | None = None) -> RunStore:
     """Create the run directory and pay once for the baseline figures every decision needs; `say`
     gets one line per step (the CLI prints them, flushed, also when stdout is a file).
 
     The incumbent compiles first, alone; then `head_start(store)` may start the first candidates
     (planned, written, checked, compiled on the idle cores) while the incumbent is gated, the
     baseline compiled and both timed. Until the figures are in, run.json says "setting up"; if the
-    set-up fails or is interrupted, the run directory is removed (nothing to resume)."""
-    t0 = time.monotonic()
+    set-up fails or is interrupted, the run directory is removed (nothing to resume). `t0`: the
+    command's start (time.monotonic()), so setup_s holds what the user waited before it (imports, the
+    backend's probe, the workers started ahead: ~5 s on the H200); default now."""
+    t0 = time.monotonic() if t0 is None else t0
     # on every device: an edited promoted.py would otherwise be measured as the incumbent (and on a
     # GPU refused only at the first promotion, after the search)
     if settings.commit:
@@ -50,7 +52,6 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     device = evaluator.device()
     gate_sets, bench_shapes, rounds = shape_plan(settings)
     incumbent, base = op.default_kernel(), op.path("baseline")
-    beside = None if incumbent == base else base
     # the timing candidates are ranked on (the contract's rank_timing, eager in the interpreter)
     figures: dict = {"rank_timing": evaluator.rank}
     steps: dict[str, float] = {}  # seconds per set-up step, in run.json: where a slow start went
@@ -81,8 +82,8 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         store.update_run(**run)
         if head_start is not None and compiled.ok:
             head_start(store)
-        _measure(store, settings, op, evaluator, say, figures, steps, (incumbent, beside, gate_sets[0], rounds),
-                 (runs_root, device, bench_shapes))
+        figures.update(_measure(settings, op, evaluator, say, steps, incumbent, gate_sets[0], rounds))
+        figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
         run["baseline"].update(figures)
         run["incumbent"]["standing"] = start_standing(op, incumbent, figures)
         store.update_run(status="running", baseline=run["baseline"], incumbent=run["incumbent"], setup_steps=steps,
@@ -94,12 +95,14 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     return store
 
 
-def _measure(store: RunStore, settings: OptimizeSettings, op, evaluator: Evaluator, say, figures: dict,
-             steps: dict[str, float], what: tuple, where: tuple) -> None:
-    """The incumbent's gate beside the baseline's compile, then both timed side by side: into `figures`."""
-    incumbent, beside, gate_set, rounds = what
-    runs_root, device, bench_shapes = where
+def _measure(settings: OptimizeSettings, op, evaluator: Evaluator, say, steps: dict[str, float], incumbent: Path,
+             gate_set: list[str], rounds: int) -> dict[str, Any]:
+    """The incumbent's gate beside the baseline's compile, then both timed side by side: their figures;
+    seconds per step into `steps`."""
+    _, bench_shapes, _ = shape_plan(settings)
     base = op.path("baseline")
+    beside = None if incumbent == base else base
+    figures: dict[str, Any] = {}
     say(f"gate the incumbent on {'+'.join(gate_set)}, {rounds} rounds"
         + (f"; compile {base.name} for the timed shapes" if beside else ""))
 
@@ -137,7 +140,7 @@ def _measure(store: RunStore, settings: OptimizeSettings, op, evaluator: Evaluat
                                                            else (b.times_us, b.host_us))
     for label in ("baseline", "incumbent") if beside else ("baseline",):
         say(f"{label}: " + ", ".join(f"{s} {us:,.1f}" for s, us in figures[f"{label}_us"].items()) + " µs")
-    figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
+    return figures
 
 
 def _competitors(runs_root: Path, settings: OptimizeSettings, op, device: dict, shapes: str, timing: str) -> dict:

@@ -101,7 +101,11 @@ class Autotuner:
     fn = Jit36()
 
 found = compstats.find_kernels({"dot": Jit39(), "tuned": Autotuner(), "x": 3, "t": types})
+import os
+cache = os.environ["TRITON_CACHE_DIR"]
+os.environ["TRITON_CACHE_DIR"] = cache + "/serial"  # each read from nothing kept: serial, then side by side
 cs = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False)
+os.environ["TRITON_CACHE_DIR"] = cache + "/side"
 side = compstats.collect({"dot": Jit39(), "tuned": Autotuner()}, interpreter=False, workers=3)
 ref = compstats.res_usage(k90.asm["cubin"])
 def unread(*a, **k):

@@ -129,3 +129,10 @@ def test_aka_optimize_on_a_gpu_starts_the_first_candidates_during_the_setup(proj
     assert ev.first_compiled.is_set() and ev.calls.index("check") < ev.calls.index("bench")
     run = json.loads(next((project / "runs" / "gdn_prefill").glob("*/run.json")).read_text())
     assert run["status"] == "finished" and run["summary"]["attempts"] == 3
+
+
+def test_the_setup_counts_from_the_commands_start(project, op):
+    import time
+
+    store = prepare_run(project / "runs", _settings(), op, FakeEvaluator(op, timing="gpu"), t0=time.monotonic() - 100)
+    assert 100 <= store.read_run()["setup_s"] < 200  # what the user waited before prepare_run (imports, probe)
