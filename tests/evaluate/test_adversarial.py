@@ -1,6 +1,6 @@
 """Red-team suite: every candidate in adversarial/ must be rejected, at the right stage, for the
 right reason; every baseline must pass. CPU cases run in CI (Triton interpreter); the GPU-only
-ones (side stream, device assert, illegal address, 200 GB) run on the device via scripts/gpu_tests.sh.
+ones (side stream, device assert, illegal address, 200 GB) run on the device via scripts/device/gpu_tests.sh.
 """
 
 from __future__ import annotations

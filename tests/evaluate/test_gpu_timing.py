@@ -1,4 +1,4 @@
-"""GPU checks of the timing core (run on the device by scripts/gpu_bench_checks.sh)."""
+"""GPU checks of the timing core (run on the device by scripts/device/gpu_bench_checks.sh)."""
 
 from __future__ import annotations
 

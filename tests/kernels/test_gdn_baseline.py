@@ -225,7 +225,7 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
 def test_prep_tb_vs_float64(corr):
     # Tb straight from the prep kernel vs the float64 triangular solve, both algorithms; the bf16 store
     # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
-    # tf32 rounding cannot show here: see the emulation in scripts/bench_gdn_prefill.py --emulate-prep)
+    # tf32 rounding cannot show here: see the emulation in scripts/device/bench_gdn_prefill.py --emulate-prep)
     errs = {}
     for name, cfg in (("blk16", BLK), ("sub16", SUB), ("sub16_tf32x3", dict(SUB, prep_prec="tf32x3")),
                       ("reg16", REG), ("sub16f", SUBF)):

@@ -1,4 +1,4 @@
-"""scripts/device_hw_check.py on CPU, with the device faked: both the aka path and the fallback."""
+"""scripts/device/device_hw_check.py on CPU, with the device faked: both the aka path and the fallback."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from aka.hardware import Detected
 
 @pytest.fixture
 def script():
-    path = project_root() / "scripts" / "device_hw_check.py"
+    path = project_root() / "scripts" / "device" / "device_hw_check.py"
     spec = importlib.util.spec_from_file_location("device_hw_check", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

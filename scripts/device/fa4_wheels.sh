@@ -2,7 +2,7 @@
 # FlashAttention-4 (flash-attn-4, CuTe DSL) for the H200, which has no network: download the wheels
 # here and split them over two carry folders (the device takes 64 MiB per call; nvidia-cutlass-dsl's
 # cu13 library wheel alone is 92 MB). Installed and timed this way on 2026-12-03 (docs/perf/fa4_prefill.md).
-#   bash scripts/fa4_wheels.sh            -> .fa4w1/ (57 MiB) and .fa4w2/ (49 MiB), both git-ignored
+#   bash scripts/device/fa4_wheels.sh            -> .fa4w1/ (57 MiB) and .fa4w2/ (49 MiB), both git-ignored
 # On the device, two calls while the machine stays warm (README of the device tool):
 #   call A, carry [".whl", ".fa4w1"]:
 #     mkdir -p /tmp/fa4parts && cp .fa4w1/cutlass_cu13.part00 /tmp/fa4parts/ &&
@@ -17,7 +17,7 @@
 #   (the DSL's .pth, which puts nvidia_cutlass_dsl/dsl_packages on sys.path, is not read from a --target
 #   folder; kernels/_shared/fa4_cute.py adds that folder itself.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PIP=${PIP:-.venv/bin/pip}
 T=$(mktemp -d)
 PLAT=(--python-version 3.12 --only-binary=:all: --platform manylinux_2_28_x86_64 --no-deps -d "$T")

@@ -15,10 +15,10 @@ has passed, the remaining shapes are skipped and the tables are printed. The flo
 computed once per shape and shared by every variant (--ref-max-tokens skips it on longer shapes).
 
 Run on the device machine (fla carried as a wheel, FLA_FLASH_QLA=0):
-    python3 scripts/bench_gdn_prefill.py --variants default,split,split_nopp --budget-s 90
+    python3 scripts/device/bench_gdn_prefill.py --variants default,split,split_nopp --budget-s 90
 Offline (CPU, no GPU): registers / spill stack / shared memory of both structures for sm_90 (with
 --prep-only: the prep kernels' table alone):
-    python3 scripts/bench_gdn_prefill.py --offline-regs [--prep-only]
+    python3 scripts/device/bench_gdn_prefill.py --offline-regs [--prep-only]
 Prep kernel alone, per variant (--prep-only; Tb of each variant compared with the first's), and on CPU
 the Tb error of the prep algorithms with tf32 rounding emulated (--emulate-prep).
 """
@@ -35,7 +35,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 SHAPES = {  # id: (HK, HV, seqlens, initial_state)
     "G1": (16, 32, [8192], False),

@@ -8,7 +8,7 @@ work) and runs SDPA with the q_len x G query rows of each KV head as its query a
 explicit boolean mask (ragged lengths, causal drafts). Bandwidth floor = K+V bytes over the
 device-to-device copy bandwidth measured at the start of the run.
 
-    python scripts/bench_fa4_decode.py [--sweep] [--shapes D1-q1,D5-q4] [--iters 30]
+    python scripts/device/bench_fa4_decode.py [--sweep] [--shapes D1-q1,D5-q4] [--iters 30]
 
 --sweep first times CONFIG candidates on a few shapes and keeps the fastest correct one.
 Prints a compact table last; writes markdown + a JSON log to $OUT when set.
@@ -27,7 +27,7 @@ import traceback
 import torch
 from devtiming import bench, bench_graph, fmt  # scripts/ is on sys.path when run as a script
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CPU = os.environ.get("FA4_BENCH_CPU") == "1"  # dry run of this script in the interpreter (tiny shapes)
 if CPU:
     os.environ["TRITON_INTERPRET"] = "1"

@@ -5,10 +5,10 @@ cudaProfilerStop, so `ncu --profile-from-start off` sees only that call's kernel
 
     ncu --profile-from-start off --clock-control none --section SpeedOfLight \
         --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
-        --section LaunchStats python scripts/fa4_prefill_ncu.py --impl promoted --shape P7
+        --section LaunchStats python scripts/device/fa4_prefill_ncu.py --impl promoted --shape P7
 
 --impl: baseline or promoted (kernels/fa4_prefill/<impl>.py) or sdpa (torch's flash backend on the
-gathered dense K/V, as scripts/bench_fa4_prefill.py times it).
+gathered dense K/V, as scripts/device/bench_fa4_prefill.py times it).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import bench_fa4_prefill as bp  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 # Issue 9 on the H200, one device call (~3 min): does ncu read counters here, `aka profile gdn_prefill
 # --shape G1`, the baseline's compile stats against `cuobjdump -res-usage` of Triton's cached cubins,
 # then the gpu-marked profile tests. Logs and the summary JSON land in $OUT (7 files).
-# Usage (device, repo root): bash scripts/device_profile.sh        (PROFILE_CAP / TESTS_CAP seconds)
+# Usage (device, repo root): bash scripts/device/device_profile.sh        (PROFILE_CAP / TESTS_CAP seconds)
 set -o pipefail
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"

@@ -6,14 +6,14 @@
 # must agree with. Runs in a scratch git repository made from this working tree (promotions commit
 # there, never here). Everything lands in $OUT/loop.tgz (logs, run.json, attempts.jsonl, bench JSON,
 # knowledge.json).
-# Usage (device, repo root): bash scripts/device_loop.sh STEP...   with STEP one of
+# Usage (device, repo root): bash scripts/device/device_loop.sh STEP...   with STEP one of
 #   opt:OP     an optimize run (env BUDGET=20, MAX_TIME=420, CAP=560, each also per op as BUDGET_<op>
 #              etc.; FLAGS="--no-profile": the profile never runs before the first candidate, and after
 #              the candidates it would spend device minutes this script does not need)
 #   bench:OP   aka bench OP --impl promoted (graph beside eager; env TIME_CAP=1)
 #   cold       empty the Triton cache before the next step
 set -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 REPO=$PWD
 if ls .whl/*.whl >/dev/null 2>&1 && ! python3 -c 'import pydantic' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -6,8 +6,8 @@ the call a few times untimed (JIT, autotune), then --iters times under torch.pro
 each device kernel's mean time per call, the kernel count per call and the sum. This answers
 "where does the time go" before any tuning; the end-to-end comparison is `aka bench`.
 
-    python3 scripts/gdn_breakdown.py [--impl promoted,fla,flashqla] [--shapes G1,G4,G5,G7] [--iters 10]
-    python3 scripts/gdn_breakdown.py --ncu [--impl baseline,flashqla] [--shapes G1]
+    python3 scripts/device/gdn_breakdown.py [--impl promoted,fla,flashqla] [--shapes G1,G4,G5,G7] [--iters 10]
+    python3 scripts/device/gdn_breakdown.py --ncu [--impl baseline,flashqla] [--shapes G1]
 
 --ncu: Nsight Compute instead of the torch profiler: each (shape, implementation) in a process of its
 own under ncu (aka.knowledge.ncu_report's metrics, clocks left alone), one call profiled after three
@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("FLA_FLASH_QLA", "0")
 
 

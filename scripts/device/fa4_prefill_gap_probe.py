@@ -4,7 +4,7 @@ On the H200 (2026-12-03) the batched shapes P9-P12, P25 and P30 timed 51-125 µs
 under graph replay, while P1, whose host path is the same (one plan lookup, one launch straight
 through the compiled kernel), showed no gap. For each shape this script times, on one set of inputs:
 
-  - eager and graph replay as scripts/devtiming.py does (the L2 flushed before each call);
+  - eager and graph replay as scripts/device/devtiming.py does (the L2 flushed before each call);
   - eager without the flush (does the gap need the flush kernel ahead of ours?);
   - a torch.profiler trace of the eager calls: the kernel's own device time, the idle time between
     the flush's end and our kernel's start, and the host time of the call.
@@ -12,7 +12,7 @@ through the compiled kernel), showed no gap. For each shape this script times, o
 If the kernel's own time matches graph replay and the idle time is the gap, the host is late; if the
 kernel itself runs longer eager, the cause is on the device.
 
-    python scripts/fa4_prefill_gap_probe.py [--shapes P1,P9,P11,P12,P25,P30] [--iters 30] [--impl promoted]
+    python scripts/device/fa4_prefill_gap_probe.py [--shapes P1,P9,P11,P12,P25,P30] [--iters 30] [--impl promoted]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import bench_fa4_prefill as bp  # noqa: E402
 from devtiming import bench, bench_graph  # noqa: E402
 

@@ -1,12 +1,12 @@
 """Each step of a warm eager fa4 call's host path, timed on its own (device script; issue 18 point 3).
 
-scripts/fa4_host_cost.py times the whole entry point against Triton's launch paths; this splits the
+scripts/device/fa4_host_cost.py times the whole entry point against Triton's launch paths; this splits the
 entry point (the committed promoted.py of each op) into its steps and times each one alone, as a mean
 over back-to-back repetitions with no sync, so their sum can be set against the whole call:
 shape reads, the plan lookup, allocations, the descriptor cache, the argument tuple, the launch
 cache key, the compiled kernel's launch, and inside that launch the two TMA tensor-map encodes.
 
-    python scripts/fa4_host_steps.py
+    python scripts/device/fa4_host_steps.py
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import torch
 import triton
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import bench_fa4_decode as dec  # noqa: E402
 import bench_fa4_prefill as pre  # noqa: E402
 from fa4_host_cost import host_us  # noqa: E402

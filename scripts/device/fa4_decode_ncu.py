@@ -6,7 +6,7 @@ cudaProfilerStop, so `ncu --profile-from-start off` sees only that call's kernel
 
     ncu --profile-from-start off --clock-control none --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
-        python scripts/fa4_decode_ncu.py --impl baseline --shape D2-q4
+        python scripts/device/fa4_decode_ncu.py --impl baseline --shape D2-q4
 
 --impl: baseline or promoted (kernels/fa4_decode/<impl>.py); --config: a JSON object merged over that
 module's CONFIG (e.g. '{"SPLIT_POLICY": "waves"}').
@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import bench_fa4_decode as bd  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pick the gdn_prefill variant to adopt from a scripts/gdn_variants.py JSON (with fla in it), by
+"""Pick the gdn_prefill variant to adopt from a scripts/device/gdn_variants.py JSON (with fla in it), by
 issue 17's "must" line: faster than fla on every shape, geomean >= 1.3x fla, G1 <= 400 µs (graph).
 
 Among the variants that meet it, one whose float64 errors are no worse than fla's on every checked
@@ -8,7 +8,7 @@ does, the fastest overall. Prints a table and the winner's name on the last line
 kernels/gdn_prefill/baseline.py with the winner's CONFIG literals replaced, for a gate run or an
 `aka optimize` that starts from it on the device before the default is changed in git.
 
-    python3 scripts/gdn_pick.py $OUT/gdn_variants.json --write /tmp/winner.py
+    python3 scripts/device/gdn_pick.py $OUT/gdn_variants.json --write /tmp/winner.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -7,7 +7,7 @@ in fp32 stored bf16 (FlashQLA's kkt_solve + fused kernel). Keys normalised bf16,
 correlated (k ~ corr u + (1 - corr) n); gates g ~ -gate_scale U(0, 1) per token. Prints median / max
 relative error over 20 chunks and the largest |Ar| entry (growth of the undamped inverse).
 
-    python3 scripts/gdn_ungated_error.py
+    python3 scripts/device/gdn_ungated_error.py
 """
 
 import torch

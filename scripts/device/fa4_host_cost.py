@@ -9,7 +9,7 @@ between, so the GPU never throttles the loop):
   - a direct launch of the cached CompiledKernel (what a launch cache would do: no binder),
   - an empty Triton kernel through the JIT path.
 
-    python scripts/fa4_host_cost.py
+    python scripts/device/fa4_host_cost.py
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import bench_fa4_decode as dec  # noqa: E402
 import bench_fa4_prefill as pre  # noqa: E402
 

@@ -7,7 +7,7 @@ input set, then eager and CUDA-graph-replay medians over --reps calls rotating -
 256 MB L2 flush before every timed call, CUDA events; and at --profile-shape the per-kernel GPU time
 (torch profiler, mean of 5 calls). A screen, not the published comparison: `aka bench` is that.
 
-    python3 scripts/gdn_variants.py --variants default,ks,ks_pf --shapes G1,G5,G4 [--fla] [--flashqla]
+    python3 scripts/device/gdn_variants.py --variants default,ks,ks_pf --shapes G1,G5,G4 [--fla] [--flashqla]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("FLA_FLASH_QLA", "0")
 

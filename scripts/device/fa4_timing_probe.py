@@ -1,7 +1,7 @@
 """Why the optimize loop's eager decode times differ from the bench script's (device script).
 
 On the H200 (2026-12-03) `aka optimize fa4_decode` timed the TMA baseline at D2-q1 378 µs eager
-while scripts/bench_fa4_decode.py timed the same kernel at 160 µs eager / 156 µs graph, and the loop
+while scripts/device/bench_fa4_decode.py timed the same kernel at 160 µs eager / 156 µs graph, and the loop
 ranked the pointer gather 16% ahead of TMA where graph replay ranked TMA 2% ahead. The two timers
 differ in three ways, each probed here on the same inputs in one process:
 
@@ -13,7 +13,7 @@ differ in three ways, each probed here on the same inputs in one process:
 
 Also the host time of one call in a hot loop for each CONFIG and copy pattern.
 
-    python scripts/fa4_timing_probe.py [--shapes D2-q1,D7-q1,D2-q4] [--iters 50]
+    python scripts/device/fa4_timing_probe.py [--shapes D2-q1,D7-q1,D2-q4] [--iters 50]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import bench_fa4_decode as dec  # noqa: E402
 from devtiming import bench  # noqa: E402
 

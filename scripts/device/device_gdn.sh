@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 17 on the device, in sections with their own time caps (each writes a log into $OUT):
-#   bash scripts/device_gdn.sh [section ...]
+#   bash scripts/device/device_gdn.sh [section ...]
 #   check    aka check gdn_prefill on smoke+edge and on the full set (2 rounds), fa4_decode edge
 #   bench    aka bench gdn_prefill: baseline, promoted, fla, FlashQLA side by side, eager + graph
-#   profile  scripts/gdn_breakdown.py: per-kernel GPU time, baseline / fla / FlashQLA
+#   profile  scripts/device/gdn_breakdown.py: per-kernel GPU time, baseline / fla / FlashQLA
 # Needs .whl/ carried (pydantic, fla-core); FlashQLA's wheels (tilelang, z3-solver, apache-tvm-ffi,
 # torch-c-dlpack-ext) exceed one call's carry limit: install them into /tmp/site over two calls made
 # back to back while the machine is warm (README, "GPU runs"). CAP_<section>=seconds overrides a cap.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/aka-gdn}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0 COLUMNS=160
 for d in .whl .qla1 .qla2; do
@@ -19,7 +19,7 @@ done
 export PYTHONPATH="/tmp/site:$PWD" TRITON_CACHE_DIR=/tmp/aka_triton_cache
 sections=${*:-check bench}
 TAIL=${TAIL:-16}
-. scripts/device_sections.sh
+. scripts/device/device_sections.sh
 python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__,
 "triton", triton.__version__, torch.cuda.get_device_name(0))'
 checks() {
@@ -32,4 +32,4 @@ export OUT; export -f checks
 run check 330 bash -c checks
 run bench 540 python3 -m aka bench gdn_prefill --impl ${IMPLS:-baseline,promoted,fla,flashqla} --shapes full \
   --time-cap ${TIME_CAP:-1.0} --speedup graph --json "$OUT/bench_gdn.json"
-run profile 300 python3 scripts/gdn_breakdown.py --impl baseline,fla,flashqla --shapes ${PROFILE_SHAPES:-G1,G4,G5,G7}
+run profile 300 python3 scripts/device/gdn_breakdown.py --impl baseline,fla,flashqla --shapes ${PROFILE_SHAPES:-G1,G4,G5,G7}

@@ -4,14 +4,14 @@
 # never here. Prints the trajectory (one line per candidate) and the summary; $OUT receives run.json,
 # attempts.jsonl, the promoted kernel + promoted.json and a `git format-patch` of every promotion commit
 # (apply it to the real repository with `git am` if the lead wants to keep the kernel).
-# Usage (device, repo root): bash scripts/device_optimize.sh
+# Usage (device, repo root): bash scripts/device/device_optimize.sh
 #   env: OP (gdn_prefill), BUDGET (40), MAX_TIME (loop seconds incl. set-up, 530), CAP (hard wall cap, 570), COMPETITORS (0), PROFILE (0),
 #        GATE_ROUNDS (2: the gate's minimum; the full set's float64 references dominate a promotion), EXTRA,
 #        RESUME (1: continue the last run of the scratch repository, made by the previous call while the
 #        machine stayed warm; BUDGET and MAX_TIME are then the run's new totals: 2026-12-01, ~25 s per
 #        gdn_prefill candidate, so 30 candidates need two calls)
 set -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 REPO=$PWD
 [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site

@@ -7,7 +7,7 @@ before each call, CUDA events. SDPA runs on the same data gathered to dense K/V 
 K/V expanded to Hq heads), one batched call per group of equal (q_len, prefix) sequences:
 is_causal=True without prefix, torch's causal_lower_right bias with one (skipped if refused).
 
-    python scripts/bench_fa4_prefill.py [--sweep] [--shapes P1,P5] [--iters 30]
+    python scripts/device/bench_fa4_prefill.py [--sweep] [--shapes P1,P5] [--iters 30]
 
 --sweep first times CONFIG candidates on P6 and keeps the fastest correct one for the table.
 Prints a compact table last; writes markdown + a JSON log to $OUT when set.
@@ -26,7 +26,7 @@ import traceback
 import torch
 from devtiming import bench, bench_graph, fmt  # scripts/ is on sys.path when run as a script
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CPU = os.environ.get("FA4_BENCH_CPU") == "1"  # dry run of this script in the interpreter (tiny shapes)
 if CPU:
     os.environ["TRITON_INTERPRET"] = "1"

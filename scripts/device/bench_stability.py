@@ -6,7 +6,7 @@ medians. Shapes over 50 µs must agree within 2%. With --abba it also runs the b
 itself interleaved (aka.evaluate.compare) and prints the geomean ratio with its 95% interval, which must
 contain 1.
 
-    PYTHONPATH=$PWD python3 scripts/bench_stability.py [--op gdn_prefill] [--shapes full] [--abba] [--json F]
+    PYTHONPATH=$PWD python3 scripts/device/bench_stability.py [--op gdn_prefill] [--shapes full] [--abba] [--json F]
 Exit status 1 when a shape over 50 µs spreads by 2% or more.
 """
 
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from aka.contract.ops import get_op  # noqa: E402
 from aka.evaluate.verify import bench_worker, compare_worker  # noqa: E402

@@ -6,7 +6,7 @@
 #   3. a deliberately slowed copy put in place (same answer, computed twice) -> exit 2, naming the shapes;
 #   4. the repository as it is (its promoted kernels, else baselines), all ops, capped by REPO_CAP seconds.
 # The scratch copy keeps the op's first FULL_N full-set shapes so steps 1-3 fit in the time budget.
-# Usage (device, repo root): bash scripts/device_regress.sh      env: OP (gdn_prefill), FULL_N (4), REPO_CAP (100)
+# Usage (device, repo root): bash scripts/device/device_regress.sh      env: OP (gdn_prefill), FULL_N (4), REPO_CAP (100)
 [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 export PYTHONPATH="${PYTHONPATH:-$PWD}" PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0
 set -o pipefail
@@ -35,7 +35,7 @@ slow = src + f"""
 _aka_fast_entry = {entry}
 
 
-def {entry}(**kwargs):  # deliberately slowed (scripts/device_regress.sh): the same answer, computed twice
+def {entry}(**kwargs):  # deliberately slowed (scripts/device/device_regress.sh): the same answer, computed twice
     _aka_fast_entry(**kwargs)
     return _aka_fast_entry(**kwargs)
 """

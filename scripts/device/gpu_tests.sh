@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The gate's GPU tests on the device machine (issue 3), one call from the repository root:
-#   bash scripts/gpu_tests.sh         red-team candidates that need a device (illegal address, device-side
+#   bash scripts/device/gpu_tests.sh         red-team candidates that need a device (illegal address, device-side
 #                                     assert, 200 GB, side stream past the policy), the CPU red team on the
 #                                     GPU, and the three baselines on smoke+edge (3 rounds)
-#   bash scripts/gpu_tests.sh full    the three baselines on the full sets (3 rounds; slow: float64 references)
+#   bash scripts/device/gpu_tests.sh full    the three baselines on the full sets (3 rounds; slow: float64 references)
 # Extra arguments go to pytest. Needs the .whl/ wheels carried when the image lacks pydantic.
 set -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 export AKA_TEST_ON_GPU=1  # tests/conftest.py: no interpreter in this process
 unset TRITON_INTERPRET

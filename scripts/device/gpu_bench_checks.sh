@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 4 (benchmark harness) checks on the device machine, one call from the repository root:
-#   bash scripts/gpu_bench_checks.sh
+#   bash scripts/device/gpu_bench_checks.sh
 # 1. the bench's gpu-marked tests (tests/evaluate/test_gpu_timing.py): side-stream work is timed, one kernel twice agrees
-# 2. scripts/bench_stability.py: gdn_prefill baseline timed twice in one run, per-shape spread, ABBA vs itself
+# 2. scripts/device/bench_stability.py: gdn_prefill baseline timed twice in one run, per-shape spread, ABBA vs itself
 # 3. `aka bench gdn_prefill --impl baseline,fla --shapes full`: the side-by-side table, one worker process
 # fla must be importable (PYTHONPATH) for the fla column; FLA_FLASH_QLA=0 keeps it on fla's Triton path.
 # Logs, CSV and JSON go to $OUT (or /tmp/aka-bench-out). The calibration cache goes there too, so it comes back.
 set -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 export AKA_TEST_ON_GPU=1  # tests/conftest.py: no interpreter in this process
 unset TRITON_INTERPRET
@@ -31,11 +31,11 @@ else
 fi
 
 echo "== 2. twice-timed stability (gdn_prefill baseline, full set)"
-python3 scripts/bench_stability.py --op gdn_prefill --shapes full --abba --json "$OUT/stability.json" \
+python3 scripts/device/bench_stability.py --op gdn_prefill --shapes full --abba --json "$OUT/stability.json" \
   2>&1 | tee "$OUT/stability.txt" | tail -30
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
-if [ "${SKIP_TABLE:-0}" = 1 ]; then  # scripts/device_session.sh runs it as its own section (akabench)
+if [ "${SKIP_TABLE:-0}" = 1 ]; then  # scripts/device/device_session.sh runs it as its own section (akabench)
   echo "== 3. skipped (SKIP_TABLE=1)"
 else
   echo "== 3. aka bench gdn_prefill --impl baseline,fla --shapes full"

@@ -2,11 +2,11 @@
 # All device checks of one session in one call (the H200 lease is short): each section has its own
 # time cap and writes one log straight into $OUT, so a call cut off at its limit still returns what
 # finished. Details of every section are packed into $OUT/details.tgz at the end.
-#   bash scripts/device_session.sh [section ...]     sections: hw gate check bench akabench gdnprep gdn profile regress
+#   bash scripts/device/device_session.sh [section ...]     sections: hw gate check bench akabench gdnprep gdn profile regress
 # A section's cap can be raised or lowered with CAP_<section>=seconds (e.g. CAP_gate=200).
 # Needs .whl/ carried (pydantic and fla-core wheels: the device image lacks them).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/aka-session}; mkdir -p "$OUT"; DET=/tmp/aka-details; rm -rf "$DET"; mkdir -p "$DET"
 export PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0 COLUMNS=200
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -18,7 +18,7 @@ fi
 export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # shared by every section: compile once
 
 sections=${*:-hw gate bench akabench check gdnprep gdn profile regress}
-. scripts/device_sections.sh  # run NAME CAP COMMAND... (cwd is the repository root)
+. scripts/device/device_sections.sh  # run NAME CAP COMMAND... (cwd is the repository root)
 
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -29,20 +29,20 @@ sections=${*:-hw gate bench akabench check gdnprep gdn profile regress}
 cat "$DET/env.txt"  # not in $OUT: at most 8 files come back
 
 # Caps sum to ~560 s: the order is the order of importance if the call is cut short.
-run hw 25 python3 scripts/device_hw_check.py
-run gate 130 env OUT="$DET/gate" bash scripts/gpu_tests.sh
+run hw 25 python3 scripts/device/device_hw_check.py
+run gate 130 env OUT="$DET/gate" bash scripts/device/gpu_tests.sh
 # check before akabench: a broken kernel would spoil the table (the float64 references run on the GPU)
 run check 130 python3 -m aka check gdn_prefill --shapes full --rounds 2 --json "$DET/check_gdn_full.json"
-run bench 200 env OUT="$DET/bench" SKIP_TABLE=1 bash scripts/gpu_bench_checks.sh  # the table: akabench
+run bench 200 env OUT="$DET/bench" SKIP_TABLE=1 bash scripts/device/gpu_bench_checks.sh  # the table: akabench
 # akabench: on a fresh H200 (2026-11-29) 8 of 10 shapes took 250 s: fla autotunes every new head layout
 # (15-48 s each) and the table prints only at the end, so give it the time (the lines show progress).
 run akabench 420 env XDG_CACHE_HOME="$DET/cache" python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
   --csv "$OUT/aka_bench_gdn_prefill.csv" --json "$DET/aka_bench_gdn_prefill.json"
-run gdnprep 45 python3 scripts/bench_gdn_prefill.py --prep-only ${GDNPREP_ARGS:---shapes G1,G3 --reps 20 \
+run gdnprep 45 python3 scripts/device/bench_gdn_prefill.py --prep-only ${GDNPREP_ARGS:---shapes G1,G3 --reps 20 \
   --section-s 0.5 --variants default,old_default,sub16_t3w4,prep_ieee_w8}
-run gdn 60 python3 scripts/bench_gdn_prefill.py ${GDN_ARGS:---variants default,split,split_nopp --reps 20 --section-s 1.5 --budget-s 50}
-run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device_profile.sh
-run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device_regress.sh
+run gdn 60 python3 scripts/device/bench_gdn_prefill.py ${GDN_ARGS:---variants default,split,split_nopp --reps 20 --section-s 1.5 --budget-s 50}
+run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device/device_profile.sh
+run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device/device_regress.sh
 
 tar czf "$OUT/details.tgz" -C "$DET" . 2>/dev/null
 ls -la "$OUT"

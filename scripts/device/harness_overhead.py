@@ -2,7 +2,7 @@
 """Does the timing harness's per-call input refresh change what it measures? (GPU, one process.)
 
 On the H200 (2026-12-01) `aka bench fa4_decode` read 99.6 / 76.0 / 209.8 µs (graph replay) on
-D1-q1 / D7-q1 / D2-q1 where scripts/bench_fa4_decode.py read 62.2 / 35.8 / 166.0 µs in the same
+D1-q1 / D7-q1 / D2-q1 where scripts/device/bench_fa4_decode.py read 62.2 / 35.8 / 166.0 µs in the same
 call: about +40 µs per replay since the harness refreshes the inputs before every timed call. This
 times the fa4_decode baseline (or --op/--shapes) with aka.evaluate.bench.time_fn, eager and graph, under
 four hooks: none; aka.evaluate.rotation's refresh; a host-only pause of --pause-ms (the GPU idles as long as
@@ -10,7 +10,7 @@ a refresh takes); and a GPU burst of the same length (the GPU busy, the host wai
 them adds the constant says whether the cause is the refresh's GPU work, the idle gap before the
 timed call (clocks), or the host path.
 
-    python3 scripts/harness_overhead.py [--op fa4_decode] [--shapes D1-q1,D7-q1,D2-q1] [--pause-ms 1.5]
+    python3 scripts/device/harness_overhead.py [--op fa4_decode] [--shapes D1-q1,D7-q1,D2-q1] [--pause-ms 1.5]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

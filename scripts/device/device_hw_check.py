@@ -1,6 +1,6 @@
 """Device check: detect the GPU and compare it with its wiki/hardware page.
 
-Run on the device machine from the repository root:  python3 scripts/device_hw_check.py
+Run on the device machine from the repository root:  python3 scripts/device/device_hw_check.py
 Prints one row per cross-checked field and exits 1 when the device is unknown to the wiki
 (no page lists its name) or when a detected value differs from the page.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 HEAD = ("field", "device", "page", "status")

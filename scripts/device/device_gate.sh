@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 16 on the device, in sections with their own time caps (each writes a log into $OUT):
-#   bash scripts/device_gate.sh [section ...]
+#   bash scripts/device/device_gate.sh [section ...]
 #   smoke     aka check fa4_decode smoke+edge (the candidate's process on CUDA, the profiler)
 #   full      the three baselines and the promoted gdn kernel on the full sets, 2 rounds
 #   gputests  the gate's GPU tests (device faults, OOM, side stream, profiler, timer tampering)
@@ -11,7 +11,7 @@
 #   ordering  issue 37: the red team's GPU-only kernels through the gate (an ordering race: repeats)
 # CAP_<section>=seconds overrides a cap. Needs .whl/ carried (pydantic; fla-core for the fla competitor).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/aka-gate}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0 COLUMNS=160
 if ls .whl/*.whl >/dev/null 2>&1 && ! python3 -c 'import pydantic' 2>/dev/null; then
@@ -24,7 +24,7 @@ fi
 export TRITON_CACHE_DIR=/tmp/aka_triton_cache  # kept while the machine stays warm: compile once
 sections=${*:-smoke full gputests bench redteam}  # checks and ordering only when named
 TAIL=${TAIL:-12}
-. scripts/device_sections.sh  # run NAME CAP COMMAND... (cwd is the repository root)
+. scripts/device/device_sections.sh  # run NAME CAP COMMAND... (cwd is the repository root)
 python3 -c 'import sys, torch, triton, pydantic; print("python", sys.version.split()[0], "torch", torch.__version__,
 "triton", triton.__version__, "pydantic", pydantic.__version__, torch.cuda.get_device_name(0))'
 df -h /dev/shm | tail -1
