@@ -31,6 +31,10 @@ class BenchConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     warmup: int = Field(3, ge=1, description="untimed calls per input copy first: compilation, autotuning, allocation")
+    warmup_ms: float = Field(
+        30.0, ge=0, description="then untimed calls, measured as the timed ones are, until their time adds up to "
+        "this many milliseconds per implementation (GPU timings): a short timing took its median from the slow "
+        "first calls")
     min_iters: int = Field(20, ge=1, description="timed calls before the stop rule is consulted")
     max_iters: int = Field(400, ge=1, description="never more timed calls than this")
     time_cap_s: float = Field(3.0, gt=0, description="stop adding calls after this much wall time per timing")
@@ -48,7 +52,7 @@ class BenchConfig(BaseModel):
     @classmethod
     def for_cpu(cls) -> BenchConfig:
         """Interpreter runs are minutes per call at full size: one warm-up, a few samples."""
-        return cls(warmup=1, min_iters=2, max_iters=3, time_cap_s=30.0, input_copies=1, graph=False)
+        return cls(warmup=1, warmup_ms=0.0, min_iters=2, max_iters=3, time_cap_s=30.0, input_copies=1, graph=False)
 
 
 class Timing(BaseModel):
@@ -169,10 +173,8 @@ def time_interleaved(
     """
     if not calls or any(not c for c in calls.values()):
         raise ValueError("time_interleaved needs at least one call per implementation")
-    for cs in calls.values():
-        for call in cs:
-            for _ in range(cfg.warmup):
-                call()
+    for name, cs in calls.items():
+        warm_up(cs, cfg, timers[name])
     samples: dict[str, list[float]] = {name: [] for name in calls}
     spent = dict.fromkeys(calls, 0.0)
     stops: dict[str, str] = {}
@@ -196,6 +198,25 @@ def time_interleaved(
                     stops[name] = stop
                     break
     return {name: make_timing(timers[name].kind, samples[name], stops[name]) for name in calls}
+
+
+def warm_up(calls: Sequence[Callable[[], Any]], cfg: BenchConfig, timer: Timer) -> None:
+    """``cfg.warmup`` untimed calls per input copy, then, on a GPU, calls measured by ``timer`` (and
+    discarded) until they add up to ``cfg.warmup_ms``. Three calls per copy were not enough on the H200
+    (2026-12-04): the loop's set-up and screen (8-12 samples) read fa4_decode's promoted kernel at D10-q1
+    304 µs in 10 of 15 processes, D10-q4 329 in 14 and D6-q1 196 in 12, where 30 calls per copy first (90
+    replays, 25-28 ms at D10) gave 274-277, 311-312 and 185-186 in 4 of 4, as `aka bench`'s longer
+    sampling does: the first replays of each freshly captured graph run up to 10% slower. 30 ms is at
+    least as many replays on every shape of up to 330 µs."""
+    for call in calls:
+        for _ in range(cfg.warmup):
+            call()
+    if timer.kind not in GPU_KINDS:  # the interpreter's calls take seconds, and its times rank nothing
+        return
+    spent_us, budget_us, i = 0.0, cfg.warmup_ms * 1e3, 0
+    while spent_us < budget_us and i < 100_000:  # a call of a few µs stops at the count, not the clock
+        spent_us += timer.measure(calls[i % len(calls)])
+        i += 1
 
 
 def _stop_rule(xs: Sequence[float], cfg: BenchConfig, spent_s: float) -> str | None:

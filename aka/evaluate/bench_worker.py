@@ -126,8 +126,9 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
     prepared, cells = _prepare_all(refs, copies)
     ready = {n: rot.wrap(n, calls) for n, calls in prepared.items()}
     by_name = {r.name: r for r in refs}
+    # a fixed handful of eager calls gives the host's cost only (the op ranks on graph replay): no time warm-up
     ecfg = cfg if cfg.eager_iters is None else cfg.model_copy(
-        update={"min_iters": cfg.eager_iters, "max_iters": cfg.eager_iters})
+        update={"min_iters": cfg.eager_iters, "max_iters": cfg.eager_iters, "warmup_ms": 0.0})
     try:
         timings = time_interleaved(ready, ecfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready},
                                    hooks={n: rot.hooks(n, "eager") for n in ready})

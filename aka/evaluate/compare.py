@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from aka.evaluate.bench import BenchConfig, Timer, median_rse
+from aka.evaluate.bench import BenchConfig, Timer, median_rse, warm_up
 
 ABBA = ("A", "B", "B", "A")
 
@@ -121,9 +121,8 @@ def interleave(
     around each timed call as in aka.evaluate.bench.time_interleaved (fresh inputs before every call: A and B
     then see the same values only in expectation, which is what ABBA needs).
     """
-    for call in (*calls_a, *calls_b):
-        for _ in range(cfg.warmup):
-            call()
+    warm_up(calls_a, cfg, timer)
+    warm_up(calls_b, cfg, timer)
     a: list[float] = []
     b: list[float] = []
     start = clock()  # the cap counts the hooks' time too: ABBA rounds must stay short in wall time

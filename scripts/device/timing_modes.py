@@ -4,11 +4,13 @@ Times the shipped promoted kernel beside the baseline through aka's own set-up p
 (RealEvaluator.bench: the checker, the candidate's process, the screen's stop rule) on the full set,
 and prints the shapes that move between processes. Run it several times, each a fresh process:
 
-    for m in screen bench screen screen; do python3 scripts/device/timing_modes.py $m; done
+    for m in screen nowarm screen nowarm; do python3 scripts/device/timing_modes.py $m; done
 
 `screen`: the loop's configuration (8 eager calls, stop rule from 8 samples checked every 4, 0.25 s
-cap); `bench`: aka bench's (BenchConfig defaults, 1 s cap). On the H200 (2026-12-04) D10-q1 read
-275 or 304 µs by process, D10-q4 312 or 330, D6-q1 185 or 196, D1-q4 73.6 or 77 (docs/perf/loop.md).
+cap, BenchConfig.warmup_ms of calls first); `nowarm`: the same without the time warm-up (three calls
+per input copy only, as before); `bench`: aka bench's (BenchConfig defaults, 1 s cap). Without the time
+warm-up, on the H200 (2026-12-04), D10-q1 read 275 or 304 µs by process, D10-q4 312 or 330, D6-q1 185
+or 196 (docs/perf/loop.md).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ def main(mode: str) -> None:
     ev = RealEvaluator(op, OptimizeSettings(op="fa4_decode"))
     if mode == "bench":
         ev.screen_cfg = BenchConfig(time_cap_s=1.0).model_dump(exclude_none=True)
+    elif mode == "nowarm":  # as before the time warm-up: three untimed calls per input copy only
+        ev.screen_cfg = {**ev.screen_cfg, "warmup_ms": 0.0}
     elif mode != "screen":
-        raise SystemExit(f"unknown mode {mode!r}: screen or bench")
+        raise SystemExit(f"unknown mode {mode!r}: screen, nowarm or bench")
     b = ev.bench(op.path("promoted"), "full", beside=op.path("baseline"))
     if b.error:
         raise SystemExit(f"timing failed: {b.error}")

@@ -84,7 +84,7 @@ class _Recorder:
 
 def test_interleave_runs_abba_on_shared_input_copies():
     rec = _Recorder()
-    cfg = BenchConfig(warmup=1, min_iters=8, max_iters=16, input_copies=2)
+    cfg = BenchConfig(warmup=1, warmup_ms=0.0, min_iters=8, max_iters=16, input_copies=2)
     calls_a = [lambda i=i: ("A", i) for i in range(2)]
     calls_b = [lambda i=i: ("B", i) for i in range(2)]
     a, b = interleave(calls_a, calls_b, cfg, rec)
@@ -93,3 +93,13 @@ def test_interleave_runs_abba_on_shared_input_copies():
     copies = [i for _, i in rec.log]
     assert copies[:8] == [0, 0, 0, 0, 1, 1, 1, 1]  # A and B see the same copy within a round
     assert set(round_ratios(a, b)) == {0.5}
+
+
+def test_interleave_warms_both_sides_by_time_before_its_rounds():
+    rec = _Recorder()
+    cfg = BenchConfig(warmup=1, warmup_ms=0.2, min_iters=8, max_iters=8, input_copies=2)
+    calls_a = [lambda i=i: ("A", i) for i in range(2)]
+    calls_b = [lambda i=i: ("B", i) for i in range(2)]
+    a, b = interleave(calls_a, calls_b, cfg, rec)
+    warm = rec.log[: len(rec.log) - len(a) - len(b)]
+    assert warm == [("A", 0), ("A", 1), ("B", 0), ("B", 1), ("B", 0), ("B", 1)]  # 0.2 ms each: 2 x 100, 4 x 50 µs

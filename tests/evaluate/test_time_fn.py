@@ -42,11 +42,39 @@ def _calls(n):
 def test_steady_timings_stop_at_min_iters_after_warmup():
     warm, calls = _calls(3)
     timer = FakeTimer(lambda: 100.0)
-    cfg = BenchConfig(warmup=2, min_iters=12, max_iters=500)
+    cfg = BenchConfig(warmup=2, warmup_ms=0.0, min_iters=12, max_iters=500)
     t = time_fn(calls, cfg, timer, clock=FakeClock(0.0))
     assert (t.n, t.stop, t.median_us) == (12, "converged", 100.0)
     assert len(warm) == 2 * 3 + 12  # every copy warmed twice, then the 12 timed calls
     assert timer.used[:6] == [0, 1, 2, 0, 1, 2]  # rotation among the input copies
+
+
+def test_the_time_warm_up_is_measured_like_the_timed_calls_and_never_sampled():
+    warm, calls = _calls(3)
+    timer = FakeTimer(lambda: 1000.0)
+    cfg = BenchConfig(warmup=1, warmup_ms=5.0, min_iters=4, max_iters=4, check_every=4)
+    t = time_fn(calls, cfg, timer, clock=FakeClock(0.0))
+    assert timer.used[:5] == [0, 1, 2, 0, 1]  # 5 ms of 1 ms calls through the timer, over the copies
+    assert len(timer.used) == 5 + 4 and t.n == 4 and len(warm) == 3 + 5 + 4
+
+
+def test_slow_first_calls_land_in_the_warm_up_not_in_a_short_median():
+    """The H200's first replays of a fresh graph (fa4_decode D10-q1: ~304 µs, then 275): a screen of 8
+    samples after three warm-up calls per copy took its median from them."""
+    def first_slow():
+        calls = iter([300.0] * 20 + [275.0] * 1000)
+        return FakeTimer(lambda: next(calls))
+
+    short = dict(warmup=1, min_iters=8, max_iters=8, check_every=4)
+    assert time_fn(_calls(3)[1], BenchConfig(**short, warmup_ms=0.0), first_slow()).median_us == 300.0
+    assert time_fn(_calls(3)[1], BenchConfig(**short, warmup_ms=5.0), first_slow()).median_us == 275.0
+
+
+def test_interpreter_timings_get_no_time_warm_up():
+    timer = FakeTimer(lambda: 1000.0)
+    timer.kind = "interpreter"
+    time_fn(_calls(2)[1], BenchConfig(warmup=1, warmup_ms=25.0, min_iters=2, max_iters=2), timer)
+    assert len(timer.used) == 2  # the timed calls only: its calls take seconds and rank nothing
 
 
 def test_noisy_timings_take_more_samples_until_the_median_is_stable():
