@@ -204,7 +204,7 @@ def warm_up(calls: Sequence[Callable[[], Any]], cfg: BenchConfig, timer: Timer) 
     """``cfg.warmup`` untimed calls per input copy, then, on a GPU, calls measured by ``timer`` (and
     discarded) until they add up to ``cfg.warmup_ms``. Three calls per copy were not enough on the H200
     (2026-12-04): the loop's set-up and screen (8-12 samples) read fa4_decode's promoted kernel at D10-q1
-    304 µs in 10 of 15 processes, D10-q4 329 in 14 and D6-q1 196 in 12, where 30 calls per copy first (90
+    304 µs in 7 of 11 processes, D10-q4 329 and D6-q1 196 in 10 of 11, where 30 calls per copy first (90
     replays, 25-28 ms at D10) gave 274-277, 311-312 and 185-186 in 4 of 4, as `aka bench`'s longer
     sampling does: the first replays of each freshly captured graph run up to 10% slower. 30 ms is at
     least as many replays on every shape of up to 330 µs."""

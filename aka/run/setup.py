@@ -82,7 +82,8 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
         store.update_run(**run)
         if head_start is not None and compiled.ok:
             head_start(store)
-        figures.update(_measure(settings, op, evaluator, say, steps, incumbent, gate_sets[0], rounds))
+        figures.update(_measure(op, evaluator, say, steps, incumbent, gate_sets[0], rounds, bench_shapes,
+                                settings.seed))
         figures.update(_competitors(runs_root, settings, op, device, bench_shapes, evaluator.rank))
         run["baseline"].update(figures)
         run["incumbent"]["standing"] = start_standing(op, incumbent, figures)
@@ -95,11 +96,10 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     return store
 
 
-def _measure(settings: OptimizeSettings, op, evaluator: Evaluator, say, steps: dict[str, float], incumbent: Path,
-             gate_set: list[str], rounds: int) -> dict[str, Any]:
+def _measure(op, evaluator: Evaluator, say, steps: dict[str, float], incumbent: Path, gate_set: list[str],
+             rounds: int, bench_shapes: str, seed: int) -> dict[str, Any]:
     """The incumbent's gate beside the baseline's compile, then both timed side by side: their figures;
     seconds per step into `steps`."""
-    _, bench_shapes, _ = shape_plan(settings)
     base = op.path("baseline")
     beside = None if incumbent == base else base
     figures: dict[str, Any] = {}
@@ -113,7 +113,7 @@ def _measure(settings: OptimizeSettings, op, evaluator: Evaluator, say, steps: d
         finally:
             steps[name] = round(time.monotonic() - t, 3)
 
-    jobs = [("gate", lambda: evaluator.gate(incumbent, gate_set, rounds, settings.seed))]
+    jobs = [("gate", lambda: evaluator.gate(incumbent, gate_set, rounds, seed))]
     if beside:  # only what its timing launches, and no statistics: the baseline is never gated or planned from here
         jobs.append(("compile_baseline", lambda: evaluator.compile(base, [c.id for c in op.cases(bench_shapes)],
                                                                    stats=False)))

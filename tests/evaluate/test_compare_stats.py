@@ -82,12 +82,14 @@ class _Recorder:
         return {"A": 100.0, "B": 50.0}[self.log[-1][0]]
 
 
+def _ab(copies: int = 2):
+    return [lambda i=i: ("A", i) for i in range(copies)], [lambda i=i: ("B", i) for i in range(copies)]
+
+
 def test_interleave_runs_abba_on_shared_input_copies():
     rec = _Recorder()
     cfg = BenchConfig(warmup=1, warmup_ms=0.0, min_iters=8, max_iters=16, input_copies=2)
-    calls_a = [lambda i=i: ("A", i) for i in range(2)]
-    calls_b = [lambda i=i: ("B", i) for i in range(2)]
-    a, b = interleave(calls_a, calls_b, cfg, rec)
+    a, b = interleave(*_ab(), cfg, rec)
     who = [w for w, _ in rec.log]
     assert who == abba_order(len(who) // 4)
     copies = [i for _, i in rec.log]
@@ -98,8 +100,6 @@ def test_interleave_runs_abba_on_shared_input_copies():
 def test_interleave_warms_both_sides_by_time_before_its_rounds():
     rec = _Recorder()
     cfg = BenchConfig(warmup=1, warmup_ms=0.2, min_iters=8, max_iters=8, input_copies=2)
-    calls_a = [lambda i=i: ("A", i) for i in range(2)]
-    calls_b = [lambda i=i: ("B", i) for i in range(2)]
-    a, b = interleave(calls_a, calls_b, cfg, rec)
+    a, b = interleave(*_ab(), cfg, rec)
     warm = rec.log[: len(rec.log) - len(a) - len(b)]
     assert warm == [("A", 0), ("A", 1), ("B", 0), ("B", 1), ("B", 0), ("B", 1)]  # 0.2 ms each: 2 x 100, 4 x 50 µs
