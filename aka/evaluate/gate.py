@@ -8,8 +8,8 @@ regime cycling through the contract's variants), computes the float64 reference 
 same-precision outputs, hands the inputs over as bytes, and checks the bytes that come back
 (aka.evaluate.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
 launched (aka.evaluate.launches) and reports what only it can see (subclasses, aliasing, side streams,
-modified inputs). Calls on one shape follow each other with different inputs, so a cached result
-shows as an identical output. The last call repeats the previous call's scalars and input regime
+modified inputs). Calls on one shape follow each other with different inputs in the same buffers, so
+a cached result shows as an identical output or a shared one. The last call repeats the previous call's scalars and input regime
 (fresh values): a kernel's host caches keyed on shape and scalars (plans, compiled launches,
 descriptors) then take their warm path under the gate too, not only the cold one. Whatever the
 candidate patches in its own process, the references and verdicts here are out of its reach. A

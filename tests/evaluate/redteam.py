@@ -232,8 +232,8 @@ DECODE = [
            edits=(("    o = torch.empty_like(q)\n    if split_kw[\"USE_TMA\"]:",
                    "    o = torch.empty_like(q)\n    if _nth_call(q) > 3:\n        return o.zero_()\n    if split_kw[\"USE_TMA\"]:"),),
            doc="right for the gate's calls, zeros from the 4th call of a shape on"),
-    Kernel("caches_by_pointer", "fa4_decode", "input caching", r"timed output wrong|cached result", base="baseline",
-           where="screen", prologue=_PTR_CACHE,
+    Kernel("caches_by_pointer", "fa4_decode", "input caching", r"^S1: round 1 .*o: shares storage with an earlier "
+           r"call's output 'o'", base="baseline", prologue=_PTR_CACHE,
            edits=(("    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape",
                    "    key = (q.data_ptr(), k_cache.data_ptr(), tuple(q.shape))\n    if key in _MEMO:\n"
                    "        return _MEMO[key]\n    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape"),

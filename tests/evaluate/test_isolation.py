@@ -58,6 +58,28 @@ def test_host_loads_calls_and_exits(tmp_path):
     assert host.proc.poll() is not None and not host.folder.exists()
 
 
+def test_calls_of_a_shape_hand_fresh_values_over_in_the_same_buffers(tmp_path):
+    """A server's KV cache stays where it is: a kernel keyed on input addresses meets them again."""
+    host, path = _host_with(tmp_path, "    return q.clone(), torch.full((1,), float(q.data_ptr() % 2**20))\n")
+    seen = []
+    with host:
+        assert host.request({"cmd": "load", "kernel": path, "entry": "fa4_decode"}, timeout=120)["ok"]
+        for shape, first in (((2, 3, 4), 1.0), ((2, 3, 4), 2.0), ((5, 3, 4), 3.0)):
+            q = torch.full(shape, first)
+            refs = {"q": exchange.put(q, host.folder, "q.bin").model_dump()}
+            for k in ("k_cache", "v_cache", "page_table", "kv_lens"):
+                refs[k] = exchange.put(torch.zeros(1, dtype=torch.int32), host.folder, f"{k}.bin").model_dump()
+            expected = [{"name": "o", "shape": list(shape), "dtype": "float32"},
+                        {"name": "addr", "shape": [1], "dtype": "float32"}]
+            ans = host.request({"cmd": "call", "device": "cpu", "inputs": refs, "scalars": {}, "expected": expected},
+                               timeout=60)
+            assert ans["ok"] and not ans.get("problem"), ans
+            o, addr = (exchange.get(exchange.TensorRef(**r), host.folder) for r in ans["outputs"])
+            seen.append((o.unique().item(), addr.item()))
+    assert [v for v, _ in seen] == [1.0, 2.0, 3.0]  # the values are each call's own
+    assert seen[0][1] == seen[1][1]  # at the same address for the same shape
+
+
 def test_a_hung_call_is_killed_with_its_process(tmp_path):
     path = tmp_path / "hang.py"
     path.write_text("def fa4_decode(**kw):\n    while True:\n        pass\n")
