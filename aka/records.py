@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from aka.errors import AkaError
 
@@ -137,12 +137,19 @@ class CompileRecord(BaseModel):
 
 
 class GateRecord(BaseModel):
-    """The gate's verdict per shape and round, plus its per-shape errors (kept as they came)."""
+    """The gate's verdict per shape and round, plus its per-shape errors."""
 
     model_config = ConfigDict(extra="allow")
     sets: list[str] = Field(default_factory=list)
     passed: dict[str, list[bool]] = Field(default_factory=dict)
     error: str = ""
+    summary: str = ""
+    device: str = Field("", description="the device model the gate ran on")
+    rounds: int = 0
+    seconds: float = 0.0
+    errors: dict[str, dict[str, dict[str, float | None]]] = Field(
+        default_factory=dict, description="shape -> output -> worst round's rel_l2 and plain_rel_l2")
+    skipped: str = Field("", description="why the gate did not run (timed first and too slow to promote)")
 
 
 class BenchRecord(BaseModel):
@@ -217,6 +224,81 @@ class Attempt(BaseModel):
     def to_json(self) -> str:
         """One attempts.jsonl line (no newline)."""
         return json.dumps(self.model_dump(mode="json"), default=str, separators=(",", ":"))
+
+
+# -- what a promotion records: kernels/<op>/promoted.json ---------------------------------------
+
+
+class DeviceRecord(BaseModel):
+    """`aka regress`'s first measurement of the promoted kernel on another device model."""
+
+    model_config = ConfigDict(extra="allow")
+    times_us: dict[str, float] = Field(default_factory=dict)
+    baseline_us: dict[str, float] | None = None
+    timing: str = Field("eager", description="graph or eager; a record without the field predates it: eager")
+    measured_at: str | None = None
+    code_hash: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+
+
+class Promoted(BaseModel):
+    """kernels/<op>/promoted.json: what was promoted, measured where, and how much faster than what.
+    Every field is optional so that files written by earlier versions (and tests' minimal ones) read
+    back; keys a later version adds are kept. Written with the fields that were set, only."""
+
+    model_config = ConfigDict(extra="allow")
+    op: str = ""
+    run_id: str = ""
+    attempt: int | None = None
+    code_hash: str | None = None
+    plan: str = ""
+    pattern: str | None = None
+    config: dict[str, JsonValue] = Field(default_factory=dict)
+    times_us: dict[str, float] = Field(default_factory=dict, description="the screen's medians, µs")
+    timing: str = Field("eager", description="graph or eager; a record without the field predates it: eager")
+    host_us: dict[str, float] = Field(default_factory=dict, description="eager minus graph replay, µs")
+    times_note: str = ""
+    speedup_vs_baseline: dict[str, float] = Field(default_factory=dict)
+    speedup_vs_previous: dict[str, float] = Field(default_factory=dict)
+    geomean_vs_previous: float | None = None
+    noise: float | None = None
+    geomean_vs_baseline: float | None = None
+    baseline_hash: str | None = None
+    gate: GateRecord | None = None
+    device: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    decision: str = ""
+    devices: dict[str, DeviceRecord] = Field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> Promoted | None:
+        """A promoted.json's text; None when it is not a JSON object. A field of a type this version
+        does not know (an old or hand-edited file) is dropped, not fatal: the rest stays readable."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(raw, dict):
+            return None
+        while True:
+            try:
+                return cls.model_validate(raw)
+            except ValidationError as exc:
+                bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+                if not bad & set(raw):
+                    return None
+                raw = {k: v for k, v in raw.items() if k not in bad}
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_unset=True), indent=2, default=str) + "\n"
 
 
 # -- reading a run back ---------------------------------------------------------------------------

@@ -417,8 +417,8 @@ def rollback(op: str = typer.Argument(..., help="operator line"),
     the_op = get_op(op)
     rev = gitops.rollback(the_op.root, op, to)
     meta = gitops.read_promoted_meta(the_op.root, op)
-    what = (f"the kernel of run {meta.get('run_id', '?')} attempt {meta.get('attempt', '?')} (code "
-            f"{meta.get('code_hash', '?')})" if meta.get("code_hash")
+    what = (f"the kernel of run {meta.run_id or '?'} attempt {'?' if meta.attempt is None else meta.attempt} (code "
+            f"{meta.code_hash})" if meta and meta.code_hash
             else "no promoted kernel: the op runs its baseline")
     console.print(f"{op}: rolled back in commit {rev[:10]}; restored {what}", highlight=False, soft_wrap=True)
 

@@ -1,20 +1,20 @@
 """Correctness gate: every shape case, several rounds of fresh inputs, checked against float64.
 
-``check_kernel`` (parent side) runs the static policy, then ``gate_worker`` in a fresh worker
-process (aka.evaluate.runner): the checker. The checker never runs candidate code: it starts the candidate's
-own process (aka.evaluate.sandbox.Host, aka.evaluate.host) and, per shape and round, builds inputs from a new seed
-(scalars such as the softmax scale drawn from their contract range from round 1 on, the input
-regime cycling through the contract's variants), computes the float64 reference and the plain
-same-precision outputs, hands the inputs over as bytes, and checks the bytes that come back
+``check_kernel`` (parent side) runs the static policy, then ``gate_worker`` in a fresh worker process
+(aka.evaluate.runner): the checker. The checker never runs candidate code: it starts the candidate's own
+process (aka.evaluate.sandbox.Host, aka.evaluate.host) and, per shape and round, builds inputs from a
+new seed (scalars such as the softmax scale drawn from their contract range from round 1 on, the input
+regime cycling through the contract's variants), computes the float64 reference and the plain same-
+precision outputs, hands the inputs over as bytes, and checks the bytes that come back
 (aka.evaluate.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
 launched (aka.evaluate.launches) and reports what only it can see (subclasses, aliasing, side streams,
-modified inputs). Calls on one shape follow each other with different inputs in the same buffers, so
-a cached result shows as an identical output or a shared one. The last call repeats the previous call's scalars and input regime
-(fresh values): a kernel's host caches keyed on shape and scalars (plans, compiled launches,
-descriptors) then take their warm path under the gate too, not only the cold one. Whatever the
-candidate patches in its own process, the references and verdicts here are out of its reach. A
-candidate that raises fails its shape; a hang, a crash, an OOM or a device fault ends the candidate's
-process and the gate records the stage.
+modified inputs). Calls on one shape follow each other with different inputs in the same buffers, so a
+cached result shows as an identical output or a shared one. The last call repeats the previous call's
+scalars and input regime (fresh values): a kernel's host caches keyed on shape and scalars (plans,
+compiled launches, descriptors) then take their warm path under the gate too, not only the cold one.
+Whatever the candidate patches in its own process, the references and verdicts here are out of its
+reach. A candidate that raises fails its shape; a hang, a crash, an OOM or a device fault ends the
+candidate's process and the gate records the stage.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from aka.evaluate.outcomes import code_hash
+from aka.records import GateRecord, Promoted
 from aka.run import gitops
 
 LIBS = ("torch", "triton", "cuda", "driver", "python")
@@ -47,11 +48,12 @@ class Measurement(BaseModel):
     errors_from: str = Field("", description="where gate_errors come from, for the trace's log")
 
 
-def _timing(d: dict[str, Any], key: str = "timing") -> Literal["graph", "eager"]:
-    return "graph" if d.get(key) == "graph" else "eager"  # no field: recorded before aka timed graphs
+def _timing(kind: str | None) -> Literal["graph", "eager"]:
+    return "graph" if kind == "graph" else "eager"  # no field: recorded before aka timed graphs
 
 
-def _libs(d: dict[str, Any]) -> dict[str, str]:
+def _libs(d: dict[str, Any] | BaseModel) -> dict[str, str]:
+    d = d.model_dump() if isinstance(d, BaseModel) else d
     return {k: str(d[k]) for k in LIBS if d.get(k) not in (None, "", "?")}
 
 
@@ -62,45 +64,45 @@ def _iso_from_run_id(run_id: str) -> str:
         return "unknown"
 
 
-def _promotion_time(root: Path, op: str, meta: dict[str, Any]) -> str:
+def _promotion_time(root: Path, op: str, meta: Promoted) -> str:
     """The promotion commit's date, else the run's start (a --no-commit promotion)."""
     try:
         entries = gitops.history(root, op) if gitops.is_repo(root) else []
     except gitops.GitError:
         entries = []
-    if entries and entries[0].meta.get("code_hash") == meta.get("code_hash"):
+    if entries and entries[0].meta.code_hash == meta.code_hash:
         day, clock, tz = entries[0].date.split(" ")
         return f"{day}T{clock}{tz[:3]}:{tz[3:]}"
-    return _iso_from_run_id(str(meta.get("run_id", "")))
+    return _iso_from_run_id(meta.run_id)
 
 
 def from_promoted(root: Path, op: str, source: str) -> tuple[list[Measurement], list[str]]:
     meta = gitops.read_promoted_meta(root, op)
-    if not meta:
+    if meta is None:
         return [], [f"kernels/{op}/promoted.json is missing or unreadable: no promotion figures"]
     h = code_hash(source)
-    if meta.get("code_hash") != h:
-        return [], [f"kernels/{op}/promoted.json describes code {meta.get('code_hash')}, promoted.py is {h}: "
+    if meta.code_hash != h:
+        return [], [f"kernels/{op}/promoted.json describes code {meta.code_hash}, promoted.py is {h}: "
                     "its figures belong to another kernel and are not exported"]
     out = []
-    gate = meta.get("gate") or {}
-    if meta.get("times_us") and meta.get("device"):
-        gate_device = gate.get("device") or meta["device"]
+    gate = meta.gate or GateRecord()
+    if meta.times_us and meta.device:
+        gate_device = gate.device or meta.device
         out.append(Measurement(
-            source=f"promotion of run {meta.get('run_id')} attempt {meta.get('attempt')} (kernels/{op}/promoted.json)",
-            device=meta["device"], libs=_libs(meta), timestamp=_promotion_time(root, op, meta),
-            times_us=meta["times_us"], timing=_timing(meta), host_us=meta.get("host_us") or {},
-            speedup_vs_baseline=meta.get("speedup_vs_baseline") or {},
-            gate_sets=gate.get("sets") or [], gate_errors=gate.get("errors") or {},
-            errors_from=f"the promotion's gate ({'+'.join(gate.get('sets') or []) or '?'}) on {gate_device}"))
-    for device, entry in (meta.get("devices") or {}).items():
-        if entry.get("times_us") and entry.get("code_hash") in (None, h):
-            base = entry.get("baseline_us") or {}
+            source=f"promotion of run {meta.run_id} attempt {meta.attempt} (kernels/{op}/promoted.json)",
+            device=meta.device, libs=_libs(meta), timestamp=_promotion_time(root, op, meta),
+            times_us=meta.times_us, timing=_timing(meta.timing), host_us=meta.host_us,
+            speedup_vs_baseline=meta.speedup_vs_baseline,
+            gate_sets=gate.sets, gate_errors=gate.errors,
+            errors_from=f"the promotion's gate ({'+'.join(gate.sets) or '?'}) on {gate_device}"))
+    for device, entry in meta.devices.items():
+        if entry.times_us and entry.code_hash in (None, h):
+            base = entry.baseline_us or {}
             out.append(Measurement(
                 source=f"aka regress first measurement on {device} (kernels/{op}/promoted.json devices)",
-                device=device, libs=_libs(entry), timestamp=entry.get("measured_at") or "unknown",
-                times_us=entry["times_us"], timing=_timing(entry),
-                speedup_vs_baseline={s: base[s] / t for s, t in entry["times_us"].items() if base.get(s) and t}))
+                device=device, libs=_libs(entry), timestamp=entry.measured_at or "unknown",
+                times_us=entry.times_us, timing=_timing(entry.timing),
+                speedup_vs_baseline={s: base[s] / t for s, t in entry.times_us.items() if base.get(s) and t}))
     return out, []
 
 
@@ -126,7 +128,7 @@ def from_runs(runs_root: Path, op: str, source: str) -> tuple[list[Measurement],
         out[dev["name"]] = Measurement(
             source=f"run {run_id}: the incumbent's timing before its first attempt (runs/{op})",
             device=dev["name"], libs=_libs(dev), timestamp=info.get("started") or _iso_from_run_id(run_id),
-            times_us=base["incumbent_us"], timing=_timing(base, "rank_timing"),
+            times_us=base["incumbent_us"], timing=_timing(base.get("rank_timing")),
             host_us=base.get("incumbent_host_us") or {},
             speedup_vs_baseline={s: base["baseline_us"][s] / t for s, t in base["incumbent_us"].items()
                                  if (base.get("baseline_us") or {}).get(s) and t},
@@ -142,7 +144,8 @@ def measurements(root: Path, op: str, label: str, source: str) -> tuple[list[Mea
     more, more_notes = from_runs(root / "runs", op, source)
     found += more
     gated = next((m for m in found if m.gate_errors), None)
-    gate_device = ((gitops.read_promoted_meta(root, op) or {}).get("gate") or {}).get("device") if gated else None
+    meta = gitops.read_promoted_meta(root, op) if gated else None
+    gate_device = (meta.gate.device or None) if meta and meta.gate else None
     for m in found:  # the same code on the same device model: the gate's figures are this timing's too
         if gated is not None and not m.gate_errors and m.device == (gate_device or gated.device):
             m.gate_errors, m.gate_sets, m.errors_from = gated.gate_errors, gated.gate_sets, gated.errors_from

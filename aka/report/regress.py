@@ -17,7 +17,6 @@ it changed and should be committed (until it is, each run on that model is a fir
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -27,6 +26,7 @@ from pydantic import BaseModel, Field
 from aka.contract.shapes import gated_sets
 from aka.errors import AkaError
 from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
+from aka.records import DeviceRecord, Promoted
 from aka.run import gitops
 
 EXIT_OK, EXIT_CORRECTNESS, EXIT_PERFORMANCE = 0, 1, 2
@@ -170,29 +170,28 @@ class Measurer(Protocol):
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]: ...
 
 
-def recorded_for(meta: dict[str, Any], device: str, timing: str = "eager") -> dict[str, float] | None:
+def recorded_for(meta: Promoted | None, device: str, timing: str = "eager") -> dict[str, float] | None:
     """promoted.json's numbers for this device model in this timing (the op's rank_timing; records
     without one are eager): the promotion's own, or a recorded first measurement. Numbers in another
     timing say nothing here: a graph replay is always faster than an eager call with its host time."""
-    if meta.get("device") == device and meta.get("times_us") and meta.get("timing", "eager") == timing:
-        return dict(meta["times_us"])
-    entry = (meta.get("devices") or {}).get(device) or {}
-    if entry.get("times_us") and entry.get("timing", "eager") == timing:
-        return dict(entry["times_us"])
+    if meta is None:
+        return None
+    if meta.device == device and meta.times_us and meta.timing == timing:
+        return dict(meta.times_us)
+    entry = meta.devices.get(device)
+    if entry is not None and entry.times_us and entry.timing == timing:
+        return dict(entry.times_us)
     return None
 
 
 def record_first(root: Path, op: str, device: dict[str, Any], c: OpCheck) -> Path:
     """Write this device model's numbers into promoted.json (not committed: the caller says so)."""
-    meta = gitops.read_promoted_meta(root, op)
-    entry = {"times_us": c.times_us, "baseline_us": c.baseline_us, "timing": c.timing,
-             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-             "code_hash": meta.get("code_hash"),
-             **{k: device.get(k) for k in ("driver", "cuda", "torch", "triton", "python")}}
-    meta.setdefault("devices", {})[device["name"]] = entry
-    path = root / gitops.promoted_paths(root, op)[1]
-    path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    return path
+    meta = gitops.read_promoted_meta(root, op) or Promoted()
+    entry = DeviceRecord(times_us=c.times_us or {}, baseline_us=c.baseline_us, timing=c.timing,
+                         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"), code_hash=meta.code_hash,
+                         **{k: device.get(k) for k in ("driver", "cuda", "torch", "triton", "python")})
+    meta.devices = {**meta.devices, device["name"]: entry}  # assigned, so the dump counts it as set
+    return gitops.write_promoted_meta(root, op, meta)
 
 
 def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
@@ -225,7 +224,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
         c.recorded_us = recorded_for(meta, device["name"], c.timing)
         from aka.evaluate.outcomes import code_hash
 
-        if meta.get("code_hash") and meta["code_hash"] != code_hash(path.read_text()):
+        if meta and meta.code_hash and meta.code_hash != code_hash(path.read_text()):
             c.notes.append("promoted.py differs from the code hash in promoted.json (edited by hand?)")
     return c
 

@@ -231,6 +231,6 @@ def rows_from(entries: list[Any]) -> list[PromotionRow]:
     """gitops.Promotion entries, oldest first, as rows with their figures (aka.run.standing: one definition)."""
     from aka.run.standing import history_figures
 
-    return [PromotionRow(p.rev, p.date, str(p.meta.get("run_id", "-")), p.meta.get("attempt", "-"), vs_prev,
-                         vs_base, str(p.meta.get("device", "?")), p.subject, p.meta.get("baseline_hash"))
+    return [PromotionRow(p.rev, p.date, p.meta.run_id or "-", "-" if p.meta.attempt is None else p.meta.attempt,
+                         vs_prev, vs_base, p.meta.device or "?", p.subject, p.meta.baseline_hash)
             for p, (vs_prev, vs_base) in zip(entries, history_figures(entries))]

@@ -7,15 +7,14 @@ to overwrite promoted files that carry uncommitted edits, since those edits woul
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
+from aka.records import Promoted
 
 
 class GitError(AkaError):
@@ -65,18 +64,24 @@ def check_clean(root: Path, op: str, ours: str | None = None, earlier: tuple[str
         )
 
 
-def write_promoted(root: Path, op: str, source: str, meta: dict[str, Any]) -> None:
+def write_promoted(root: Path, op: str, source: str, meta: Promoted) -> None:
     py, js = promoted_paths(root, op)
     (root / py).write_text(source)
-    (root / js).write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    write_promoted_meta(root, op, meta)
 
 
-def read_promoted_meta(root: Path, op: str) -> dict[str, Any]:
-    """The promoted.json on disk ({} when there is none or it is unreadable)."""
+def write_promoted_meta(root: Path, op: str, meta: Promoted) -> Path:
+    path = root / promoted_paths(root, op)[1]
+    path.write_text(meta.to_json())
+    return path
+
+
+def read_promoted_meta(root: Path, op: str) -> Promoted | None:
+    """The promoted.json on disk; None when there is none or it is not a JSON object."""
     try:
-        return json.loads((root / promoted_paths(root, op)[1]).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
+        return Promoted.parse((root / promoted_paths(root, op)[1]).read_text())
+    except OSError:
+        return None
 
 
 def commit_promoted(root: Path, op: str, message: str, extra: tuple[str, ...] = ()) -> str:
@@ -90,7 +95,7 @@ def commit_promoted(root: Path, op: str, message: str, extra: tuple[str, ...] = 
     return _git(root, "rev-parse", "HEAD").strip()
 
 
-def promote(root: Path, op: str, source: str, meta: dict[str, Any], message: str, commit: bool,
+def promote(root: Path, op: str, source: str, meta: Promoted, message: str, commit: bool,
             earlier: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str | None:
     """Write (and unless commit=False, commit) a promoted kernel; refuses over uncommitted edits
     other than this run's own earlier promotions (`earlier`, sources)."""
@@ -124,7 +129,7 @@ class Promotion:
     rev: str
     date: str
     subject: str
-    meta: dict[str, Any]
+    meta: Promoted  # empty where the commit's promoted.json is missing or unreadable
     present: bool = True  # False: this commit removed the promoted kernel (the op is back on its baseline)
 
 
@@ -137,10 +142,7 @@ def history(root: Path, op: str) -> list[Promotion]:
     for line in _git(root, "log", "--format=%H%x09%ad%x09%s", "--date=iso", "--", py).splitlines():
         rev, date, subject = line.split("\t", 2)
         raw = _git(root, "show", f"{rev}:{js}", check=False)
-        try:
-            meta = json.loads(raw) if raw else {}
-        except json.JSONDecodeError:
-            meta = {}
+        meta = (Promoted.parse(raw) if raw else None) or Promoted()
         present = subprocess.run(["git", "cat-file", "-e", f"{rev}:{py}"], cwd=root,
                                  capture_output=True).returncode == 0
         out.append(Promotion(rev, date, subject, meta, present))

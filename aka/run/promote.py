@@ -17,7 +17,8 @@ def still_current(store: RunStore, op, decision: Decision) -> Decision:
     """Another run may have promoted meanwhile: then our comparison was against a stale incumbent."""
     promoted = [r for r in store.attempts() if r.promoted]
     expected = promoted[-1].code_hash if promoted else store.read_run().get("promoted_at_start")
-    current = gitops.read_promoted_meta(op.root, op.name).get("code_hash")
+    meta = gitops.read_promoted_meta(op.root, op.name)
+    current = meta.code_hash if meta else None
     if current != expected:
         return Decision(promote=False, verdict="rejected",
                         reason=f"the promoted kernel changed during this run (now {current}); re-run against it")

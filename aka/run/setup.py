@@ -76,7 +76,7 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
             "baseline": {**figures, "shapes": bench_shapes, "hash": code_hash(base.read_text())},
             "incumbent": {"label": incumbent.stem, "path": str(copy), "hash": code_hash(source),
                           "standing": recorded_standing(op, incumbent, evaluator.rank)},
-            "promoted_at_start": gitops.read_promoted_meta(op.root, op.name).get("code_hash"),
+            "promoted_at_start": getattr(gitops.read_promoted_meta(op.root, op.name), "code_hash", None),
             "lessons": lessons,
         }
         store.update_run(**run)

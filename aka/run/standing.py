@@ -25,12 +25,14 @@ def recorded_standing(op, incumbent: Path, rank_timing: str) -> dict[str, Any] |
     if incumbent == op.path("baseline"):
         return {"geomean": 1.0, "shapes": {}, "from": "baseline"}
     meta = gitops.read_promoted_meta(op.root, op.name)
-    same_base = meta.get("baseline_hash") in (None, code_hash(op.path("baseline").read_text()))
+    if meta is None:
+        return None
+    same_base = meta.baseline_hash in (None, code_hash(op.path("baseline").read_text()))
     # a record made in another timing (eager before the op ranked on graph replay) says nothing here
-    same_timing = meta.get("timing", "eager") == rank_timing
-    if (meta.get("code_hash") == code_hash(incumbent.read_text()) and same_base and same_timing
-            and meta.get("geomean_vs_baseline") and meta.get("speedup_vs_baseline")):
-        return {"geomean": meta["geomean_vs_baseline"], "shapes": dict(meta["speedup_vs_baseline"]),
+    same_timing = meta.timing == rank_timing
+    if (meta.code_hash == code_hash(incumbent.read_text()) and same_base and same_timing
+            and meta.geomean_vs_baseline and meta.speedup_vs_baseline):
+        return {"geomean": meta.geomean_vs_baseline, "shapes": dict(meta.speedup_vs_baseline),
                 "from": "promoted.json"}
     return None
 
@@ -67,13 +69,13 @@ def history_figures(entries: list[Any]) -> list[tuple[float | None, float | None
             current = 1.0
             out.append((None, None))
             continue
-        h = meta.get("code_hash")
+        h = meta.code_hash
         if h and h in seen:
             current = seen[h]
             out.append((None, current))
             continue
-        vs_prev = meta.get("geomean_vs_previous")
-        current = chained(current, vs_prev) or meta.get("geomean_vs_baseline")
+        vs_prev = meta.geomean_vs_previous
+        current = chained(current, vs_prev) or meta.geomean_vs_baseline
         if current is not None and not math.isfinite(current):
             current = None
         if h:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from aka.contract.shapes import ShapeSet
-from aka.records import Attempt, Decision, Measurements
+from aka.records import Attempt, Decision, Measurements, Promoted
 from aka.settings import Budget, PromotionRules
 
 __all__ = ["BudgetUsed", "decide", "promotion_meta", "promotion_message", "stop_reason"]
@@ -92,7 +92,7 @@ def stop_reason(budget: Budget, used: BudgetUsed) -> str | None:
 
 
 def promotion_meta(run: dict[str, Any], rec: Attempt,
-                   standing: tuple[float, dict[str, float]]) -> dict[str, Any]:
+                   standing: tuple[float, dict[str, float]]) -> Promoted:
     """promoted.json: what was promoted, measured where, and how much faster than what.
 
     `standing`: the promoted kernel's geomean and per-shape speedup over the baseline: the run's
@@ -102,27 +102,27 @@ def promotion_meta(run: dict[str, Any], rec: Attempt,
     timing = (run.get("baseline") or {}).get("rank_timing", "eager")
     # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's
     # times, which drift by several % against timings from other workers
-    return {
-        "op": run["op"], "run_id": run["run_id"], "attempt": rec.n, "code_hash": rec.code_hash,
-        "plan": rec.plan.hypothesis if rec.plan else "", "pattern": rec.plan.pattern if rec.plan else None,
-        "config": rec.config,
-        "times_us": times, "timing": timing,
+    return Promoted(
+        op=run["op"], run_id=run["run_id"], attempt=rec.n, code_hash=rec.code_hash,
+        plan=rec.plan.hypothesis if rec.plan else "", pattern=rec.plan.pattern if rec.plan else None,
+        config=rec.config,
+        times_us=times, timing=timing,
         # the host's cost per call (eager minus graph replay) from the screen: its own figure, never ranked
-        "host_us": (rec.bench.host_us if rec.bench else None) or {},
-        "times_note": f"{timing} medians of the screen, µs; speedups: the ABBA re-measure ({timing} too)",
-        "speedup_vs_baseline": standing[1], "speedup_vs_previous": m.ratios,
-        "geomean_vs_previous": m.geomean, "noise": m.noise,
-        "geomean_vs_baseline": standing[0], "baseline_hash": run["baseline"].get("hash"),
-        "gate": rec.gate.model_dump() if rec.gate else {},
-        "device": dev.get("name"), "driver": dev.get("driver"), "cuda": dev.get("cuda"),
-        "torch": dev.get("torch"), "triton": dev.get("triton"), "python": dev.get("python"),
-        "decision": rec.decision.reason,
-    }
+        host_us=(rec.bench.host_us if rec.bench else None) or {},
+        times_note=f"{timing} medians of the screen, µs; speedups: the ABBA re-measure ({timing} too)",
+        speedup_vs_baseline=standing[1], speedup_vs_previous=m.ratios,
+        geomean_vs_previous=m.geomean, noise=m.noise,
+        geomean_vs_baseline=standing[0], baseline_hash=run["baseline"].get("hash"),
+        gate=rec.gate,
+        device=dev.get("name"), driver=dev.get("driver"), cuda=dev.get("cuda"),
+        torch=dev.get("torch"), triton=dev.get("triton"), python=dev.get("python"),
+        decision=rec.decision.reason,
+    )
 
 
-def promotion_message(run: dict[str, Any], rec: Attempt, meta: dict[str, Any]) -> str:
-    gain = (meta["geomean_vs_previous"] or 1.0) - 1.0
-    vs_base = meta.get("geomean_vs_baseline") or 0.0
+def promotion_message(run: dict[str, Any], rec: Attempt, meta: Promoted) -> str:
+    gain = (meta.geomean_vs_previous or 1.0) - 1.0
+    vs_base = meta.geomean_vs_baseline or 0.0
     return (f"{run['op']}: promote attempt {rec.n} of run {run['run_id']}: geomean {gain:+.1%} vs previous, "
             f"{vs_base:.3f}x vs baseline\n\n{rec.plan.hypothesis if rec.plan else ''}\ncode {rec.code_hash}, "
-            f"device {meta['device']}")
+            f"device {meta.device}")

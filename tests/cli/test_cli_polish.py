@@ -11,6 +11,7 @@ from aka.contract.ops import get_op
 from aka.evaluate.gate import GateReport
 from aka.evaluate.outcomes import code_hash
 from aka.evaluate.policy import check_source
+from aka.records import Promoted
 from aka.run import gitops
 
 
@@ -33,7 +34,7 @@ def test_check_reports_the_rounds_asked_for_and_the_warm_call_apart(monkeypatch,
 def test_rollback_says_what_it_restored(project):
     a, b = source(1.2, "a"), source(1.3, "b")
     for src, n in ((a, 3), (b, 5)):
-        gitops.promote(project, "gdn_prefill", src, {"code_hash": code_hash(src), "run_id": "R", "attempt": n},
+        gitops.promote(project, "gdn_prefill", src, Promoted(code_hash=code_hash(src), run_id="R", attempt=n),
                        f"promote {n}", True)
     env = {"AKA_ROOT": str(project), "COLUMNS": "80"}
     res = CliRunner().invoke(app, ["rollback", "gdn_prefill"], env=env)

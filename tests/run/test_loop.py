@@ -8,6 +8,7 @@ import subprocess
 from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
+from aka.records import Promoted
 from aka.run import gitops
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run
@@ -79,7 +80,7 @@ def test_promotion_refused_when_another_run_promoted_meanwhile(project, op):
     settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=1), commit=True)
     ev = FakeEvaluator(op, timing="gpu")
     store = prepare_run(project / "runs", settings, op, ev)
-    gitops.promote(project, "gdn_prefill", source(1.1, tag="other"), {"code_hash": "other"}, "other run", True)
+    gitops.promote(project, "gdn_prefill", source(1.1, tag="other"), Promoted(code_hash="other"), "other run", True)
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)
     d = store.attempts()[0].decision
     assert not d.promote and "changed during this run" in d.reason

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
 from aka.evaluate.outcomes import code_hash
+from aka.records import Promoted
 from aka.report.tables import promotion_rows
 from aka.run import gitops
 from aka.run.loop import run_loop
@@ -23,7 +24,7 @@ SHAPES = [f"G{i}" for i in range(1, 11)]
 
 
 def _promote(project, src, meta, message):
-    gitops.promote(project, "gdn_prefill", src, {"code_hash": code_hash(src), **meta}, message, True)
+    gitops.promote(project, "gdn_prefill", src, Promoted(code_hash=code_hash(src), **meta), message, True)
 
 
 def test_history_chains_vs_baseline_from_the_abba_figures(project, monkeypatch):
@@ -69,13 +70,13 @@ def test_a_run_from_a_promoted_kernel_chains_from_its_record_not_the_set_up_timi
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.32, "d")}]), ev)
     assert store.attempts()[0].decision.promote
     meta = gitops.read_promoted_meta(project, "gdn_prefill")
-    assert meta["geomean_vs_previous"] == pytest.approx(1.1)
-    assert meta["geomean_vs_baseline"] == pytest.approx(1.25 * 1.1)
-    assert meta["speedup_vs_baseline"]["G3"] == pytest.approx(1.25 * 1.1)
+    assert meta.geomean_vs_previous == pytest.approx(1.1)
+    assert meta.geomean_vs_baseline == pytest.approx(1.25 * 1.1)
+    assert meta.speedup_vs_baseline["G3"] == pytest.approx(1.25 * 1.1)
     log = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
     assert "1.375x vs baseline" in log
     rows, _ = promotion_rows(project, "gdn_prefill")
-    assert rows[-1].vs_baseline == pytest.approx(meta["geomean_vs_baseline"])  # history agrees with the record
+    assert rows[-1].vs_baseline == pytest.approx(meta.geomean_vs_baseline)  # history agrees with the record
 
 
 def test_a_record_in_another_timing_is_not_chained_from(project, op):
@@ -95,8 +96,8 @@ def test_a_record_in_another_timing_is_not_chained_from(project, op):
     assert run["incumbent"]["standing"]["geomean"] == pytest.approx(1.2)
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.32, "d")}]), ev)
     meta = gitops.read_promoted_meta(project, "gdn_prefill")
-    assert meta["timing"] == "graph" and meta["times_note"].startswith("graph medians")
-    assert meta["geomean_vs_baseline"] == pytest.approx(1.2 * 1.1)
+    assert meta.timing == "graph" and meta.times_note.startswith("graph medians")
+    assert meta.geomean_vs_baseline == pytest.approx(1.2 * 1.1)
     # and the reverse: that graph-timed record read by a run ranked eagerly is not chained from either
     ev2 = FakeEvaluator(op)
     store2 = prepare_run(project / "runs", settings, op, ev2)
