@@ -190,6 +190,7 @@ def bench(
     impl: str = typer.Option("baseline,promoted", "--impl", metavar="IMPLS",
                              help="comma-separated: baseline, promoted, "
                                   "kernel, a competitor of the op (fla, flashqla, sdpa, flash_attn4), or a .py file; "
+                                  "a kernel with +KEY=VALUE runs with that CONFIG value (baseline+BLOCK_N=32); "
                                   "speedups are vs the first"),
     shapes: str = typer.Option(None, "--shapes", metavar="SETS", help="full, smoke, edge, or comma-separated shape ids "
                                "[default: full; CPU: smoke]"),
@@ -211,6 +212,7 @@ def bench(
     Examples:
       aka bench gdn_prefill
       aka bench gdn_prefill --impl baseline,promoted,fla --csv times.csv
+      aka bench fa4_decode --impl promoted,promoted+BLOCK_N=32+num_warps=8
     """
     o = get_op(op)
     import torch

@@ -1,5 +1,7 @@
 """Implementations the harness can time, by name: the op's baseline and promoted kernels, a kernel
 file, and the contract's competitors (external libraries behind ``kernels/<op>/competitors.py``).
+A kernel name may carry CONFIG values, ``baseline+BV=32+fwd_algo=w``: that kernel timed with those
+values set, in a module of its own, beside the others (what the device scripts' variant screens did).
 
 Resolution (:func:`resolve`) runs in the parent and imports nothing it times. Preparation
 (:func:`prepare`) runs in the worker: a kernel module's entry is called with the inputs as keyword
@@ -12,12 +14,14 @@ Nothing is ever dropped silently.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
+from aka.contract.module_config import config_of
 from aka.contract.ops import Op, load_module
 from aka.errors import AkaError
 
@@ -33,6 +37,7 @@ class ImplRef(BaseModel):
     kind: Literal["kernel", "competitor"]
     path: str = Field(description="absolute path of the module")
     function: str = Field(description="kernel entry, or competitor factory(inputs) -> callable")
+    config: dict[str, JsonValue] = Field(default_factory=dict, description="CONFIG values set (kernels only)")
 
 
 class Skipped(BaseModel):
@@ -42,8 +47,45 @@ class Skipped(BaseModel):
     note: str
 
 
-def _kernel(name: str, path: Path, op: Op) -> ImplRef:
-    return ImplRef(name=name, kind="kernel", path=str(path.resolve()), function=op.spec.entry)
+def _kernel(name: str, path: Path, op: Op, overrides: list[str] = ()) -> ImplRef:
+    return ImplRef(name=name, kind="kernel", path=str(path.resolve()), function=op.spec.entry,
+                   config=config_values(path, overrides))
+
+
+def config_values(path: Path, overrides: list[str]) -> dict[str, JsonValue]:
+    """``KEY=VALUE`` strings as CONFIG values of the module at ``path``, each parsed as the type of the
+    value it replaces (true/false for a bool)."""
+    if not overrides:
+        return {}
+    config = config_of(path.read_text())
+    if config is None:
+        raise ImplError(f"{path}: has no literal CONFIG dict, so '+{overrides[0]}' has nothing to set")
+    out: dict[str, JsonValue] = {}
+    for item in overrides:
+        key, eq, text = item.partition("=")
+        if not eq or key not in config:
+            what = f"no CONFIG key '{key}'" if eq else f"'{item}' is not KEY=VALUE"
+            raise ImplError(f"{path.name}: {what}; its keys: {', '.join(sorted(config))}")
+        out[key] = _parse_as(config[key], text, f"{path.name}: {key}={text}")
+    return out
+
+
+def _parse_as(current: Any, text: str, where: str) -> JsonValue:
+    """``text`` as the type of ``current``; ``where`` ('file: KEY=VALUE') names it in the error."""
+    if isinstance(current, bool):
+        if text.lower() not in ("true", "false"):
+            raise ImplError(f"{where}: the current value is {current}; write true or false")
+        return text.lower() == "true"
+    for kind in (int, float):
+        if isinstance(current, kind):
+            try:
+                return kind(text)
+            except ValueError:
+                raise ImplError(f"{where}: the current value {current!r} is a {kind.__name__}") from None
+    if current is None or isinstance(current, str):
+        return text
+    raise ImplError(f"{where}: the current value {current!r} is a {type(current).__name__}; only numbers, "
+                    "booleans and strings can be set from the command line")
 
 
 def _competitor(name: str, target: str, op: Op) -> ImplRef:
@@ -72,24 +114,29 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
     refs: list[ImplRef] = []
     skipped: list[Skipped] = []
     taken: set[str] = set()
-    for raw in names:
-        label = _unique(raw, taken)
+    for full in names:
+        raw, *overrides = full.split("+")
+        label = _unique(full, taken)
         if raw == "baseline":
-            refs.append(_kernel(label, op.path("baseline"), op))
+            refs.append(_kernel(label, op.path("baseline"), op, overrides))
         elif raw == "promoted":
             path = op.path("promoted")
             if path.is_file():
-                refs.append(_kernel(label, path, op))
+                refs.append(_kernel(label, path, op, overrides))
             else:
                 skipped.append(Skipped(name=label, note=f"no promoted kernel yet ({op.spec.modules.promoted})"))
         elif raw == "kernel":
             if kernel is None:
                 raise ImplError("--impl names 'kernel' but no --kernel FILE was given")
-            refs.append(_kernel(_unique(kernel.stem, taken), checked_kernel(kernel, op), op))
+            name = "+".join([kernel.stem, *overrides])
+            refs.append(_kernel(_unique(name, taken), checked_kernel(kernel, op), op, overrides))
         elif raw in op.spec.competitors:
+            if overrides:
+                raise ImplError(f"{full}: CONFIG values apply to aka's kernels, not to the competitor '{raw}'")
             refs.append(_competitor(label, op.spec.competitors[raw], op))
         elif raw.endswith(".py"):
-            refs.append(_kernel(_unique(Path(raw).stem, taken), checked_kernel(Path(raw), op), op))
+            name = "+".join([Path(raw).stem, *overrides])
+            refs.append(_kernel(_unique(name, taken), checked_kernel(Path(raw), op), op, overrides))
         else:
             known = ["baseline", "promoted", *op.spec.competitors]
             raise ImplError(f"{op.name}: unknown implementation '{raw}'; use one of {', '.join(known)} or a .py file")
@@ -109,6 +156,7 @@ def checked_kernel(path: Path, op: Op) -> Path:
 
 
 _MODULES: dict[str, Any] = {}
+_VARIANTS: dict[tuple[str, str], Any] = {}  # (path, CONFIG values as JSON) -> a module of its own
 
 
 def adopt(path: str, module) -> None:
@@ -124,9 +172,24 @@ def module_of(path: str):
     return _MODULES[path]
 
 
+def variant_of(path: str, config: dict[str, JsonValue]):
+    """The module at ``path`` with ``config`` set in its CONFIG: a separate import, so the plain module
+    (and the gate's adopted one) keeps its own values; a module without CONFIG cannot take them."""
+    if not config:
+        return module_of(path)
+    key = (str(Path(path).resolve()), json.dumps(config, sort_keys=True))
+    if key not in _VARIANTS:
+        module = load_module(Path(key[0]), f"aka_variant_{len(_VARIANTS)}")
+        if not isinstance(getattr(module, "CONFIG", None), dict):
+            raise RuntimeError(f"{path} has no CONFIG dict to set {sorted(config)} in")
+        module.CONFIG.update(config)
+        _VARIANTS[key] = module
+    return _VARIANTS[key]
+
+
 def prepare(ref: ImplRef, inputs: dict[str, Any]) -> Callable[[], Any]:
     """A zero-argument callable running ``ref`` on ``inputs``; ImportError/RuntimeError mean 'skip'."""
-    module = module_of(ref.path)
+    module = variant_of(ref.path, ref.config) if ref.kind == "kernel" else module_of(ref.path)
     fn = getattr(module, ref.function, None)
     if fn is None:
         raise RuntimeError(f"{ref.path} defines no function '{ref.function}'")

@@ -22,9 +22,7 @@ where there was one, else the screen's paired ratio to the incumbent).
 
 from __future__ import annotations
 
-import ast
 import fcntl
-import functools
 import json
 import os
 from collections.abc import Iterable
@@ -34,6 +32,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aka.contract.module_config import config_of, config_span
 from aka.errors import AkaError
 from aka.evaluate.outcomes import code_hash
 from aka.records import Attempt, read_attempts
@@ -186,34 +185,10 @@ def read_knowledge(path: Path | str) -> Knowledge:
 # -- code identity ----------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=64)
-def _config_span(source: str) -> tuple[int, int, dict[str, Any] | None] | None:
-    """(first line, last line, literal value or None) of the module-level CONFIG assignment; None
-    without one. Read once per source: a template is ~80 kB of Python, a tenth of a second to parse."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
-        return None
-    for node in body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CONFIG" for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                value = None
-            return node.lineno, node.end_lineno or node.lineno, dict(value) if isinstance(value, dict) else None
-    return None
-
-
-def config_of(source: str) -> dict[str, Any] | None:
-    """The source's module-level CONFIG literal, or None when it has none (or not a literal dict)."""
-    span = _config_span(source)
-    return None if span is None or span[2] is None else dict(span[2])
-
-
 def template_hash(source: str) -> str:
     """code_hash of the source without its CONFIG statement (the whole source when it has none): a
     rendered candidate and its template hash alike, whatever CONFIG each holds."""
-    span = _config_span(source)
+    span = config_span(source)
     if span is None:
         return code_hash(source)
     lines = source.splitlines(keepends=True)

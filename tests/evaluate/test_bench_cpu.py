@@ -66,6 +66,38 @@ def test_repeated_impl_gets_a_distinct_label():
     assert [r.name for r in refs] == ["baseline", "baseline#2"] and refs[0].path == refs[1].path
 
 
+def test_a_kernel_with_config_values_is_its_own_implementation():
+    """baseline+KEY=VALUE: parsed as the type of the value it replaces, run in a module of its own."""
+    op = get_op("fa4_decode")
+    names = ["baseline", "baseline+BLOCK_N=32+LAZY_RESCALE=true", "baseline+SPLIT_POLICY=target"]
+    refs, _ = resolve(op, names)
+    assert [r.name for r in refs] == names and refs[2].config == {"SPLIT_POLICY": "target"}
+    assert refs[0].config == {} and refs[1].config == {"BLOCK_N": 32, "LAZY_RESCALE": True}
+    case = op.cases("S1")[0]
+    inputs = op.inputs.make_inputs(case, 0, "cpu")
+    want = op.reference.reference(**inputs)[0]
+    plain, variant = prepare(refs[0], inputs), prepare(refs[1], inputs)
+    for call in (plain, variant):
+        out = call().double()
+        assert ((out - want).norm() / want.norm()).item() < 1e-2
+    from aka.evaluate.impls import module_of, variant_of
+
+    assert module_of(refs[0].path).CONFIG["BLOCK_N"] == 64  # the plain module keeps its value
+    assert variant_of(refs[1].path, refs[1].config).CONFIG["BLOCK_N"] == 32
+
+
+@pytest.mark.parametrize("name,error", [
+    ("baseline+BLOCK=32", r"no CONFIG key 'BLOCK'; its keys: .*BLOCK_N"),
+    ("baseline+BLOCK_N", r"'BLOCK_N' is not KEY=VALUE"),
+    ("baseline+BLOCK_N=wide", r"BLOCK_N=wide: the current value 64 is a int"),
+    ("baseline+LAZY_RESCALE=1", r"LAZY_RESCALE=1: the current value is False; write true or false"),
+    ("sdpa+BLOCK_N=32", r"CONFIG values apply to aka's kernels, not to the competitor 'sdpa'"),
+])
+def test_config_values_that_cannot_apply_are_one_line_errors(name, error):
+    with pytest.raises(ImplError, match=error):
+        resolve(get_op("fa4_decode"), [name])
+
+
 @pytest.mark.parametrize("op,shapes", [("fa4_prefill", ["S2", "E3", "E4"]), ("fa4_decode", ["S1", "S2", "E3"])])
 def test_sdpa_competitor_computes_the_op(op, shapes):
     """A competitor timed beside our kernels must compute the same function (float64 reference)."""

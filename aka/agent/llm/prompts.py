@@ -243,8 +243,9 @@ def lessons_text(ctx: Context) -> str:
 def measured_text(ctx: Context, run: dict[str, Any]) -> str:
     """What earlier GPU runs measured against this incumbent (or one it replaced) on this device model,
     from kernels/<op>/knowledge.json: so a model does not spend attempts re-measuring known losers."""
+    from aka.contract.module_config import config_of
     from aka.evaluate.outcomes import code_hash
-    from aka.knowledge.measured import config_of, knowledge_lines
+    from aka.knowledge.measured import knowledge_lines
 
     hw = ctx.hardware or {}
     timing = (run.get("baseline") or {}).get("rank_timing")
