@@ -150,6 +150,7 @@ class GateRecord(BaseModel):
     errors: dict[str, dict[str, dict[str, float | None]]] = Field(
         default_factory=dict, description="shape -> output -> worst round's rel_l2 and plain_rel_l2")
     skipped: str = Field("", description="why the gate did not run (timed first and too slow to promote)")
+    slow_shape: str = Field("", description="with skipped: the shape on which the timing stopped it")
 
 
 class BenchRecord(BaseModel):

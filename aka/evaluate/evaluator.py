@@ -23,17 +23,18 @@ from aka.evaluate import door
 from aka.evaluate.bench import BenchConfig
 from aka.evaluate.compstats import CompileStats
 from aka.evaluate.compstats import merge as merge_stats
+from aka.evaluate.gate import GateReport
 from aka.evaluate.gpulock import gpu_lock
 from aka.evaluate.outcomes import (
     BenchOutcome,
     CompareOutcome,
-    GateOutcome,
     StageOutcome,
     bench_outcome,
     compare_outcome,
     eager_medians,
-    gate_outcome,
+    gate_record,
 )
+from aka.records import GateRecord
 from aka.settings import OptimizeSettings
 
 
@@ -69,9 +70,9 @@ class Evaluator(Protocol):
     def device(self) -> dict[str, Any]: ...
     def check(self, source: str) -> StageOutcome: ...
     def compile(self, path: Path, cases: list[str] | None = None, stats: bool = True) -> StageOutcome: ...
-    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome: ...
+    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord: ...
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
-               shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]: ...
+               shapes: str, incumbent: Path | None = None) -> tuple[GateRecord, BenchOutcome | None]: ...
     def bench(self, path: Path, shapes: str, beside: Path | None = None,
               names: tuple[str, str] = ("candidate", "incumbent")) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
@@ -202,18 +203,18 @@ class RealEvaluator:
                                    self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
-    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
+    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:
         from aka.evaluate.gate import GRACE_S
 
         limit = self.timeout * max(1, rounds)
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
         ok, value, err = door.call("aka.evaluate.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
-        return gate_outcome(value) if ok else GateOutcome({}, err or "gate worker failed")
+        return gate_record(GateReport.model_validate(value)) if ok else GateRecord(error=err or "gate worker failed")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
-               shapes: str, incumbent: Path | None = None) -> tuple[GateOutcome, BenchOutcome | None]:
+               shapes: str, incumbent: Path | None = None) -> tuple[GateRecord, BenchOutcome | None]:
         if self._cuda_without_gpu(path):
-            return GateOutcome({}, "a CUDA candidate cannot be gated without a GPU (nvcc compile only here)"), None
+            return GateRecord(error="a CUDA candidate cannot be gated without a GPU (nvcc compile only here)"), None
         impls = [self._kernel("candidate", path)]
         if incumbent is not None and not self.interpreter:  # paired timing; the interpreter decides nothing
             impls.insert(0, self._kernel("incumbent", incumbent))
@@ -231,13 +232,13 @@ class RealEvaluator:
         ok, value, err = door.call("aka.evaluate.tasks:screen_worker", payload, self.timeout * 2 + 60,
                                    self.interpreter)
         if not ok:
-            return GateOutcome({}, err or "screen worker failed"), None
+            return GateRecord(error=err or "screen worker failed"), None
         bench = bench_outcome(value["bench"], self.rank) if value.get("bench") else None
         slow = (value.get("bench") or {}).get("slow_shape")
         self._time_first(slow)
         if value.get("gate_skipped"):
-            return GateOutcome({}, "", {"skipped": value["gate_skipped"], "slow_shape": slow or ""}), bench
-        return gate_outcome(value["gate"]), bench
+            return GateRecord(skipped=value["gate_skipped"], slow_shape=slow or ""), bench
+        return gate_record(GateReport.model_validate(value["gate"])), bench
 
     def _time_first(self, shape: str | None) -> None:
         """Later screens time this shape first: racing the instance that refused the last candidates

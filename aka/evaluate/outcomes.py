@@ -8,18 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aka.evaluate.bench import geomean
+from aka.evaluate.gate import GateReport
+from aka.evaluate.gate_checks import OutputCheck
+from aka.records import GateRecord
 
 
 @dataclass
 class StageOutcome:
     ok: bool
-    error: str = ""
-    detail: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class GateOutcome:
-    passed: dict[str, list[bool]]  # shape id -> pass per round
     error: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -129,35 +125,33 @@ def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
     return CompareOutcome(speedups, gm, noise, timing)
 
 
-def gate_outcome(report: dict[str, Any]) -> GateOutcome:
-    """Per shape, per round pass/fail from aka.evaluate.gate's GateReport (as a dict)."""
+def gate_record(report: GateReport) -> GateRecord:
+    """What the loop keeps of the checker's report: per shape, per round pass/fail, the verdict and the
+    worst errors; the one type of a gate verdict from here to the attempt log and promoted.json."""
     passed: dict[str, list[bool]] = {}
-    for shape in report.get("results", []):
-        rounds = [bool(r["ok"]) for r in shape.get("rounds", [])]
-        passed[shape["id"]] = rounds if rounds and shape["passed"] == all(rounds) else [bool(shape["passed"])]
-    error = "" if report.get("passed") else (report.get("reason") or report.get("summary") or "gate failed")
-    if report.get("passed") and not passed:
+    for shape in report.results:
+        rounds = [r.ok for r in shape.rounds]
+        passed[shape.id] = rounds if rounds and shape.passed == all(rounds) else [shape.passed]
+    error = "" if report.passed else (report.reason or report.summary or "gate failed")
+    if report.passed and not passed:
         error = "gate passed no shapes"
     # the worker's own report has no duration (the parent times the process): sum the rounds
-    seconds = report.get("duration_s") or sum(r.get("seconds", 0.0) for s in report.get("results", [])
-                                               for r in s.get("rounds", []))
-    detail = {"summary": report.get("summary", ""), "device": report.get("device", ""),
-              "rounds": report.get("n_rounds", 0), "seconds": round(seconds, 3), "errors": gate_errors(report)}
-    return GateOutcome(passed, error[:500], detail)
+    seconds = report.duration_s or sum(r.seconds for s in report.results for r in s.rounds)
+    return GateRecord(passed=passed, error=error[:500], summary=report.summary, device=report.device,
+                      rounds=report.n_rounds, seconds=round(seconds, 3), errors=gate_errors(report))
 
 
-def gate_errors(report: dict[str, Any]) -> dict[str, dict[str, dict[str, float | None]]]:
+def gate_errors(report: GateReport) -> dict[str, dict[str, dict[str, float | None]]]:
     """Per shape and output, the worst round's rel L2 against float64 beside the plain same-precision
     implementation's: the figures an engineer reads before trusting a promoted kernel."""
     out: dict[str, dict[str, dict[str, float | None]]] = {}
-    for shape in report.get("results", []):
-        worst: dict[str, dict[str, Any]] = {}
-        for r in shape.get("rounds", []):
-            for o in r.get("outputs", []):
-                key = (not o.get("ok", False), o.get("rel_l2") if o.get("rel_l2") is not None else float("inf"))
-                w = worst.get(o["name"])
-                if w is None or key > w["key"]:
-                    worst[o["name"]] = {"key": key, "rel_l2": o.get("rel_l2"), "plain_rel_l2": o.get("plain_rel_l2")}
+    for shape in report.results:
+        worst: dict[str, tuple[tuple[bool, float], OutputCheck]] = {}
+        for r in shape.rounds:
+            for o in r.outputs:
+                key = (not o.ok, o.rel_l2 if o.rel_l2 is not None else float("inf"))
+                if o.name not in worst or key > worst[o.name][0]:
+                    worst[o.name] = (key, o)
         if worst:
-            out[shape["id"]] = {n: {"rel_l2": w["rel_l2"], "plain_rel_l2": w["plain_rel_l2"]} for n, w in worst.items()}
+            out[shape.id] = {n: {"rel_l2": o.rel_l2, "plain_rel_l2": o.plain_rel_l2} for n, (_, o) in worst.items()}
     return out

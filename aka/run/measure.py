@@ -29,9 +29,9 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
         g, b = ev.screen(path, gate_stages[0], screen_rounds, settings.seed + 1000 * rec.n, bench_shapes,
                          incumbent=st.incumbent)
         rec.stage_s["screen"] = round(time.monotonic() - t0, 3)
-        if g.detail.get("skipped"):  # timed first and too slow to be promoted: no correctness verdict needed
-            rec.gate = GateRecord(skipped=g.detail["skipped"])
-            m.screen_refused, m.screen_slow_shape = g.detail["skipped"], g.detail.get("slow_shape", "")
+        if g.skipped:  # timed first and too slow to be promoted: no correctness verdict needed
+            rec.gate = GateRecord(skipped=g.skipped)
+            m.screen_refused, m.screen_slow_shape = g.skipped, g.slow_shape
         else:
             _gate_into(rec, m, g, gate_stages[0])
         if not rec.failed_stage and b is not None:
@@ -73,10 +73,10 @@ def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: S
     return rec
 
 
-def _gate_into(rec: Attempt, m: Measurements, g, sets: list[str]) -> None:
+def _gate_into(rec: Attempt, m: Measurements, g: GateRecord, sets: list[str]) -> None:
     m.gate.update(g.passed)
     m.gate_sets += sets
-    rec.gate = GateRecord(**{"sets": list(m.gate_sets), "passed": dict(m.gate), "error": g.error, **g.detail})
+    rec.gate = g.model_copy(update={"sets": list(m.gate_sets), "passed": dict(m.gate)})  # every set so far
     if g.error or not g.passed or not all(all(r) for r in g.passed.values()):
         rec.failed_stage, m.gate_error = "gate", g.error or "a shape failed"
 

@@ -70,9 +70,9 @@ class ToolBench:
         rounds = self.settings.cpu_gate_rounds if self.settings.interpreter else self.settings.gate_rounds
         g = self.ev.gate(self._write(source), [shapes], rounds, self.seed + self.calls)
         verdict = bool(g.passed) and not g.error and all(all(r) for r in g.passed.values())
-        head = (f"passed: {g.detail.get('summary') or f'{len(g.passed)} shapes'} ({rounds} rounds of fresh inputs)"
-                if verdict else f"failed: {g.error or g.detail.get('summary') or 'a shape failed'}")
-        return True, "\n".join([head, *first_errors(g.detail.get("errors") or {}, self.op.spec.tolerances)])
+        head = (f"passed: {g.summary or f'{len(g.passed)} shapes'} ({rounds} rounds of fresh inputs)"
+                if verdict else f"failed: {g.error or g.summary or 'a shape failed'}")
+        return True, "\n".join([head, *first_errors(g.errors, self.op.spec.tolerances)])
 
     def time(self, source: str, shapes: list[str]) -> tuple[bool, str]:
         if self.settings.interpreter:

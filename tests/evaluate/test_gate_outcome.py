@@ -1,6 +1,12 @@
-"""aka.evaluate.outcomes.gate_outcome: what the loop keeps of a gate report (and promoted.json shows)."""
+"""aka.evaluate.outcomes.gate_record: what the loop keeps of a gate report (and promoted.json shows)."""
 
-from aka.evaluate.outcomes import gate_outcome
+from aka.evaluate.gate import GateReport
+from aka.evaluate.outcomes import gate_record
+
+
+def gate_outcome(report: dict):
+    """The checker's report as it crosses the process boundary (JSON), read back as the parent does."""
+    return gate_record(GateReport.model_validate({"op": "gdn_prefill", "kernel": "k.py", **report}))
 
 
 def _round(i, ok, o_rel, s_rel, seconds=1.5):
@@ -16,10 +22,10 @@ def test_worst_round_errors_and_summed_seconds_are_kept():
                           {"id": "G2", "passed": True, "rounds": [_round(0, True, 3.7e-3, 3.2e-3)]}]}
     g = gate_outcome(report)
     assert g.passed == {"G1": [True, True], "G2": [True]} and not g.error
-    assert g.detail["errors"]["G1"] == {"o": {"rel_l2": 4.1e-3, "plain_rel_l2": 3.6e-3},
+    assert g.errors["G1"] == {"o": {"rel_l2": 4.1e-3, "plain_rel_l2": 3.6e-3},
                                         "final_state": {"rel_l2": 3.1e-3, "plain_rel_l2": 3.0e-3}}
-    assert g.detail["errors"]["G2"]["o"]["rel_l2"] == 3.7e-3
-    assert g.detail["seconds"] == 4.5  # the worker reports no duration of its own
+    assert g.errors["G2"]["o"]["rel_l2"] == 3.7e-3
+    assert g.seconds == 4.5  # the worker reports no duration of its own
 
 
 def test_a_failing_round_is_the_worst_even_with_a_smaller_error():
@@ -28,13 +34,13 @@ def test_a_failing_round_is_the_worst_even_with_a_smaller_error():
                                                                      _round(1, False, 5e-3, 3e-3)]}]}
     g = gate_outcome(report)
     assert g.passed == {"G1": [True, False]} and g.error == "G1: o off"
-    assert g.detail["errors"]["G1"]["o"]["rel_l2"] == 5e-3
+    assert g.errors["G1"]["o"]["rel_l2"] == 5e-3
 
 
 def test_a_parent_measured_duration_wins():
     report = {"passed": True, "n_rounds": 1, "duration_s": 12.0,
               "results": [{"id": "S1", "passed": True, "rounds": [_round(0, True, 1e-3, 1e-3)]}]}
-    assert gate_outcome(report).detail["seconds"] == 12.0
+    assert gate_outcome(report).seconds == 12.0
 
 
 def test_bench_outcome_reads_the_incumbent_timed_beside_the_candidate():

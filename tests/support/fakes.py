@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.outcomes import BenchOutcome, CompareOutcome, GateOutcome, StageOutcome
+from aka.evaluate.outcomes import BenchOutcome, CompareOutcome, StageOutcome
+from aka.records import GateRecord
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,11 +66,11 @@ class FakeEvaluator:
         ok = marks(Path(path).read_text()).get("compile") != "fail"
         return StageOutcome(ok, "" if ok else "SyntaxError: fake")
 
-    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateOutcome:
+    def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:
         self.calls.append("gate:" + "+".join(sets))
         fail = marks(Path(path).read_text()).get("gate") == "fail"
         passed = {c.id: [not fail] * rounds for s in sets for c in self.op.cases(s)}
-        return GateOutcome(passed, "S1: rel_l2 3e-1 > 1e-2" if fail else "")
+        return GateRecord(passed=passed, error="S1: rel_l2 3e-1 > 1e-2" if fail else "")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int, shapes: str, incumbent: Path | None = None):
         time.sleep(self.screen_delay_s)
