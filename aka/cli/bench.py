@@ -21,12 +21,13 @@ from rich.table import Table
 from aka.contract.ops import get_op
 from aka.errors import AkaError
 from aka.evaluate import door
-from aka.evaluate.bench import NOT_REPRESENTATIVE, geomean
+from aka.evaluate.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
 from aka.evaluate.impls import resolve
 from aka.evaluate.outcomes import host_cost
 
 console = Console()
 WORKER = "aka.evaluate.verify:bench_worker"
+TIMEOUT_S = 1800.0  # the full set with fla autotuning every new head layout on a fresh machine: minutes
 
 
 class BenchRunError(AkaError):
@@ -203,8 +204,10 @@ def bench(
                                 "(CUDA-graph replay, launch gaps removed) [default: the op's rank_timing]"),
     time_cap: float = typer.Option(None, "--time-cap", metavar="SECONDS", min=0.05,
                                    help="seconds of sampling per implementation, shape and timing kind before "
-                                        "the median is taken as it stands [GPU default: 3.0]"),
-    timeout: float = typer.Option(1800.0, "--timeout", metavar="SECONDS", help="seconds before the worker is killed"),
+                                        "the median is taken as it stands "
+                                        f"[GPU default: {BenchConfig.model_fields['time_cap_s'].default}]"),
+    timeout: float = typer.Option(TIMEOUT_S, "--timeout", metavar="SECONDS",
+                                  help="seconds before the worker is killed"),
 ) -> None:
     """Time implementations of an op side by side: per shape time, speedup and roofline fraction.
 

@@ -159,7 +159,8 @@ def optimize(
     profile: bool = option(OptimizeSettings, "profile", "--profile/--no-profile"),
     gpus: int = typer.Option(None, "--gpus", metavar="N", min=1,
                              help="candidates measured at once, one GPU each, on Ray workers of this machine "
-                                  "(aka[ray]; on CPU: interpreter workers) [default: 1, no Ray]"),
+                                  "(aka[ray]; on CPU: interpreter workers) "
+                                  f"[default: {OptimizeSettings.model_fields['gpus'].default}, no Ray]"),
     record_knowledge: bool = typer.Option(
         False, "--record-knowledge", help="commit kernels/OP/knowledge.json at the end (what each structure and "
         "value measured against the incumbent on this GPU; every run writes it, promotions commit it)"),

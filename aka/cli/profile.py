@@ -15,6 +15,7 @@ from aka.evaluate.compstats import INTERPRETER, CompileStats, format_table
 from aka.evaluate.impls import checked_kernel
 from aka.knowledge.evidence import as_prompt, evidence_for_plan
 from aka.knowledge.ncu_report import ProfileSummary
+from aka.knowledge.profile import TIMEOUT_S as PROFILE_TIMEOUT_S
 from aka.knowledge.profile import needs_gpu_message, run_profile
 
 console = Console()
@@ -66,7 +67,7 @@ def profile(
     ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="use Nsight Compute (else the torch profiler only)"),
     keep: Annotated[Path | None, typer.Option("--keep", metavar="DIR",
                                               help="keep ncu's report, CSV and logs in this folder")] = None,
-    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS",
+    timeout: float = typer.Option(PROFILE_TIMEOUT_S, "--timeout", metavar="SECONDS",
                                   help="seconds for the worker and for ncu, each"),
 ) -> None:
     """Profile one shape: per-kernel duration, throughput vs peak, occupancy, stalls, L2, bank conflicts.

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from aka.contract.ops import all_ops, get_op, project_root
 from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
-from aka.report.regress import RegressError, parse_threshold
+from aka.report.regress import GATE_ROUNDS, RegressError, parse_threshold
 
 console = Console()
 
@@ -23,7 +23,7 @@ def regress(
     junit: str = typer.Option(None, "--junit", metavar="FILE",
                               help="write JUnit XML here (one testcase per op x shape x check)"),
     json_out: str = typer.Option(None, "--json", metavar="FILE", help="write the full outcome as JSON here"),
-    rounds: int = typer.Option(2, "--gate-rounds", metavar="N", min=1,
+    rounds: int = typer.Option(GATE_ROUNDS, "--gate-rounds", metavar="N", min=1,
                                help="gate rounds per shape (fresh inputs each)"),
     no_record: bool = typer.Option(False, "--no-record", help="on a new device model, do not write promoted.json"),
     timeout: float = typer.Option(GATE_TIMEOUT_S, "--timeout", metavar="SECONDS", help="seconds per worker call"),

@@ -19,6 +19,7 @@ from aka.knowledge.wiki_stats import card_stats, ordered, run_logs
 from aka.wiki import check_wiki, get_card, load_wiki, rank, retrieve, wiki_dir
 
 console = Console()
+ROWS = 10  # search hits shown
 wiki_app = typer.Typer(help="The GPU wiki: hardware pages, technique cards, anti-patterns.", no_args_is_help=True)
 
 
@@ -31,7 +32,7 @@ def search(
     tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="boost cards with this tag (repeatable)")] = None,
     budget: int | None = typer.Option(None, metavar="CHARS",
                                       help="keep only what fits in this many prompt characters"),
-    limit: int = typer.Option(10, metavar="N", help="rows to show"),
+    limit: int = typer.Option(ROWS, metavar="N", help="rows to show"),
 ) -> None:
     """Rank cards for a query (BM25 over title, tags, body; filtered by op and arch).
 

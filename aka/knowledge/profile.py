@@ -35,6 +35,8 @@ from aka.knowledge.ncu_report import (
     short_name,
 )
 
+TIMEOUT_S = 600.0  # `aka profile`: seconds for the worker and for ncu, each (a loop's profile has its own cap)
+
 
 class NcuResult(BaseModel):
     ok: bool
@@ -135,7 +137,7 @@ def needs_gpu_message() -> str:
             " run `aka profile` on the GPU machine")
 
 
-def run_profile(op, kernel: Path, shape: str, *, timeout: float = 600.0, workdir: Path | None = None,
+def run_profile(op, kernel: Path, shape: str, *, timeout: float = TIMEOUT_S, workdir: Path | None = None,
                 use_ncu: bool = True) -> ProfileSummary:
     """Profile ``kernel`` on one shape: compile stats + torch profiler in a worker, then ncu.
 

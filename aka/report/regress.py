@@ -31,6 +31,8 @@ from aka.run import gitops
 
 EXIT_OK, EXIT_CORRECTNESS, EXIT_PERFORMANCE = 0, 1, 2
 
+GATE_ROUNDS = 2  # nightly: two rounds of fresh inputs per shape (the cached-result check needs two)
+
 
 class RegressError(AkaError):
     """Bad arguments to `aka regress` (threshold, op list)."""
@@ -257,7 +259,7 @@ def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -
 class WorkerMeasurer:
     """The real stages: aka.evaluate.gate's worker and aka.evaluate.bench_worker, each in a fresh process."""
 
-    def __init__(self, timeout_s: float = GATE_TIMEOUT_S, rounds: int = 2, interpreter: bool | None = None):
+    def __init__(self, timeout_s: float = GATE_TIMEOUT_S, rounds: int = GATE_ROUNDS, interpreter: bool | None = None):
         import torch
 
         self.timeout = timeout_s

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -154,3 +155,29 @@ def test_optimize_reads_its_defaults_and_help_from_the_settings():
         assert params[param].default == field.default, param
         assert params[param].help == field.description, param
     assert params["cpu_gate"].default == ",".join(OptimizeSettings.model_fields["cpu_gate_sets"].default_factory())
+
+
+def test_no_cli_option_states_a_number_of_its_own():
+    """Each default stated once (issue 41): a number an option defaults to, or that its help calls the
+    default, comes from a named constant or a settings field, never a literal in aka/cli/."""
+    import ast
+
+    cli = Path(__file__).resolve().parents[2] / "aka" / "cli"
+    found = []
+    for path in sorted(cli.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("Option", "Argument"):
+                first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "default"),
+                                                             None)
+                if isinstance(first, ast.Constant) and type(first.value) in (int, float):
+                    found.append(f"{path.name}:{node.lineno}: default {first.value!r}")
+            if isinstance(node, ast.arguments):  # Annotated[..., typer.Option(...)] = default
+                for arg, default in zip(node.args[len(node.args) - len(node.defaults):], node.defaults):
+                    if isinstance(default, ast.Constant) and type(default.value) in (int, float) \
+                            and "typer" in ast.unparse(arg.annotation or ast.Constant(None)):
+                        found.append(f"{path.name}:{default.lineno}: {arg.arg} = {default.value!r}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and re.search(r"default:? [0-9]", node.value):
+                found.append(f"{path.name}:{node.lineno}: help states {node.value!r}")
+    assert not found, found
