@@ -227,6 +227,93 @@ class Attempt(BaseModel):
         return json.dumps(self.model_dump(mode="json"), default=str, separators=(",", ":"))
 
 
+# -- a run's own record: runs/<op>/<run-id>/run.json ---------------------------------------------
+
+
+class RunDevice(BaseModel):
+    """What the run measures on (aka.hardware.device_record)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = Field("", description="the device model; '' in a record made before the set-up knew it")
+    interpreter: bool = False
+    sms: int = 0
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+
+
+class IncumbentGate(BaseModel):
+    sets: list[str] = Field(default_factory=list)
+    ok: bool = True
+    error: str = ""
+
+
+class RunBaseline(BaseModel):
+    """The figures the set-up pays for once: the incumbent and the baseline timed side by side, the
+    incumbent's gate and compile statistics, the competitors where they were timed."""
+
+    model_config = ConfigDict(extra="allow")
+    rank_timing: str | None = Field(None, description="graph or eager: the timing candidates are ranked on "
+                                    "(None: a record before the field, eager)")
+    shapes: str = Field("", description="the bench shape set")
+    hash: str | None = Field(None, description="code_hash of the baseline")
+    timing: str = Field("", description="gpu or interpreter")
+    incumbent_compile: dict[str, JsonValue] | None = None
+    incumbent_gate: IncumbentGate | None = None
+    incumbent_roofline: dict[str, float] = Field(default_factory=dict)
+    incumbent_us: dict[str, float] = Field(default_factory=dict)
+    incumbent_host_us: dict[str, float] = Field(default_factory=dict)
+    baseline_us: dict[str, float] = Field(default_factory=dict)
+    baseline_host_us: dict[str, float] = Field(default_factory=dict)
+    competitors_us: dict[str, dict[str, float]] = Field(default_factory=dict)
+    competitors_notes: list[str] = Field(default_factory=list)
+    competitors_deferred: str | None = Field(None, description="cache key of competitors timed after the candidates")
+
+
+class RunIncumbent(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    label: str = "incumbent"
+    path: str = ""
+    hash: str = ""
+    standing: dict[str, JsonValue] | None = Field(None, description="geomean, shapes and from: where it came from")
+
+
+class RunPromotion(BaseModel):
+    n: int
+    commit: str | None = None
+
+
+class RunRecord(BaseModel):
+    """run.json. Every field is optional so that runs written by earlier versions (and tests' minimal
+    ones) read back; keys a later version adds are kept. Written with the fields that were set."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str = ""
+    op: str = ""
+    started: str = ""
+    status: str = ""
+    settings: dict[str, JsonValue] = Field(default_factory=dict, description="OptimizeSettings, as dumped")
+    device: RunDevice = Field(default_factory=RunDevice)
+    baseline: RunBaseline = Field(default_factory=RunBaseline)
+    incumbent: RunIncumbent = Field(default_factory=RunIncumbent)
+    promoted_at_start: str | None = None
+    lessons: list[str] = Field(default_factory=list)
+    promotions: list[RunPromotion] = Field(default_factory=list)
+    profile: dict[str, JsonValue] | None = None
+    summary: dict[str, JsonValue] = Field(default_factory=dict)
+    workers: list[JsonValue] = Field(default_factory=list, description="Ray runs: the device of each worker")
+    placements: list[JsonValue] = Field(default_factory=list, description="Ray runs: which worker measured what")
+    worker_events: list[JsonValue] = Field(default_factory=list)
+    setup_steps: dict[str, float] = Field(default_factory=dict)
+    setup_s: float = 0.0
+    error: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json", exclude_unset=True), indent=2, default=str) + "\n"
+
+
 # -- what a promotion records: kernels/<op>/promoted.json ---------------------------------------
 
 
@@ -325,6 +412,22 @@ def find_run(runs_root: Path, run_id: str) -> Path:
             raise AmbiguousRunError(f"run id '{run_id}' is ambiguous: {len(hits)} runs start with it ({shown}); "
                                     "type more of the id")
     raise UnknownRunError(f"unknown run '{run_id}'; `aka runs` lists the runs under {runs_root}")
+
+
+class RunRecordError(AkaError):
+    """A run.json that cannot be read as a run's record."""
+
+
+def read_run_record(run_dir: Path) -> RunRecord:
+    """runs/<op>/<run-id>/run.json as a RunRecord."""
+    path = run_dir / "run.json"
+    try:
+        return RunRecord.model_validate_json(path.read_text())
+    except OSError as exc:
+        raise RunRecordError(f"{path}: {exc.strerror}; the run directory is incomplete") from None
+    except ValidationError as exc:
+        raise RunRecordError(f"{path} is not a run record ({_first(exc)}); restore it from a backup or remove "
+                             "the run directory") from None
 
 
 def read_attempts(run_dir: Path) -> list[Attempt]:

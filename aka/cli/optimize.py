@@ -190,12 +190,12 @@ def optimize(
     runs_root = project_root() / "runs"
     if resume:
         store = RunStore.open(runs_root, resume)
-        stored = OptimizeSettings.model_validate(store.read_run()["settings"])
+        stored = OptimizeSettings.model_validate(store.read_run().settings)
         settings = resumed_settings(stored, budget, max_time, gpus, cluster)
         if settings != stored:  # kept, so `aka show` and a later resume see the limits the run now has
             store.update_run(settings=settings.model_dump())
         the_op = get_op(settings.op)
-        if store.read_run().get("status") == "setting up":  # killed during its set-up: no baseline figures
+        if store.read_run().status == "setting up":  # killed during its set-up: no baseline figures
             raise AkaError(f"run {resume} stopped during its set-up, before its baseline was measured: nothing to "
                            f"resume; start a new run (aka optimize {settings.op})")
     else:
@@ -329,14 +329,12 @@ def default_tools(backend: str, base_url: str | None, runs_root=None, replay_fro
     compatible server (vLLM, SGLang, Ollama) refuses tool calls unless started with a tool parser,
     so there they are opt-in (--tools). Replay asks as the recorded run asked."""
     if backend == "replay" and replay_from and runs_root is not None:
-        import json
-
-        from aka.records import find_run
+        from aka.records import find_run, read_run_record
 
         try:
-            run = json.loads((find_run(runs_root, replay_from) / "run.json").read_text())
-            return bool(run["settings"]["llm"].get("tools", True))
-        except (AkaError, OSError, KeyError, ValueError):
+            run = read_run_record(find_run(runs_root, replay_from))
+            return bool(run.settings["llm"].get("tools", True))
+        except (AkaError, KeyError, AttributeError, TypeError):
             return True  # the replay backend itself says what is wrong with --from
     return not (backend == "openai" and base_url)
 

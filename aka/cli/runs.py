@@ -16,7 +16,7 @@ from rich.table import Table
 from aka.cli.show_attempt import ATTEMPT_HELP, show_attempt
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError
-from aka.records import Attempt, find_run, read_attempts
+from aka.records import Attempt, RunRecord, find_run, read_attempts, read_run_record
 from aka.run import gitops
 from aka.run.store import list_runs
 from aka.settings import OptimizeSettings
@@ -106,25 +106,24 @@ def settings_text(s: OptimizeSettings) -> str:
             f"{'commit' if s.commit else 'no commit'}; prepare ahead {s.prepare_ahead}")
 
 
-def _standing(run: dict[str, Any], attempts: list[Attempt], summary: dict[str, Any]) -> tuple[Any, str]:
+def _standing(run: RunRecord, attempts: list[Attempt], summary: dict[str, Any]) -> tuple[Any, str]:
     """Best score and incumbent from the log when the run recorded no summary (killed, crashed, older runs)."""
     scores = [a.score for a in attempts if a.score is not None]
     best = summary["best_score"] if "best_score" in summary else max(scores, default=None)
     promoted = [a for a in attempts if a.promoted]
-    label = f"candidate {promoted[-1].n}" if promoted else (run.get("incumbent") or {}).get("label", "?")
+    label = f"candidate {promoted[-1].n}" if promoted else run.incumbent.label
     return best, summary.get("incumbent") or label
 
 
-def _stopped(run: dict[str, Any], summary: dict[str, Any]) -> str:
+def _stopped(run: RunRecord, summary: dict[str, Any]) -> str:
     if summary.get("stop_reason"):
         return summary["stop_reason"]
-    err = run.get("error")
-    return f"{run.get('status')} ({err})" if err else str(run.get("status"))
+    return f"{run.status} ({run.error})" if run.error else run.status
 
 
-def workers_line(run: dict[str, Any]) -> str:
+def workers_line(run: RunRecord) -> str:
     """A Ray run's workers: how many, on what, where, and the ones lost."""
-    ws, events = run["workers"], run.get("worker_events") or []
+    ws, events = run.workers, run.worker_events
     kinds = sorted({w["name"] for w in ws})
     nodes = sorted({w.get("node", "?") for w in ws})
     text = (f"measured on {len(ws)} Ray worker{'s' if len(ws) != 1 else ''} ({', '.join(kinds)}; "
@@ -136,55 +135,54 @@ def workers_line(run: dict[str, Any]) -> str:
 
 
 def print_summary(run_dir: Path, summary: dict[str, Any] | None = None, show_settings: bool = False) -> None:
-    run = json.loads((run_dir / "run.json").read_text())
+    run = read_run_record(run_dir)
     attempts = read_attempts(run_dir)
-    summary = summary or run.get("summary") or {}
-    console.print(attempts_table(attempts, f"{run['op']} run {run['run_id']} on {run['device'].get('name')}"))
-    base = run["baseline"]
-    timing = base.get("timing", "?")
+    summary = summary or run.summary
+    console.print(attempts_table(attempts, f"{run.op} run {run.run_id} on {run.device.name or '?'}"))
+    base = run.baseline
+    timing = base.timing or "?"
     best, incumbent = _standing(run, attempts, summary)
     lines = [
-        f"shapes timed: {base.get('shapes')} ({timing} timings"
+        f"shapes timed: {base.shapes} ({timing} timings"
         + (", not representative)" if timing != "gpu" else
-           ", ranked on CUDA-graph replay)" if base.get("rank_timing") == "graph" else ")"),
-        "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base["baseline_us"].items()),
+           ", ranked on CUDA-graph replay)" if base.rank_timing == "graph" else ")"),
+        "baseline: " + ", ".join(f"{s} {t:.0f} µs" for s, t in base.baseline_us.items()),
         *host_lines(run),
         *pace_lines(run, attempts),
         f"stopped: {escape(_stopped(run, summary))}; {len(attempts)} attempts, "
-        f"{summary.get('elapsed_s', round(run.get('setup_s', 0) + sum(a.duration_s for a in attempts)))} s, "
+        f"{summary.get('elapsed_s', round(run.setup_s + sum(a.duration_s for a in attempts)))} s, "
         f"{summary.get('tokens', sum(a.tokens for a in attempts))} tokens{usage_text(attempts)}",
         f"best candidate vs baseline: {ratio_text(best)}; incumbent now: {incumbent}",
     ]
-    settings = OptimizeSettings.model_validate(run["settings"])
+    settings = OptimizeSettings.model_validate(run.settings)
     if show_settings:
         lines.insert(0, escape(settings_text(settings)))
     if settings.interpreter:
         lines.insert(0, cpu_note(settings))
-    g = base.get("incumbent_gate") or {}
-    if g and not g.get("ok"):
-        lines.append(f"[red]the incumbent itself fails the gate on {'+'.join(g['sets'])}: "
-                     f"{escape(g['error'][:160])}; candidates sharing its numerics cannot pass "
+    g = base.incumbent_gate
+    if g is not None and not g.ok:
+        lines.append(f"[red]the incumbent itself fails the gate on {'+'.join(g.sets)}: "
+                     f"{escape(g.error[:160])}; candidates sharing its numerics cannot pass "
                      "(check the kernel or the tolerances)[/red]")
-    for p in run.get("promotions", []):
-        lines.append(f"promoted attempt {p['n']}" + (f" in commit {p['commit'][:10]}" if p.get("commit") else
-                                                    " (written, not committed)"))
-    if not run.get("promotions"):
+    for p in run.promotions:
+        lines.append(f"promoted attempt {p.n}" + (f" in commit {p.commit[:10]}" if p.commit else
+                                                 " (written, not committed)"))
+    if not run.promotions:
         lines.append(f"nothing promoted: {escape(_tally(attempts))}")
-    if run.get("workers"):
+    if run.workers:
         lines.append(escape(workers_line(run)))
     lines += [escape(x) for x in llm_lines(attempts, calls=show_settings)]
     console.print(Panel("\n".join(lines), title="summary"))
 
 
-def host_lines(run: dict[str, Any]) -> list[str]:
+def host_lines(run: RunRecord) -> list[str]:
     """The incumbent's host cost per call (eager minus graph replay) beside its target: a figure of its
     own, never part of the ranking."""
-    base = run["baseline"]
-    host = base.get("incumbent_host_us") or {}
+    host = run.baseline.incumbent_host_us
     if not host:
         return []
     try:
-        target = get_op(run["op"]).spec.host_target_us
+        target = get_op(run.op).spec.host_target_us
     except AkaError:
         target = None
     over = [s for s, h in host.items() if target is not None and h > target]
@@ -194,17 +192,17 @@ def host_lines(run: dict[str, Any]) -> list[str]:
             + ", ".join(f"{s} {h:.0f}" for s, h in host.items()) + f" µs{verdict}"]
 
 
-def pace_lines(run: dict[str, Any], attempts: list[Attempt]) -> list[str]:
+def pace_lines(run: RunRecord, attempts: list[Attempt]) -> list[str]:
     """How long the set-up and the candidates took: the first finished candidate after the start (of the
     command, for runs set up by `aka optimize`), and the median wall time per candidate (time since the
     previous record)."""
     if not attempts:
-        return [f"set-up {run.get('setup_s', 0):.0f} s, no candidate finished"]
+        return [f"set-up {run.setup_s:.0f} s, no candidate finished"]
     import statistics
 
-    first = run.get("setup_s", 0) + attempts[0].duration_s
+    first = run.setup_s + attempts[0].duration_s
     med = statistics.median(a.duration_s for a in attempts)
-    return [f"set-up {run.get('setup_s', 0):.0f} s; first candidate finished {first:.0f} s after the start; "
+    return [f"set-up {run.setup_s:.0f} s; first candidate finished {first:.0f} s after the start; "
             f"median {med:.1f} s per candidate over {len(attempts)}"]
 
 
@@ -330,17 +328,18 @@ def _runs_table(rows: list[dict[str, Any]], cols: list[str], left_out: list[str]
 
 
 def show_json(run_dir: Path) -> dict[str, Any]:
-    run = json.loads((run_dir / "run.json").read_text())
+    run = read_run_record(run_dir)
     attempts = read_attempts(run_dir)
-    summary = run.get("summary") or {}
+    summary = run.summary
     best, incumbent = _standing(run, attempts, summary)
-    base = run.get("baseline") or {}
+    stored = run.model_dump(mode="json", exclude_unset=True)  # as run.json holds it
+    base = stored.get("baseline") or {}
     return {
-        "run_id": run["run_id"], "op": run["op"], "status": run.get("status"), "started": run.get("started"),
-        "device": run.get("device"), "settings": run.get("settings"),
+        "run_id": run.run_id, "op": run.op, "status": stored.get("status"), "started": stored.get("started"),
+        "device": stored.get("device"), "settings": stored.get("settings"),
         "baseline": {k: base.get(k) for k in ("timing", "shapes", "baseline_us", "incumbent_us")},
         "stopped": _stopped(run, summary), "fault": summary.get("fault"), "best_score": best,
-        "incumbent": incumbent, "promotions": run.get("promotions", []),
+        "incumbent": incumbent, "promotions": stored.get("promotions", []),
         "attempts": [{"n": a.n, "stage": a.failed_stage or ("bench" if a.bench else "done"),
                       "plan": a.plan.model_dump() if a.plan else None, "vs_baseline": a.score,
                       "vs_incumbent": a.bench.vs_incumbent if a.bench else None, "tokens": a.tokens,

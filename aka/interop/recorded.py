@@ -18,7 +18,6 @@ the same model.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from aka.evaluate.outcomes import code_hash
-from aka.records import GateRecord, Promoted
+from aka.records import GateRecord, Promoted, RunRecordError, read_run_record
 from aka.run import gitops
 
 LIBS = ("torch", "triton", "cuda", "driver", "python")
@@ -113,26 +112,26 @@ def from_runs(runs_root: Path, op: str, source: str) -> tuple[list[Measurement],
     interpreted = 0
     for run_json in sorted(runs_root.glob(f"{op}/*/run.json"), reverse=True):
         try:
-            info = json.loads(run_json.read_text())
-        except (OSError, json.JSONDecodeError):
+            info = read_run_record(run_json.parent)
+        except RunRecordError:
             continue
-        base, dev = info.get("baseline") or {}, info.get("device") or {}
-        if (info.get("incumbent") or {}).get("hash") != h or not base.get("incumbent_us"):
+        base, dev = info.baseline, info.device
+        if info.incumbent.hash != h or not base.incumbent_us:
             continue
-        if base.get("timing") != "gpu" or dev.get("interpreter"):
+        if base.timing != "gpu" or dev.interpreter:
             interpreted += 1
             continue
-        if not (base.get("incumbent_gate") or {}).get("ok", True) or dev.get("name") in out:
+        gate = base.incumbent_gate
+        if (gate is not None and not gate.ok) or dev.name in out:
             continue
         run_id = run_json.parent.name
-        out[dev["name"]] = Measurement(
+        out[dev.name] = Measurement(
             source=f"run {run_id}: the incumbent's timing before its first attempt (runs/{op})",
-            device=dev["name"], libs=_libs(dev), timestamp=info.get("started") or _iso_from_run_id(run_id),
-            times_us=base["incumbent_us"], timing=_timing(base.get("rank_timing")),
-            host_us=base.get("incumbent_host_us") or {},
-            speedup_vs_baseline={s: base["baseline_us"][s] / t for s, t in base["incumbent_us"].items()
-                                 if (base.get("baseline_us") or {}).get(s) and t},
-            gate_sets=list((base.get("incumbent_gate") or {}).get("sets") or []))
+            device=dev.name, libs=_libs(dev), timestamp=info.started or _iso_from_run_id(run_id),
+            times_us=base.incumbent_us, timing=_timing(base.rank_timing), host_us=base.incumbent_host_us,
+            speedup_vs_baseline={s: base.baseline_us[s] / t for s, t in base.incumbent_us.items()
+                                 if base.baseline_us.get(s) and t},
+            gate_sets=list(gate.sets) if gate is not None else [])
     notes = [f"{interpreted} run(s) timed this kernel in the CPU interpreter only: not representative, not exported"
              ] if interpreted else []
     return list(out.values()), notes

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from aka.records import Attempt
+from aka.records import Attempt, RunBaseline, RunRecord
 from aka.settings import OptimizeSettings
 
 CPU_NOTE = "no profile: CPU interpreter"
@@ -34,18 +34,18 @@ class RunRecords(Protocol):
     def update_run(self, **fields: Any) -> None: ...
 
 
-def worst_shape(baseline: dict[str, Any]) -> str:
+def worst_shape(baseline: RunBaseline) -> str:
     """The shape furthest from its roofline; without fractions (no calibration), the slowest one."""
-    fracs = baseline.get("incumbent_roofline") or {}
+    fracs = baseline.incumbent_roofline
     if fracs:
         return min(fracs, key=lambda s: (fracs[s], s))
-    times = baseline["incumbent_us"]
+    times = baseline.incumbent_us
     return max(times, key=lambda s: (times[s], s))
 
 
-def slowest_shapes(baseline: dict[str, Any], k: int, exclude: str = "") -> list[str]:
+def slowest_shapes(baseline: RunBaseline, k: int, exclude: str = "") -> list[str]:
     """The k shapes where the incumbent takes longest, the profiled one left out."""
-    times = baseline.get("incumbent_us") or {}
+    times = baseline.incumbent_us
     return [s for s in sorted(times, key=lambda s: (-times[s], s)) if s != exclude][:k]
 
 
@@ -61,10 +61,10 @@ DEFERRED_NOTE = ("profile deferred: taken after the candidates, never before the
                  "next run of this kernel on this device")
 
 
-def profile_key(run: dict[str, Any]) -> str:
+def profile_key(run: RunRecord) -> str:
     """What a cached profile is valid for: the incumbent's code on this device model and software."""
-    dev = run.get("device") or {}
-    what = [run["incumbent"]["hash"], *(str(dev.get(k, "")) for k in ("name", "driver", "cuda", "torch", "triton"))]
+    dev = run.device
+    what = [run.incumbent.hash, *(str(getattr(dev, k) or "") for k in ("name", "driver", "cuda", "torch", "triton"))]
     return hashlib.sha256("|".join(what).encode()).hexdigest()[:16]
 
 
@@ -86,7 +86,7 @@ def profile_incumbent(store: RunRecords, op, settings: OptimizeSettings,
     cached. The ncu profile costs ~60-150 s on the H200; before the first candidate it held every new
     run up by that much (issue 36), so it is never taken there."""
     run = store.read_run()
-    have = run.get("profile")
+    have = run.profile
     if have is not None and not (now and have.get("deferred")):
         return have
     if settings.interpreter:
@@ -108,18 +108,18 @@ def profile_incumbent(store: RunRecords, op, settings: OptimizeSettings,
     return rec
 
 
-def _take(run: dict[str, Any], op, settings: OptimizeSettings, profiler: Callable[..., Any] | None) -> dict[str, Any]:
+def _take(run: RunRecord, op, settings: OptimizeSettings, profiler: Callable[..., Any] | None) -> dict[str, Any]:
     if profiler is None:
         from aka.knowledge.profile import run_profile as profiler
-    shape, t0 = worst_shape(run["baseline"]), time.monotonic()
-    path = Path(run["incumbent"]["path"])
-    rec = {"shape": shape, "hash": run["incumbent"]["hash"], "summary": None, "note": "", "kernel_times": {}}
+    shape, t0 = worst_shape(run.baseline), time.monotonic()
+    path = Path(run.incumbent.path)
+    rec = {"shape": shape, "hash": run.incumbent.hash, "summary": None, "note": "", "kernel_times": {}}
     try:
         rec["summary"] = profiler(op, path, shape, timeout=settings.profile_timeout_s).model_dump()
     except Exception as exc:  # ProfileError, an ncu or worker surprise: the run goes on without it
         rec["note"] = f"no profile: {type(exc).__name__}: {exc}"[:300]
     # where the time goes on the slowest shapes: kernel durations only (torch profiler, seconds each)
-    for slow in slowest_shapes(run["baseline"], settings.profile_slow_shapes, exclude=shape):
+    for slow in slowest_shapes(run.baseline, settings.profile_slow_shapes, exclude=shape):
         try:
             summ = profiler(op, path, slow, timeout=settings.profile_timeout_s, use_ncu=False)
             rec["kernel_times"][slow] = kernel_times(summ.kernels)
@@ -129,7 +129,7 @@ def _take(run: dict[str, Any], op, settings: OptimizeSettings, profiler: Callabl
     return rec
 
 
-def incumbent_evidence(run: dict[str, Any], history: list[Attempt]) -> list[dict[str, Any]]:
+def incumbent_evidence(run: RunRecord, history: list[Attempt]) -> list[dict[str, Any]]:
     """Evidence items (aka.knowledge.evidence.Evidence dicts) about the current incumbent.
 
     The starting incumbent: its profile (which carries its compile stats), else the compile stats
@@ -141,16 +141,16 @@ def incumbent_evidence(run: dict[str, Any], history: list[Attempt]) -> list[dict
     from aka.knowledge.ncu_report import ProfileSummary
 
     promoted = [r for r in history if r.promoted]
-    summary = None if promoted else (run.get("profile") or {}).get("summary")
+    summary = None if promoted else (run.profile or {}).get("summary")
     if summary:
-        fracs = run["baseline"].get("incumbent_roofline") or {}
+        fracs = run.baseline.incumbent_roofline
         items = evidence_for_plan(ProfileSummary.model_validate(summary), fracs)
     else:
         stats = (getattr(promoted[-1].compile, "compile_stats", None) if promoted
-                 else run["baseline"].get("incumbent_compile"))
+                 else run.baseline.incumbent_compile)
         if not stats:
             return []
         cs = CompileStats.model_validate(stats)
-        items = evidence_for_plan(ProfileSummary(op=run.get("op", ""), shape="", kernel_file="", source="none",
+        items = evidence_for_plan(ProfileSummary(op=run.op, shape="", kernel_file="", source="none",
                                                  compile=cs))
     return [e.model_dump() for e in items]

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from aka.contract.module_config import config_of, config_span
 from aka.errors import AkaError
 from aka.evaluate.outcomes import code_hash
-from aka.records import Attempt, read_attempts
+from aka.records import Attempt, RunRecord, RunRecordError, read_attempts, read_run_record
 
 FILE = "knowledge.json"
 VERSION = 1
@@ -247,7 +247,7 @@ def measured_ratio(rec: Attempt) -> tuple[float, str] | None:
     return None
 
 
-def entry_from(rec: Attempt, run: dict[str, Any], incumbent_config: dict[str, Any], candidate_source: str,
+def entry_from(rec: Attempt, run: RunRecord, incumbent_config: dict[str, Any], candidate_source: str,
                incumbent_hash: str | None = None) -> Entry | None:
     """The entry one finished attempt makes, or None (pure).
 
@@ -256,8 +256,8 @@ def entry_from(rec: Attempt, run: dict[str, Any], incumbent_config: dict[str, An
     code that was measured (candidates/<n>.py). None for: an interpreter run, an attempt without a
     pattern (not the offline search's), not timed on a GPU, or code that is no rendered template.
     """
-    device = run.get("device") or {}
-    if device.get("interpreter") or not device.get("name"):
+    device = run.device
+    if device.interpreter or not device.name:
         return None
     if not (rec.plan and rec.plan.pattern):
         return None
@@ -268,19 +268,19 @@ def entry_from(rec: Attempt, run: dict[str, Any], incumbent_config: dict[str, An
     ratio, how = got
     failed = rec.failed_stage or ("bench" if rec.measurements and rec.measurements.bench_error else "")
     return Entry(
-        device=str(device["name"]),
-        timing=(run.get("baseline") or {}).get("rank_timing", "eager"),
+        device=device.name,
+        timing=run.baseline.rank_timing or "eager",
         structure=rec.plan.pattern,
         phase="structure" if rec.plan.structural_change else "parameters",
         config=config,
         changes=changes_from(incumbent_config, config),
         ratio=ratio,
         measure=how,
-        incumbent_hash=incumbent_hash or run["incumbent"]["hash"],
+        incumbent_hash=incumbent_hash or run.incumbent.hash,
         template_hash=template_hash(candidate_source),
-        run_id=str(run.get("run_id", "")),
+        run_id=run.run_id,
         attempt=rec.n,
-        date=rec.started or str(run.get("started", "")),
+        date=rec.started or run.started,
         failed=failed,
         blocked_by=rec.decision.blocked_by if rec.decision else "",
     )
@@ -294,24 +294,21 @@ def entries_of_run(run_dir: Path | str) -> list[Entry]:
     carry an `incumbent_hash` of its own (an extra field of the log); that one is used then.
     """
     run_dir = Path(run_dir)
-    try:
-        run = json.loads((run_dir / "run.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise KnowledgeError(f"{run_dir}: run.json cannot be read ({exc})") from None
-    run.setdefault("run_id", run_dir.name)
-    device = run.get("device") or {}
-    if device.get("interpreter") or not device.get("name"):
+    run = _run_of(run_dir)
+    if not run.run_id:
+        run.run_id = run_dir.name
+    if run.device.interpreter or not run.device.name:
         return []  # interpreter timings are never knowledge
     cands = run_dir / "candidates"
     start = cands / "incumbent.py"
     if not start.is_file():
-        start = Path((run.get("incumbent") or {}).get("path", ""))
+        start = Path(run.incumbent.path)
     try:
         inc_source = start.read_text()
     except OSError:
         raise KnowledgeError(f"{run_dir}: the run's incumbent ({start}) cannot be read; its attempts' changes "
                              "relative to it are unknown") from None
-    inc_hash, inc_config = run["incumbent"]["hash"], config_of(inc_source) or {}
+    inc_hash, inc_config = run.incumbent.hash, config_of(inc_source) or {}
     configs = {inc_hash: inc_config}
     out = []
     for rec in read_attempts(run_dir):
@@ -329,23 +326,27 @@ def entries_of_run(run_dir: Path | str) -> list[Entry]:
     return out
 
 
+def _run_of(run_dir: Path) -> RunRecord:
+    try:
+        return read_run_record(run_dir)
+    except RunRecordError as exc:
+        raise KnowledgeError(f"{run_dir}: run.json cannot be read ({exc})") from None
+
+
 def promotions_of_run(run_dir: Path | str) -> list[Promotion]:
     """The promotions one GPU run made, each with its ABBA geomean over the kernel it replaced."""
     run_dir = Path(run_dir)
-    try:
-        run = json.loads((run_dir / "run.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise KnowledgeError(f"{run_dir}: run.json cannot be read ({exc})") from None
-    device = run.get("device") or {}
-    if device.get("interpreter") or not device.get("name"):
+    run = _run_of(run_dir)
+    device = run.device
+    if device.interpreter or not device.name:
         return []
-    timing = (run.get("baseline") or {}).get("rank_timing", "eager")
-    out, prev = [], run["incumbent"]["hash"]
+    timing = run.baseline.rank_timing or "eager"
+    out, prev = [], run.incumbent.hash
     for rec in read_attempts(run_dir):
         got = measured_ratio(rec)
         if rec.promoted and rec.code_hash and got is not None and got[1] == "abba":
-            out.append(Promotion(device=str(device["name"]), timing=timing, incumbent_hash=rec.code_hash,
-                                 previous_hash=prev, ratio=got[0], run_id=str(run.get("run_id", run_dir.name)),
+            out.append(Promotion(device=device.name, timing=timing, incumbent_hash=rec.code_hash,
+                                 previous_hash=prev, ratio=got[0], run_id=run.run_id or run_dir.name,
                                  attempt=rec.n))
             prev = rec.code_hash
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.errors import AkaError
-from aka.records import Attempt, read_attempts
+from aka.records import Attempt, read_attempts, read_run_record
 
 ARG_CHARS = 60  # a tool call's arguments, summarised
 RESULT_CHARS = 90
@@ -199,16 +199,15 @@ def attempt_text(run_dir: Path, n: int) -> str:
     """Attempt `n` of the run in `run_dir` in full; UnknownAttemptError (one line naming the range)
     for a number the run does not have."""
     run_dir = Path(run_dir)
-    run = json.loads((run_dir / "run.json").read_text())
-    run_id = run.get("run_id", run_dir.name)
+    run = read_run_record(run_dir)
+    run_id = run.run_id or run_dir.name
     attempts = read_attempts(run_dir)
     rec = _find(attempts, n, run_id)
-    inc = run.get("incumbent") or {}
-    start_label, start_hash = inc.get("label", "incumbent"), inc.get("hash", "")
-    llm = ((run.get("settings") or {}).get("llm") or {})
-    backend = (run.get("settings") or {}).get("backend", "?")
+    start_label, start_hash = run.incumbent.label, run.incumbent.hash
+    llm = run.settings.get("llm") or {}
+    backend = run.settings.get("backend", "?")
     model = llm.get("model")
-    lines = [f"{run.get('op', run_dir.parent.name)} run {run_id}, attempt {n} "
+    lines = [f"{run.op or run_dir.parent.name} run {run_id}, attempt {n} "
              f"(backend {backend}{', model ' + model if model else ''}; started {rec.started or '?'}, "
              f"{rec.duration_s:.0f} s)", ""]
     lines += ["Plan", *_plan_lines(rec), ""]

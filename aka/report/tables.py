@@ -12,13 +12,12 @@ shapes is not comparable with the baseline's. External competitors appear when r
 from __future__ import annotations
 
 import difflib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aka.records import Attempt, read_attempts
+from aka.records import Attempt, read_attempts, read_run_record
 
 
 def geomean_us(times: dict[str, float], shapes: list[str]) -> float | None:
@@ -165,16 +164,16 @@ def kernel_diffs(run_dir: Path, attempts: list[Attempt], start_label: str) -> li
 
 def load_run_report(run_dir: Path) -> RunReport:
     """Everything the run report shows, from run.json, attempts.jsonl and candidates/."""
-    run = json.loads((run_dir / "run.json").read_text())
+    run = read_run_record(run_dir)
     attempts = read_attempts(run_dir)
-    base = run.get("baseline") or {}
-    base_us: dict[str, float] = base.get("baseline_us") or {}
+    base = run.baseline
+    base_us = base.baseline_us
     shapes = list(base_us)
-    start_label = (run.get("incumbent") or {}).get("label", "incumbent")
+    start_label = run.incumbent.label
     base_g = geomean_us(base_us, shapes)
-    inc_g = geomean_us(base.get("incumbent_us") or {}, shapes)
+    inc_g = geomean_us(base.incumbent_us, shapes)
     rows = attempt_rows(attempts, shapes, inc_g)
-    comps = competitor_bars(base.get("competitors_us") or {}, shapes)
+    comps = competitor_bars(base.competitors_us, shapes)
     notes = []
     if not comps:
         notes.append("no external competitor was timed in this run")
@@ -188,14 +187,14 @@ def load_run_report(run_dir: Path) -> RunReport:
         bars.append(Bar(label, geomean_us(times, shapes), "candidate"))
         speedups = [ShapeSpeedup(s, base_us[s], times[s]) for s in shapes]
     bars += comps
-    summary = run.get("summary") or {}
+    summary = run.summary
     untimed = sum(r.geomean_us is None for r in rows)
     if untimed:
         notes.append(f"{untimed} of {len(rows)} attempts were not timed on every shape (stopped before the bench)")
     return RunReport(
-        run_id=run.get("run_id", run_dir.name), op=run.get("op", run_dir.parent.name),
-        device=(run.get("device") or {}).get("name", "?"), timing=base.get("timing", "?"),
-        status=run.get("status", "?"), stop_reason=summary.get("stop_reason") or "", shapes=shapes,
+        run_id=run.run_id or run_dir.name, op=run.op or run_dir.parent.name,
+        device=run.device.name or "?", timing=base.timing or "?",
+        status=run.status or "?", stop_reason=str(summary.get("stop_reason") or ""), shapes=shapes,
         baseline_us=base_us, baseline_geomean=base_g, attempts=rows,
         best_competitor=min(comps, key=lambda b: b.geomean_us) if comps else None, bars=bars,
         final_label=label, speedups=speedups, diffs=kernel_diffs(run_dir, attempts, start_label),

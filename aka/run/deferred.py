@@ -58,15 +58,15 @@ def after_candidates(store: RunStore, settings: OptimizeSettings, op, evaluator:
                      profiler=None) -> None:
     """Measure what set-up deferred (competitors, the incumbent's profile) and cache it."""
     run = store.read_run()
-    base = run["baseline"]
-    if base.get("competitors_deferred"):
+    base = run.baseline
+    if base.competitors_deferred:
         view.update(stage="time the competitors (deferred: for the report and the next run)")
-        times, notes = evaluator.competitors(base["shapes"])
-        key = base["competitors_deferred"]
+        times, notes = evaluator.competitors(base.shapes)
+        key = base.competitors_deferred
         if times:
             write_competitors(cache_dir(store.path.parent.parent, op.name), key, times, notes)
-        store.update_run(baseline={**base, "competitors_us": times, "competitors_notes": notes,
-                                   "competitors_deferred": None})
-    if (run.get("profile") or {}).get("deferred"):
+        base.competitors_us, base.competitors_notes, base.competitors_deferred = times, notes, None
+        store.update_run(baseline=base)
+    if (run.profile or {}).get("deferred"):
         view.update(stage="profile the incumbent (deferred: for the next run's plans)")
         profile_incumbent(store, op, settings, profiler, cache_dir(store.path.parent.parent, op.name), now=True)

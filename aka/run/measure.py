@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
 
 from aka.evaluate.evaluator import Evaluator
 from aka.evaluate.outcomes import speedup
-from aka.records import Attempt, BenchRecord, CompareRecord, GateRecord, Measurements
+from aka.records import Attempt, BenchRecord, CompareRecord, GateRecord, Measurements, RunRecord
 from aka.run.prefetch import Prepared, View
 from aka.run.state import State, shape_plan
 from aka.run.supervisor import decide
 from aka.settings import OptimizeSettings
 
 
-def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: State, run: dict[str, Any],
+def measure(prep: Prepared, settings: OptimizeSettings, op, ev: Evaluator, st: State, run: RunRecord,
             view: View) -> Attempt:
     """Gate and time a prepared candidate, then let the Supervisor decide."""
     rec, m, path = prep.rec, prep.m, prep.path
@@ -81,7 +80,7 @@ def _gate_into(rec: Attempt, m: Measurements, g: GateRecord, sets: list[str]) ->
         rec.failed_stage, m.gate_error = "gate", g.error or "a shape failed"
 
 
-def _bench_into(rec: Attempt, m: Measurements, b, run: dict[str, Any], st: State) -> float | None:
+def _bench_into(rec: Attempt, m: Measurements, b, run: RunRecord, st: State) -> float | None:
     rec.bench = BenchRecord(times_us=b.times_us, timing=b.timing, error=b.error, roofline=b.roofline)
     m.timing = b.timing if b.timing in ("gpu", "interpreter") else "none"
     if b.error or not b.times_us:
@@ -93,13 +92,13 @@ def _bench_into(rec: Attempt, m: Measurements, b, run: dict[str, Any], st: State
         score, vs_inc = st.incumbent_score * paired, paired
         rec.bench.incumbent_us = b.incumbent_us
     else:  # against the figures of the setup (CPU, or an evaluator without paired timing)
-        score = speedup(run["baseline"]["baseline_us"], b.times_us)
+        score = speedup(run.baseline.baseline_us, b.times_us)
         vs_inc = speedup(st.incumbent_times, b.times_us)
     rec.bench.vs_baseline, rec.bench.vs_incumbent, rec.bench.paired = score, vs_inc, paired is not None
     return score
 
 
-def measure_copy(prep: Prepared, settings: OptimizeSettings, op, ev, st: State, run: dict[str, Any],
+def measure_copy(prep: Prepared, settings: OptimizeSettings, op, ev, st: State, run: RunRecord,
                  view: View) -> Attempt:
     """measure() on a copy of ``prep`` (measure fills the record it is given): what the pools call."""
     return measure(copy.deepcopy(prep), settings, op, ev, st, run, view)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from aka.records import Attempt
+from aka.records import Attempt, RunRecord
 from aka.run.measure import measure_copy
 from aka.run.prefetch import Prepared, View
 from aka.run.state import State
@@ -33,7 +33,7 @@ class InlinePool:
 
     slots = 1
 
-    def __init__(self, settings: OptimizeSettings, op, evaluator, run: dict[str, Any], view: View):
+    def __init__(self, settings: OptimizeSettings, op, evaluator, run: RunRecord, view: View):
         self.settings, self.op, self.ev, self.run, self.view = settings, op, evaluator, run, view
         self._done: list[tuple[int, Attempt]] = []
 
@@ -52,7 +52,7 @@ class InlinePool:
         pass
 
 
-def make_pool(settings: OptimizeSettings, op, evaluator, run: dict[str, Any], view: View) -> Pool:
+def make_pool(settings: OptimizeSettings, op, evaluator, run: RunRecord, view: View) -> Pool:
     """The pool the settings ask for: inline for one local GPU, Ray workers otherwise."""
     if settings.gpus == 1 and not settings.cluster:
         return InlinePool(settings, op, evaluator, run, view)

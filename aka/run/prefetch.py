@@ -16,7 +16,7 @@ from aka.agent.llm.edits import compact_diff
 from aka.evaluate.evaluator import Evaluator
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.incumbent_facts import incumbent_evidence, profile_incumbent
-from aka.records import Attempt, CheckRecord, CompileRecord, Measurements, Usage
+from aka.records import Attempt, CheckRecord, CompileRecord, Measurements, RunRecord, Usage
 from aka.run.state import State, first_state, shape_plan
 from aka.run.store import RunStore, cache_dir
 from aka.run.toolbench import ToolBench
@@ -102,7 +102,7 @@ def head_start(store: RunStore, settings: OptimizeSettings, op, backend: Backend
 
 
 def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend: Backend, ev: Evaluator,
-             st: State, run: dict[str, Any], pending: list[Prepared], view: View) -> Prepared:
+             st: State, run: RunRecord, pending: list[Prepared], view: View) -> Prepared:
     """Plan and write candidate n; the static check and compile follow in _verify_into."""
     t0 = time.monotonic()
     incumbent = st.incumbent.read_text()
@@ -111,12 +111,12 @@ def generate(n: int, *, store: RunStore, settings: OptimizeSettings, op, backend
     cands = store.path / "candidates"
     ctx = Context(op=op.name, attempt=n, incumbent_source=incumbent, incumbent_label=st.incumbent_label,
                   baseline_path=str(op.path("baseline")), kernel_dir=str(op.path("baseline").parent),
-                  hardware=run["device"], history=history, seed=settings.seed,
+                  hardware=run.device.model_dump(mode="json"), history=history, seed=settings.seed,
                   pending=[p.rec for p in pending], run_dir=str(store.path), root=str(op.root),
                   evidence=incumbent_evidence(run, history),
                   incumbent_score=st.incumbent_score,
                   verify=lambda src: _verify(src, cands / f"{n}.draft.py", ev),
-                  notify=view.update, lessons=list(run.get("lessons") or []),
+                  notify=view.update, lessons=list(run.lessons),
                   workbench=ToolBench(ev, op, settings, cands / f"{n}.tool.py", st.incumbent,
                                       settings.seed + 1000 * n + 500),
                   tokens_left=None if settings.budget.max_tokens is None else settings.budget.max_tokens - spent)

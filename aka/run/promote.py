@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aka.errors import AkaError
 from aka.knowledge.measured import kernel_dir_of, knowledge_path, record_run
-from aka.records import Decision
+from aka.records import Decision, RunPromotion
 from aka.run import gitops
 from aka.run.state import rebuild
 from aka.run.store import RunStore
@@ -16,7 +16,7 @@ from aka.settings import OptimizeSettings
 def still_current(store: RunStore, op, decision: Decision) -> Decision:
     """Another run may have promoted meanwhile: then our comparison was against a stale incumbent."""
     promoted = [r for r in store.attempts() if r.promoted]
-    expected = promoted[-1].code_hash if promoted else store.read_run().get("promoted_at_start")
+    expected = promoted[-1].code_hash if promoted else store.read_run().promoted_at_start
     meta = gitops.read_promoted_meta(op.root, op.name)
     current = meta.code_hash if meta else None
     if current != expected:
@@ -34,7 +34,7 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
     """
     promoted = [r for r in store.attempts() if r.promoted]
     run = store.read_run()
-    if not promoted or promoted[-1].n in [p["n"] for p in run.get("promotions", [])]:
+    if not promoted or promoted[-1].n in [p.n for p in run.promotions]:
         return
     rec = promoted[-1]
     source = (store.path / "candidates" / f"{rec.n}.py").read_text()
@@ -52,4 +52,4 @@ def finish_pending_promotion(store: RunStore, settings: OptimizeSettings, op) ->
     extra = (str(knowledge.relative_to(op.root)),) if knowledge.is_file() and knowledge.is_relative_to(op.root) else ()
     commit = gitops.promote(op.root, op.name, source, meta, promotion_message(run, rec, meta), settings.commit,
                             earlier=earlier, extra=extra)
-    store.update_run(promotions=[*run.get("promotions", []), {"n": rec.n, "commit": commit}])
+    store.update_run(promotions=[*run.promotions, RunPromotion(n=rec.n, commit=commit)])

@@ -25,7 +25,7 @@ from typing import Any
 
 import aka
 from aka.errors import AkaError, WorkersLost
-from aka.records import Attempt
+from aka.records import Attempt, RunRecord
 from aka.run.prefetch import Prepared, Quiet, View
 from aka.run.state import State
 from aka.settings import OptimizeSettings
@@ -68,7 +68,7 @@ class EvalWorker:
         return {**self.ev.device(), "node": ray.util.get_node_ip_address(), "pid": os.getpid(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
-    def measure(self, prep: Prepared, st: State, run: dict[str, Any], source: str, incumbent: str) -> Attempt:
+    def measure(self, prep: Prepared, st: State, run: RunRecord, source: str, incumbent: str) -> Attempt:
         from aka.evaluate.outcomes import code_hash
         from aka.run.measure import measure_copy
 
@@ -82,7 +82,7 @@ class EvalWorker:
 class RayPool:
     """`slots` Ray workers; candidates go to idle ones, results come back as they finish."""
 
-    def __init__(self, settings: OptimizeSettings, op, run: dict[str, Any], view: View, *,
+    def __init__(self, settings: OptimizeSettings, op, run: RunRecord, view: View, *,
                  factory: Callable | None = None, init: dict[str, Any] | None = None):
         self.ray = ray = require_ray()
         self.settings, self.op, self.run, self.view, self.factory = settings, op, run, view, factory
@@ -145,7 +145,7 @@ class RayPool:
         except self.ray.exceptions.GetTimeoutError:
             raise AkaError(f"{len(actors)} Ray worker(s) did not start within {self.settings.timeout_s:.0f} s: "
                            f"no free GPU ({self.settings.cluster or 'this machine'} busy?)") from None
-        want = self.run["device"]["name"]
+        want = self.run.device.name
         for d in devices:
             if d["name"] != want:
                 raise AkaError(f"a Ray worker on {d['node']} measures on {d['name']}, this run on {want}: "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aka.contract.shapes import ShapeSet, gated_stages
 from aka.evaluate.outcomes import speedup
+from aka.records import RunRecord
 from aka.run.store import RunStore
 from aka.run.supervisor import BudgetUsed
 from aka.settings import OptimizeSettings
@@ -35,24 +35,24 @@ def shape_plan(settings: OptimizeSettings) -> tuple[list[list[str]], str, int]:
     return [[s.value for s in stage] for stage in gated_stages(gpu=True)], ShapeSet.FULL.value, settings.gate_rounds
 
 
-def first_state(run: dict[str, Any]) -> State:
+def first_state(run: RunRecord) -> State:
     """The state the first candidates are planned from while the set-up still times the incumbent
     (aka.run.setup's head start): no attempt yet, no times; the standing where it is known untimed."""
-    inc = run["incumbent"]
-    start = inc.get("standing") or {"geomean": 1.0, "shapes": {}}
-    st = State(BudgetUsed(), None, Path(inc["path"]), inc["label"], {}, start["geomean"], dict(start["shapes"]))
-    st.seen[inc["hash"]] = -1
+    inc = run.incumbent
+    start = inc.standing or {"geomean": 1.0, "shapes": {}}
+    st = State(BudgetUsed(), None, Path(inc.path), inc.label, {}, start["geomean"], dict(start["shapes"]))
+    st.seen[inc.hash] = -1
     return st
 
 
-def rebuild(store: RunStore, run: dict[str, Any]) -> State:
-    base, inc = run["baseline"]["baseline_us"], run["baseline"]["incumbent_us"]
+def rebuild(store: RunStore, run: RunRecord) -> State:
+    base, inc = run.baseline.baseline_us, run.baseline.incumbent_us
     # runs recorded before the standing was: the set-up's timings
-    start = run["incumbent"].get("standing") or {"geomean": speedup(base, inc) or 1.0,
-                                                 "shapes": {s: b / inc[s] for s, b in base.items() if inc.get(s)}}
-    st = State(BudgetUsed(elapsed_s=run.get("setup_s", 0.0)), None, Path(run["incumbent"]["path"]),
-               run["incumbent"]["label"], dict(inc), start["geomean"], dict(start["shapes"]))
-    st.seen[run["incumbent"]["hash"]] = -1
+    start = run.incumbent.standing or {"geomean": speedup(base, inc) or 1.0,
+                                       "shapes": {s: b / inc[s] for s, b in base.items() if inc.get(s)}}
+    st = State(BudgetUsed(elapsed_s=run.setup_s), None, Path(run.incumbent.path),
+               run.incumbent.label, dict(inc), start["geomean"], dict(start["shapes"]))
+    st.seen[run.incumbent.hash] = -1
     for rec in store.attempts():
         st.used.candidates += 1
         st.used.elapsed_s += rec.duration_s

@@ -9,7 +9,6 @@ An exclusive flock on .lock keeps two processes off one run; the OS drops it whe
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import secrets
 import time
@@ -17,8 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from aka.errors import AkaError
-from aka.records import Attempt, AttemptLogError, find_run, read_attempts
+from aka.records import Attempt, AttemptLogError, RunRecord, RunRecordError, find_run, read_attempts, read_run_record
 
 
 class RunBusyError(AkaError):
@@ -58,11 +60,12 @@ class RunStore:
         self._repair_tail()
 
     @classmethod
-    def create(cls, runs_root: Path, op: str, run_json: dict[str, Any]) -> RunStore:
+    def create(cls, runs_root: Path, op: str, fields: dict[str, Any] | None = None) -> RunStore:
         path = runs_root / op / new_run_id()
         path.mkdir(parents=True, exist_ok=False)
         store = cls(path)
-        store.write_run({**run_json, "run_id": store.run_id, "op": op})
+        data = to_jsonable_python({**(fields or {}), "run_id": store.run_id, "op": op}, fallback=str)
+        store.write_run(RunRecord.model_validate(data))
         return store
 
     @classmethod
@@ -85,14 +88,18 @@ class RunStore:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     # -- run.json
-    def read_run(self) -> dict[str, Any]:
-        return json.loads((self.path / "run.json").read_text())
+    def read_run(self) -> RunRecord:
+        return read_run_record(self.path)
 
-    def write_run(self, data: dict[str, Any]) -> None:
-        _atomic_write(self.path / "run.json", json.dumps(data, indent=2, default=str) + "\n")
+    def write_run(self, record: RunRecord) -> None:
+        _atomic_write(self.path / "run.json", record.to_json())
 
     def update_run(self, **fields: Any) -> None:
-        self.write_run({**self.read_run(), **fields})
+        """Set top-level fields of run.json (records or their JSON form), validated as RunRecord."""
+        now = self.read_run().model_dump(mode="json", exclude_unset=True)
+        new = {k: v.model_dump(mode="json", exclude_unset=True) if isinstance(v, BaseModel)
+               else to_jsonable_python(v, fallback=str) for k, v in fields.items()}
+        self.write_run(RunRecord.model_validate({**now, **new}))
 
     # -- attempts
     def attempts(self) -> list[Attempt]:
@@ -136,25 +143,25 @@ def list_runs(runs_root: Path, op: str | None = None) -> list[dict[str, Any]]:
     rows = []
     for run_json in sorted(runs_root.glob(f"{op or '*'}/*/run.json"), reverse=True):
         try:
-            info = json.loads(run_json.read_text())
-        except (OSError, json.JSONDecodeError):
+            info = read_run_record(run_json.parent)
+        except RunRecordError:
             continue
         try:
             attempts = read_attempts(run_json.parent)
         except AttemptLogError:  # one damaged log must not hide the other runs; `aka runs show` says why
-            attempts, info["status"] = [], "attempts.jsonl unreadable"
+            attempts, info.status = [], "attempts.jsonl unreadable"
         rows.append(
             {
                 "run_id": run_json.parent.name,
                 "op": run_json.parent.parent.name,
-                "started": info.get("started", ""),
-                "status": info.get("status", "?"),
+                "started": info.started,
+                "status": info.status or "?",
                 "attempts": len(attempts),
-                "budget": info.get("settings", {}).get("budget", {}).get("max_candidates"),
+                "budget": (info.settings.get("budget") or {}).get("max_candidates"),
                 "promoted": sum(1 for a in attempts if a.promoted),
                 # no timed attempt has no best (0.0 would read as a kernel that never finishes)
                 "best": max((a.score for a in attempts if a.score is not None), default=None),
-                "device": info.get("device", {}).get("name", "?"),
+                "device": info.device.name,
             }
         )
     return rows

@@ -7,12 +7,12 @@ Decision with its reason; it does no I/O, so every rule has a unit test (tests/r
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from aka.contract.shapes import ShapeSet
-from aka.records import Attempt, Decision, Measurements, Promoted
+from aka.records import Attempt, Decision, Measurements, Promoted, RunRecord
 from aka.settings import Budget, PromotionRules
 
 __all__ = ["BudgetUsed", "decide", "promotion_meta", "promotion_message", "stop_reason"]
@@ -91,19 +91,19 @@ def stop_reason(budget: Budget, used: BudgetUsed) -> str | None:
     return None
 
 
-def promotion_meta(run: dict[str, Any], rec: Attempt,
+def promotion_meta(run: RunRecord, rec: Attempt,
                    standing: tuple[float, dict[str, float]]) -> Promoted:
     """promoted.json: what was promoted, measured where, and how much faster than what.
 
     `standing`: the promoted kernel's geomean and per-shape speedup over the baseline: the run's
     starting standing (aka.run.standing) times the ABBA re-measures of its promotions (aka.run.state.rebuild)."""
     times, m = rec.times_us, rec.measurements
-    dev = run["device"]
-    timing = (run.get("baseline") or {}).get("rank_timing", "eager")
+    dev = run.device
+    timing = run.baseline.rank_timing or "eager"
     # speedups: the ABBA ratios (decide() promotes only with one for every shape), not the screen's
     # times, which drift by several % against timings from other workers
     return Promoted(
-        op=run["op"], run_id=run["run_id"], attempt=rec.n, code_hash=rec.code_hash,
+        op=run.op, run_id=run.run_id, attempt=rec.n, code_hash=rec.code_hash,
         plan=rec.plan.hypothesis if rec.plan else "", pattern=rec.plan.pattern if rec.plan else None,
         config=rec.config,
         times_us=times, timing=timing,
@@ -112,17 +112,16 @@ def promotion_meta(run: dict[str, Any], rec: Attempt,
         times_note=f"{timing} medians of the screen, µs; speedups: the ABBA re-measure ({timing} too)",
         speedup_vs_baseline=standing[1], speedup_vs_previous=m.ratios,
         geomean_vs_previous=m.geomean, noise=m.noise,
-        geomean_vs_baseline=standing[0], baseline_hash=run["baseline"].get("hash"),
+        geomean_vs_baseline=standing[0], baseline_hash=run.baseline.hash,
         gate=rec.gate,
-        device=dev.get("name"), driver=dev.get("driver"), cuda=dev.get("cuda"),
-        torch=dev.get("torch"), triton=dev.get("triton"), python=dev.get("python"),
+        device=dev.name, driver=dev.driver, cuda=dev.cuda, torch=dev.torch, triton=dev.triton, python=dev.python,
         decision=rec.decision.reason,
     )
 
 
-def promotion_message(run: dict[str, Any], rec: Attempt, meta: Promoted) -> str:
+def promotion_message(run: RunRecord, rec: Attempt, meta: Promoted) -> str:
     gain = (meta.geomean_vs_previous or 1.0) - 1.0
     vs_base = meta.geomean_vs_baseline or 0.0
-    return (f"{run['op']}: promote attempt {rec.n} of run {run['run_id']}: geomean {gain:+.1%} vs previous, "
+    return (f"{run.op}: promote attempt {rec.n} of run {run.run_id}: geomean {gain:+.1%} vs previous, "
             f"{vs_base:.3f}x vs baseline\n\n{rec.plan.hypothesis if rec.plan else ''}\ncode {rec.code_hash}, "
             f"device {meta.device}")

@@ -74,7 +74,7 @@ def test_an_endpoint_that_dies_mid_run_stops_it_as_an_endpoint_fault(kind, tmp_p
     project, store, summary = _run(kind, server, tmp_path, monkeypatch, DiesWhileTiming)
     assert len(store.attempts()) == 1  # attempt 0 finished; no attempt is charged with the fault
     run = store.read_run()
-    assert run["status"] == "stopped" and run["summary"]["fault"]["resumable"]
+    assert run.status == "stopped" and run.summary["fault"]["resumable"]
     assert summary["stop_reason"].startswith(f"LLM endpoint fault: {kind} endpoint {server.url} is not reachable")
     assert "--resume " + store.run_id in fault_line(summary["fault"], store.run_id)
     store.close()

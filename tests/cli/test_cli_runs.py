@@ -240,10 +240,11 @@ def test_workers_line_counts_in_words():
     """The summary line of a Ray run: one worker on one node reads as such (the H200 comparison of
     2026-12-03 printed "1 Ray workers ... 1 node(s)")."""
     from aka.cli.runs import workers_line
+    from aka.records import RunRecord
 
-    one = {"workers": [{"name": "NVIDIA H200", "node": "10.0.0.1"}]}
+    one = RunRecord(workers=[{"name": "NVIDIA H200", "node": "10.0.0.1"}])
     assert workers_line(one) == "measured on 1 Ray worker (NVIDIA H200; 1 node)"
-    two = {"workers": [{"name": "NVIDIA H200", "node": "a"}, {"name": "NVIDIA H200", "node": "b"}]}
+    two = RunRecord(workers=[{"name": "NVIDIA H200", "node": "a"}, {"name": "NVIDIA H200", "node": "b"}])
     assert workers_line(two) == "measured on 2 Ray workers (NVIDIA H200; 2 nodes)"
 
 

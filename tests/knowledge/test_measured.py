@@ -23,7 +23,7 @@ from aka.knowledge.measured import (
     record_run,
     template_hash,
 )
-from aka.records import Attempt, BenchRecord, CompareRecord, Decision, Measurements, Plan
+from aka.records import Attempt, BenchRecord, CompareRecord, Decision, Measurements, Plan, RunRecord
 from aka.run.store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,14 +165,16 @@ def test_an_interpreter_run_records_nothing(tmp_path):
 
 
 def test_entry_from_is_pure_and_gpu_only():
-    run = {"device": {"name": H200}, "baseline": {"rank_timing": "graph"}, "incumbent": {"hash": H}, "run_id": "r"}
+    fields = {"device": {"name": H200}, "baseline": {"rank_timing": "graph"}, "incumbent": {"hash": H}, "run_id": "r"}
+    run = RunRecord.model_validate(fields)
     cand = render(SRC, {**INC, "cp": False})
     rec = _attempt(0, "single_pass", {**INC, "cp": False}, structural=True, bench=_paired(0.82))
     e = entry_from(rec, run, INC, cand)
     assert e is not None and e.ratio == 0.82 and e.changes == {"cp": False} and e.incumbent_hash == H
     cpu = _attempt(0, "single_pass", {**INC, "cp": False}, bench=_paired(0.82, timing="interpreter"))
     assert entry_from(cpu, run, INC, cand) is None
-    assert entry_from(rec, {**run, "device": {"name": "cpu", "interpreter": True}}, INC, cand) is None
+    cpu_run = RunRecord.model_validate({**fields, "device": {"name": "cpu", "interpreter": True}})
+    assert entry_from(rec, cpu_run, INC, cand) is None
     assert entry_from(rec, run, INC, "def f():\n    pass\n") is None  # no CONFIG: not a rendered template
 
 

@@ -40,7 +40,7 @@ def test_one_real_candidate_on_a_tiny_shape(tmp_path):
                                 cpu_gate_sets=["E1"], cpu_bench_shapes="E1", prepare_ahead=0)
     ev = RealEvaluator(op, settings)
     store = prepare_run(tmp_path / "runs", settings, op, ev)
-    assert store.read_run()["baseline"]["incumbent_gate"]["ok"], store.read_run()["baseline"]
+    assert store.read_run().baseline.incumbent_gate.ok, store.read_run().baseline
     summary = run_loop(store, settings, op, get_backend("offline"), ev)
     (rec,) = store.attempts()
     assert rec.check.ok and rec.compile.ok, rec
@@ -49,7 +49,7 @@ def test_one_real_candidate_on_a_tiny_shape(tmp_path):
     assert summary["attempts"] == 1 and not (root / "kernels/gdn_prefill/promoted.py").exists()
     # issue 9: compile stats recorded per attempt, explicitly unavailable in the interpreter
     assert rec.compile.compile_stats["reason"].startswith("unavailable: interpreter")
-    assert store.read_run()["profile"]["note"] == "no profile: CPU interpreter"
+    assert store.read_run().profile["note"] == "no profile: CPU interpreter"
     # issue 8: the plan cites the wiki cards of its change; the run's lessons carry them
     assert rec.plan.cited_wiki, rec.plan
     assert (store.path / "lessons.jsonl").read_text().count(rec.plan.cited_wiki[0]) == 1

@@ -66,8 +66,8 @@ def test_head_start_compiles_the_first_candidates_during_the_setup(project, op):
     assert [a.n for a in att] == [0, 1, 2] and [a.failed_stage for a in att] == ["", "gate", ""]
     assert [a.promoted for a in att] == [True, False, True]
     run = store.read_run()
-    assert run["status"] == "finished" and run["baseline"]["baseline_us"]
-    assert set(run["setup_steps"]) == {"compile_incumbent", "gate", "timing"}
+    assert run.status == "finished" and run.baseline.baseline_us
+    assert set(run.setup_steps) == {"compile_incumbent", "gate", "timing"}
 
 
 def test_head_start_decides_as_a_run_without_it(tmp_path):
@@ -85,9 +85,9 @@ def test_a_promoted_incumbent_compiles_alone_and_the_baseline_only_for_its_timin
     (op.path("baseline").parent / "promoted.py").write_text(source(1.1, "promoted"))
     ev = FakeEvaluator(op, timing="gpu")
     store = prepare_run(project / "runs", _settings(), op, ev)
-    timed = len(op.cases(store.read_run()["baseline"]["shapes"]))
+    timed = len(op.cases(store.read_run().baseline.shapes))
     assert ev.calls[0] == "compile" and f"compile:{timed}" in ev.calls[1:3]
-    assert set(store.read_run()["setup_steps"]) == {"compile_incumbent", "gate", "compile_baseline", "timing"}
+    assert set(store.read_run().setup_steps) == {"compile_incumbent", "gate", "compile_baseline", "timing"}
 
 
 class BrokenTiming(FakeEvaluator):
@@ -101,7 +101,7 @@ def test_a_failed_setup_leaves_no_run_behind(project, op):
     ev, seen = BrokenTiming(op, timing="gpu"), []
 
     def start(store: RunStore) -> None:
-        seen.append(store.read_run()["status"])
+        seen.append(store.read_run().status)
 
     with pytest.raises(SetupError, match="timing the incumbent failed: worker crashed"):
         prepare_run(project / "runs", _settings(), op, ev, head_start=start)
@@ -135,4 +135,4 @@ def test_the_setup_counts_from_the_commands_start(project, op):
     import time
 
     store = prepare_run(project / "runs", _settings(), op, FakeEvaluator(op, timing="gpu"), t0=time.monotonic() - 100)
-    assert 100 <= store.read_run()["setup_s"] < 200  # what the user waited before prepare_run (imports, probe)
+    assert 100 <= store.read_run().setup_s < 200  # what the user waited before prepare_run (imports, probe)

@@ -16,6 +16,7 @@ from aka.evaluate.compstats import CompileStats, KernelStats
 from aka.knowledge.incumbent_facts import CPU_NOTE, slowest_shapes, worst_shape
 from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 from aka.knowledge.profile import ProfileError
+from aka.records import RunBaseline
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings
@@ -133,12 +134,12 @@ def test_the_profile_never_holds_up_the_first_candidate_and_the_next_run_plans_f
 
     run_loop(store, s2, op, Counting(steps[:2]), ev, profiler=prof)
     assert seen_calls == [0, 0]  # no profile before (or between) the candidates: it came after them
-    assert prof.calls == [worst_shape(store.read_run()["baseline"])]
-    base = store.read_run()["baseline"]
+    assert prof.calls == [worst_shape(store.read_run().baseline)]
+    base = store.read_run().baseline
     assert prof.quick == slowest_shapes(base, 2, exclude=prof.calls[0]) and len(prof.quick) == 2
-    assert store.read_run()["profile"]["kernel_times"] == {s: {"_fwd_kernel": 35.0, "_seg_kernel": 10.0}
+    assert store.read_run().profile["kernel_times"] == {s: {"_fwd_kernel": 35.0, "_seg_kernel": 10.0}
                                                           for s in prof.quick}
-    assert store.read_run()["profile"]["summary"]["shape"] == prof.calls[0]
+    assert store.read_run().profile["summary"]["shape"] == prof.calls[0]
     assert [r.evidence_offered for r in store.attempts()] == [[], []]  # this run planned without it
     run_loop(store, settings(budget=Budget(max_candidates=3)), op, ScriptedBackend(steps), ev, profiler=prof)  # resume
     assert len(prof.calls) == 1  # the resume read run.json instead
@@ -149,13 +150,13 @@ def test_the_profile_never_holds_up_the_first_candidate_and_the_next_run_plans_f
     nxt = prepare_run(project / "runs", s1, op, ev2)
     run_loop(nxt, s1, op, ScriptedBackend([{"source": source(1.0, tag="c")}]), ev2, profiler=prof2)
     assert prof2.calls == [] and prof2.quick == []
-    assert "cached" in nxt.read_run()["profile"]["note"]
+    assert "cached" in nxt.read_run().profile["note"]
     assert [r.evidence_offered for r in nxt.attempts()] == [["prof:spills:_fwd_kernel"]]
     # competitors: deferred in the first run, timed after its candidates, cached for the next
     assert ev.calls.count("competitors") == 1 and "competitors" not in ev2.calls
     for st in (store, nxt):
-        b = st.read_run()["baseline"]
-        assert b["competitors_us"]["fla"] and b["competitors_notes"][0] == "sdpa: ImportError: fake"
+        b = st.read_run().baseline
+        assert b.competitors_us["fla"] and b.competitors_notes[0] == "sdpa: ImportError: fake"
 
 
 def test_a_failed_profile_is_a_note_and_the_run_goes_on(project, op):
@@ -163,7 +164,7 @@ def test_a_failed_profile_is_a_note_and_the_run_goes_on(project, op):
     store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=1)), op, ev)
     run_loop(store, settings(budget=Budget(max_candidates=1)), op, ScriptedBackend([{"source": source(1.1)}]), ev,
              profiler=Profiler(fail=True))
-    prof = store.read_run()["profile"]
+    prof = store.read_run().profile
     assert prof["summary"] is None and prof["note"] == "no profile: ProfileError: ncu exploded"
     assert prof["kernel_times"] == {} and prof["kernel_times_notes"][0].endswith(": ProfileError: ncu exploded")
     assert len(store.attempts()) == 1 and store.attempts()[0].evidence_offered == []
@@ -175,8 +176,8 @@ def test_cpu_runs_note_no_profile_and_time_no_competitors(project, op):
     store = prepare_run(project / "runs", s, op, ev)
     run_loop(store, s, op, ScriptedBackend([{"source": source(1.1)}]), ev, profiler=prof)
     run = store.read_run()
-    assert prof.calls == [] and run["profile"]["note"] == CPU_NOTE
-    assert "competitors" not in ev.calls and run["baseline"]["competitors_us"] == {}
+    assert prof.calls == [] and run.profile["note"] == CPU_NOTE
+    assert "competitors" not in ev.calls and run.baseline.competitors_us == {}
 
 
 def test_no_profile_skips_the_profiler_on_a_gpu_run(project, op):
@@ -184,16 +185,16 @@ def test_no_profile_skips_the_profiler_on_a_gpu_run(project, op):
     s = settings(budget=Budget(max_candidates=1), profile=False)
     store = prepare_run(project / "runs", s, op, ev)
     run_loop(store, s, op, ScriptedBackend([{"source": source(1.1)}]), ev, profiler=prof)
-    assert prof.calls == [] and store.read_run()["profile"]["note"] == "no profile: --no-profile"
+    assert prof.calls == [] and store.read_run().profile["note"] == "no profile: --no-profile"
     assert store.attempts()[0].evidence_offered == []
 
 
 def test_no_competitors_skips_their_timing_on_a_gpu_run(project, op):
     ev = FakeEvaluator(op, timing="gpu")
     store = prepare_run(project / "runs", settings(budget=Budget(max_candidates=1), competitors=False), op, ev)
-    base = store.read_run()["baseline"]
+    base = store.read_run().baseline
     assert "competitors" not in ev.calls
-    assert base["competitors_us"] == {} and base["competitors_notes"] == ["competitors not timed: --no-competitors"]
+    assert base.competitors_us == {} and base.competitors_notes == ["competitors not timed: --no-competitors"]
 
 
 def test_lessons_are_written_when_a_run_ends_even_before_any_attempt(project, op):
@@ -225,8 +226,9 @@ def test_lessons_are_written_on_ctrl_c(project, op):
 
 
 def test_worst_shape_is_furthest_from_the_roofline_else_the_slowest():
-    assert worst_shape({"incumbent_roofline": {"G1": 0.5, "G2": 0.1}, "incumbent_us": {"G1": 9.0, "G2": 1.0}}) == "G2"
-    assert worst_shape({"incumbent_us": {"G1": 9.0, "G2": 1.0}}) == "G1"
+    both = RunBaseline(incumbent_roofline={"G1": 0.5, "G2": 0.1}, incumbent_us={"G1": 9.0, "G2": 1.0})
+    assert worst_shape(both) == "G2"
+    assert worst_shape(RunBaseline(incumbent_us={"G1": 9.0, "G2": 1.0})) == "G1"
 
 
 def test_cpu_gate_rounds_below_two_is_one_clear_error():
@@ -249,8 +251,8 @@ def test_the_next_run_of_an_op_plans_with_the_top_lessons_of_earlier_runs(projec
             return super().plan(context)
 
     second = prepare_run(project / "runs", s, op, ev)
-    lessons = second.read_run()["lessons"]
-    assert first.read_run()["lessons"] == [] and len(lessons) == 2
+    lessons = second.read_run().lessons
+    assert first.read_run().lessons == [] and len(lessons) == 2
     assert lessons[0] == f"worked (run {first.run_id} #0, 1.200x vs baseline): BV 32 halves the state registers"
     assert lessons[1].startswith(f"failed (run {first.run_id} #1): BV 128 for fewer programs -- gate")
     run_loop(second, s, op, Seeing([{"source": source(1.0, tag="x")}]), ev, profiler=Profiler())

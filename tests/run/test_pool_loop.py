@@ -109,7 +109,7 @@ def test_lost_workers_stop_the_run_with_what_finished_recorded(project, op):
     assert [a.n for a in store.attempts()] == [0]  # candidate 1 is redone on resume, never charged
     assert summary["workers_lost"].startswith("candidate 1 lost its worker twice")
     assert summary["stop_reason"].startswith("evaluation workers lost")
-    assert store.read_run()["status"] == "stopped"
+    assert store.read_run().status == "stopped"
 
 
 def test_the_timing_lock_is_per_device():

@@ -112,7 +112,7 @@ def test_a_killed_worker_requeues_its_candidate(project, op, ray_local):
     assert [p["candidate"] for p in run["placements"]].count(n) == 2
     from aka.cli.runs import workers_line
 
-    assert workers_line(run) == (f"measured on 3 Ray workers (cpu (fake); 1 node); 1 worker(s) lost, "
+    assert workers_line(store.read_run()) == (f"measured on 3 Ray workers (cpu (fake); 1 node); 1 worker(s) lost, "
                                  f"candidates {n} (measured again)")
 
 
@@ -144,7 +144,7 @@ def test_a_lost_cluster_stops_the_run_resumable(project, op, ray_local, monkeypa
     summary = run_loop(store, settings, op, ScriptedBackend(steps), ev, pool=pool)
     assert summary["workers_lost"].startswith("the Ray cluster went away (GCS at 10.0.0.1:6379 unreachable")
     # candidate 0 is recorded when it finished first (1 waits for 0: the log stays in order)
-    assert summary["attempts"] in (0, 1) and store.read_run()["status"] == "stopped"
+    assert summary["attempts"] in (0, 1) and store.read_run().status == "stopped"
     assert [a.n for a in store.attempts()] == list(range(summary["attempts"]))
 
 

@@ -132,7 +132,7 @@ def test_promotion_interrupted_before_its_commit_is_finished_on_resume(project, 
     assert store.attempts()[0].decision.promote
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.5)}]), ev)  # resume: budget spent
     meta = json.loads((project / "kernels/gdn_prefill/promoted.json").read_text())
-    assert meta["attempt"] == 0 and store.read_run()["promotions"][0]["commit"]
+    assert meta["attempt"] == 0 and store.read_run().promotions[0].commit
     status = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
     assert status == ""
 

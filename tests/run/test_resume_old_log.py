@@ -46,7 +46,7 @@ def test_run_written_before_the_typed_record_resumes(project, op):
     log = project / "runs" / "gdn_prefill" / run_id / "attempts.jsonl"
     before = log.read_text()
     store = RunStore.open(project / "runs", run_id)
-    settings = OptimizeSettings.model_validate(store.read_run()["settings"])
+    settings = OptimizeSettings.model_validate(store.read_run().settings)
     steps = [{"source": source(s, tag=f"t{i}")} for i, s in enumerate([1.2, 0.9, 1.3, 1.4, 0.95])]
     summary = run_loop(store, settings, op, ScriptedBackend(steps), FakeEvaluator(op, timing="gpu"))
     attempts = store.attempts()

@@ -91,9 +91,9 @@ def test_a_record_in_another_timing_is_not_chained_from(project, op):
     ev.rank = "graph"  # as RealEvaluator on a GPU for an op whose contract ranks on graph replay
     store = prepare_run(project / "runs", settings, op, ev)
     run = store.read_run()
-    assert run["baseline"]["rank_timing"] == "graph"
-    assert run["incumbent"]["standing"]["from"] == "set-up timings"
-    assert run["incumbent"]["standing"]["geomean"] == pytest.approx(1.2)
+    assert run.baseline.rank_timing == "graph"
+    assert run.incumbent.standing["from"] == "set-up timings"
+    assert run.incumbent.standing["geomean"] == pytest.approx(1.2)
     run_loop(store, settings, op, ScriptedBackend([{"source": source(1.32, "d")}]), ev)
     meta = gitops.read_promoted_meta(project, "gdn_prefill")
     assert meta.timing == "graph" and meta.times_note.startswith("graph medians")
@@ -101,7 +101,7 @@ def test_a_record_in_another_timing_is_not_chained_from(project, op):
     # and the reverse: that graph-timed record read by a run ranked eagerly is not chained from either
     ev2 = FakeEvaluator(op)
     store2 = prepare_run(project / "runs", settings, op, ev2)
-    assert store2.read_run()["incumbent"]["standing"]["from"] == "set-up timings"
+    assert store2.read_run().incumbent.standing["from"] == "set-up timings"
 
 
 def test_set_up_refuses_a_baseline_untimed_on_a_shape_of_the_pair(project):

@@ -26,7 +26,7 @@ def main() -> None:
     ev = FakeEvaluator(op, timing="gpu", delay_s=delay)
     if len(sys.argv) > 4:
         store = RunStore.open(project / "runs", sys.argv[4])
-        settings = OptimizeSettings.model_validate(store.read_run()["settings"])
+        settings = OptimizeSettings.model_validate(store.read_run().settings)
     else:
         settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=8), commit=True, prepare_ahead=3)
         store = prepare_run(project / "runs", settings, op, ev)

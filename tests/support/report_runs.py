@@ -33,8 +33,8 @@ def run_loop_in(project: Path, timing: str, steps=STEPS, tokens: int = 0, compet
     run_loop(store, settings, op, ScriptedBackend(steps, tokens=tokens), ev)
     if competitors:  # the loop does not time competitors yet: what run.json would carry if it did
         run = store.read_run()
-        shapes = list(run["baseline"]["baseline_us"])
-        run["baseline"]["competitors_us"] = {n: {s: us for s in shapes} for n, us in COMPETITORS.items()}
-        store.write_run(run)
+        shapes = list(run.baseline.baseline_us)
+        run.baseline.competitors_us = {n: {s: us for s in shapes} for n, us in COMPETITORS.items()}
+        store.update_run(baseline=run.baseline)
     store.close()
     return store.path

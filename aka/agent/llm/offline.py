@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import json
 import pprint
 import re
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from aka.errors import AkaError
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
 from aka.knowledge.measured import knowledge_path, read_knowledge, template_hash
-from aka.records import Attempt, Plan, Usage
+from aka.records import Attempt, Plan, RunRecordError, Usage, read_run_record
 
 
 class PatternError(AkaError):
@@ -208,11 +207,10 @@ def rank_timing(ctx: Context) -> str | None:
         return ctx.rank_timing
     if ctx.run_dir:
         try:
-            run = json.loads((Path(ctx.run_dir) / "run.json").read_text())
-            got = (run.get("baseline") or {}).get("rank_timing")
+            got = read_run_record(Path(ctx.run_dir)).baseline.rank_timing
             if got in ("eager", "graph"):
                 return got
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except RunRecordError:
             pass
     from aka.contract.ops import get_op
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from aka.agent.llm.base import Context
 from aka.contract.shapes import ALL_SETS, ShapeSet, every_case
-from aka.records import Attempt, Plan
+from aka.records import Attempt, Plan, RunRecord, read_run_record
 
 _HISTORY_MAX = 20  # most recent attempts shown in full; older ones are counted
 
@@ -138,9 +138,10 @@ def system_prompt(op, ctx: Context, lang: str) -> str:
 # the incumbent (stable between promotions: one cacheable block)
 
 
-def read_run(ctx: Context) -> dict[str, Any]:
-    path = Path(ctx.run_dir) / "run.json" if ctx.run_dir else None
-    return json.loads(path.read_text()) if path and path.is_file() else {}
+def read_run(ctx: Context) -> RunRecord:
+    """The run's run.json; an empty record outside a run (a prompt rendered on its own)."""
+    path = Path(ctx.run_dir) if ctx.run_dir else None
+    return read_run_record(path) if path and (path / "run.json").is_file() else RunRecord()
 
 
 def _promoted(ctx: Context) -> Attempt | None:
@@ -152,11 +153,11 @@ def _cases(op) -> dict[str, Any]:
     return every_case(op)
 
 
-def incumbent_results(op, ctx: Context, run: dict[str, Any]) -> str:
+def incumbent_results(op, ctx: Context, run: RunRecord) -> str:
     """Per shape: time, standing against the baseline, roofline fraction, the competitors' times."""
-    base = run.get("baseline") or {}
-    times = dict(base.get("incumbent_us") or {})
-    roof = dict(base.get("incumbent_roofline") or {})
+    base = run.baseline
+    times = dict(base.incumbent_us)
+    roof = dict(base.incumbent_roofline)
     last = _promoted(ctx)
     if last:  # the last promotion's figures are the incumbent's
         times = dict(last.times_us)
@@ -164,24 +165,24 @@ def incumbent_results(op, ctx: Context, run: dict[str, Any]) -> str:
     if not times:
         return "(not measured)"
     params, by_id = op.spec.case_params, _cases(op)
-    comp = base.get("competitors_us") or {}
+    comp = base.competitors_us
     lines = []
     for s, t in times.items():
         parts = [f"{t:.1f} µs"]
-        b = (base.get("baseline_us") or {}).get(s)
+        b = base.baseline_us.get(s)
         if b and t:
             parts.append(f"{b / t:.2f}x the baseline's speed")
         if s in roof:
             parts.append(f"{roof[s]:.0%} of the roofline")
         parts += [f"{name} {c[s]:.1f} µs" for name, c in comp.items() if s in c]
         lines.append(f"- {s} ({regime(by_id[s], params) if s in by_id else '?'}): " + ", ".join(parts))
-    notes = base.get("competitors_notes") or []
+    notes = base.competitors_notes
     return "\n".join(lines + ([f"(competitors: {'; '.join(notes)[:300]})"] if notes else []))
 
 
-def kernel_times_text(op, ctx: Context, run: dict[str, Any]) -> str:
+def kernel_times_text(op, ctx: Context, run: RunRecord) -> str:
     """Per-kernel time of the starting incumbent on its profiled and slowest shapes (run.json profile)."""
-    prof = run.get("profile") or {}
+    prof = run.profile or {}
     if _promoted(ctx):
         return "(profiled for the starting incumbent only; this incumbent's kernels as compiled are below)"
     rows: dict[str, dict[str, float]] = dict(prof.get("kernel_times") or {})
@@ -204,13 +205,13 @@ def kernel_times_text(op, ctx: Context, run: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def compile_text(ctx: Context, run: dict[str, Any]) -> str:
+def compile_text(ctx: Context, run: RunRecord) -> str:
     """Registers, spills, shared memory of each of the incumbent's kernels (its compile statistics)."""
     from aka.evaluate.compstats import CompileStats, format_table
 
     last = _promoted(ctx)
     stats = (getattr(last.compile, "compile_stats", None) if last
-             else (run.get("baseline") or {}).get("incumbent_compile"))
+             else run.baseline.incumbent_compile)
     if not stats:
         return "(no compile statistics recorded)"
     cs = CompileStats.model_validate(stats)
@@ -240,7 +241,7 @@ def lessons_text(ctx: Context) -> str:
     return "\n".join(f"- {x}" for x in ctx.lessons) or "(no earlier run of this op recorded lessons)"
 
 
-def measured_text(ctx: Context, run: dict[str, Any]) -> str:
+def measured_text(ctx: Context, run: RunRecord) -> str:
     """What earlier GPU runs measured against this incumbent (or one it replaced) on this device model,
     from kernels/<op>/knowledge.json: so a model does not spend attempts re-measuring known losers."""
     from aka.contract.module_config import config_of
@@ -248,7 +249,7 @@ def measured_text(ctx: Context, run: dict[str, Any]) -> str:
     from aka.knowledge.measured import knowledge_lines
 
     hw = ctx.hardware or {}
-    timing = (run.get("baseline") or {}).get("rank_timing")
+    timing = run.baseline.rank_timing
     if not hw.get("name") or hw.get("interpreter") or not timing or not ctx.kernel_dir:
         return "(none on this device)"
     lines = knowledge_lines(ctx.kernel_dir, hw["name"], timing, code_hash(ctx.incumbent_source),
@@ -260,7 +261,7 @@ def incumbent_block(op, ctx: Context, lang: str) -> str:
     run = read_run(ctx)
     _, arch = hardware_text(ctx)
     return template("incumbent", op=op.name, incumbent_label=ctx.incumbent_label,
-                    timing=(run.get("baseline") or {}).get("timing", "?"),
+                    timing=run.baseline.timing or "?",
                     incumbent_results=incumbent_results(op, ctx, run), kernels=kernel_times_text(op, ctx, run),
                     compile=compile_text(ctx, run), evidence=evidence_text(ctx), cards=cards_text(op, arch),
                     lessons=lessons_text(ctx), measured=measured_text(ctx, run),
@@ -318,8 +319,8 @@ def history_text(ctx: Context) -> str:
     return "\n".join(out)
 
 
-def noise_text(ctx: Context, run: dict[str, Any]) -> str:
-    rules = (run.get("settings") or {}).get("rules") or {}
+def noise_text(ctx: Context, run: RunRecord) -> str:
+    rules = run.settings.get("rules") or {}
     need = (f"promotion needs a geomean gain above {rules['min_gain']:.1%} and no shape slower than "
             f"{rules['shape_margin']:.0%}" if rules else "")
     measured = [(r.n, r.compare.noise) for r in ctx.history if r.compare and r.compare.noise is not None]
