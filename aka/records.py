@@ -333,6 +333,14 @@ class DeviceRecord(BaseModel):
     python: str | None = None
 
 
+class ConfigPromotion(BaseModel):
+    """A promotion that changed CONFIG values only: kept as those values over baseline.py, not as a copy
+    of its code (kernels/<op>/promoted.py is absent; aka.contract.ops.Op.promoted_kernel renders it)."""
+
+    baseline_code: str = Field(description="template_hash of baseline.py (its code outside CONFIG) when promoted")
+    changes: dict[str, JsonValue] = Field(description="the CONFIG values set on baseline.py's CONFIG")
+
+
 class Promoted(BaseModel):
     """kernels/<op>/promoted.json: what was promoted, measured where, and how much faster than what.
     Every field is optional so that files written by earlier versions (and tests' minimal ones) read
@@ -365,6 +373,7 @@ class Promoted(BaseModel):
     python: str | None = None
     decision: str = ""
     devices: dict[str, DeviceRecord] = Field(default_factory=dict)
+    over_baseline: ConfigPromotion | None = Field(None, description="set when stored as CONFIG over baseline.py")
 
     @classmethod
     def parse(cls, text: str) -> Promoted | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import pprint
 from typing import Any
 
 
@@ -30,3 +31,21 @@ def config_of(source: str) -> dict[str, Any] | None:
     """The source's module-level CONFIG literal, or None when it has none (or not a literal dict)."""
     span = config_span(source)
     return None if span is None or span[2] is None else dict(span[2])
+
+
+def render(source: str, config: dict[str, Any]) -> str:
+    """The source with its CONFIG literal replaced by `config`, everything else byte-identical (how the
+    offline search writes a candidate, and how a promotion stored as CONFIG changes becomes a module).
+    ValueError when the source has no module-level CONFIG assignment."""
+    span = config_span(source)
+    if span is None:
+        raise ValueError("no module-level CONFIG = {...} to substitute")
+    lines = source.splitlines(keepends=True)
+    body = pprint.pformat(config, sort_dicts=False, width=100)
+    new = f"CONFIG = {body}  # rendered by aka's offline search\n"
+    return "".join(lines[: span[0] - 1]) + new + "".join(lines[span[1]:])
+
+
+def changed_values(base: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The (key, value) pairs of `config` that differ from `base` or that `base` lacks."""
+    return {k: v for k, v in config.items() if k not in base or base[k] != v or type(base[k]) is not type(v)}

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from aka.contract.module_config import config_of, render
 from aka.contract.spec import Contract, ShapeCaseBase, load_contract
-from aka.errors import ProjectNotFoundError, UnknownOpError
+from aka.errors import ContractError, ProjectNotFoundError, UnknownOpError
+from aka.records import Promoted
 
 
 def _is_project(path: Path) -> bool:
@@ -109,8 +111,39 @@ class Op:
 
     def default_kernel(self) -> Path:
         """The promoted kernel when one exists, else the baseline."""
-        promoted = self.path("promoted")
-        return promoted if promoted.is_file() else self.path("baseline")
+        return self.promoted_kernel() or self.path("baseline")
+
+    def promoted_kernel(self) -> Path | None:
+        """The promoted kernel as a module file, None when nothing is promoted. promoted.py when the
+        promotion changed code; when it changed CONFIG values only (promoted.json's `over_baseline`),
+        baseline.py with those values set, rendered into kernels/<op>/.rendered/promoted.py (ignored by git,
+        rewritten whenever baseline.py or the values change). A value whose key baseline.py no longer
+        has is left out (aka.run.gitops.config_promotion_drift names it)."""
+        py = self.path("promoted")
+        if py.is_file():
+            return py
+        try:
+            meta = Promoted.parse(py.with_suffix(".json").read_text())
+        except OSError:
+            return None
+        if meta is None or meta.over_baseline is None:
+            return None
+        base = self.path("baseline").read_text()
+        config = config_of(base)
+        if config is None:
+            raise ContractError(f"{self.path('baseline')}: no literal CONFIG dict, so the promotion stored as "
+                                f"CONFIG values in {py.with_suffix('.json').name} cannot be applied; restore "
+                                "baseline.py's CONFIG or roll the promotion back (aka rollback)")
+        changes = {k: v for k, v in meta.over_baseline.changes.items() if k in config}
+        source = render(base, {**config, **changes})
+        out = py.parent / ".rendered" / py.name
+        if not out.is_file() or out.read_text() != source:
+            out.parent.mkdir(exist_ok=True)
+            (out.parent / ".gitignore").write_text("*\n")  # ignored in any repository, whatever its own rules
+            tmp = out.with_name(f".{out.name}.{os.getpid()}")  # whole or absent for a reader beside us
+            tmp.write_text(source)
+            os.replace(tmp, out)
+        return out
 
 
 def op_names(root: Path | None = None) -> list[str]:

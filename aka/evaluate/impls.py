@@ -120,8 +120,8 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
         if raw == "baseline":
             refs.append(_kernel(label, op.path("baseline"), op, overrides))
         elif raw == "promoted":
-            path = op.path("promoted")
-            if path.is_file():
+            path = op.promoted_kernel()
+            if path is not None:
                 refs.append(_kernel(label, path, op, overrides))
             else:
                 skipped.append(Skipped(name=label, note=f"no promoted kernel yet ({op.spec.modules.promoted})"))

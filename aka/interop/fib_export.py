@@ -234,7 +234,7 @@ def _imports(src: str) -> set[str]:
 
 def build_solution(op) -> tuple[Solution, str, Path, list[str]]:
     kernel = op.default_kernel()
-    label = "promoted" if kernel == op.path("promoted") else "baseline"
+    label = "baseline" if kernel == op.path("baseline") else "promoted"
     src = kernel.read_text()
     notes = []
     fn = next((n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == op.spec.entry), None)

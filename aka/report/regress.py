@@ -17,6 +17,7 @@ it changed and should be committed (until it is, each run on that model is a fir
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -198,9 +199,9 @@ def record_first(root: Path, op: str, device: dict[str, Any], c: OpCheck) -> Pat
 
 def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
     """Gate the op's kernel (promoted, else baseline), then time it beside the baseline on a GPU."""
-    promoted = op.path("promoted")
-    kernel = "promoted" if promoted.is_file() else "baseline"
-    path = promoted if kernel == "promoted" else op.path("baseline")
+    promoted = op.promoted_kernel()
+    kernel = "promoted" if promoted is not None else "baseline"
+    path = promoted or op.path("baseline")
     gpu = not device.get("interpreter")
     sets = [s.value for s in gated_sets(gpu)]
     shapes = list(dict.fromkeys(c.id for s in sets for c in op.cases(s)))
@@ -209,6 +210,9 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
                 bench_shapes=[x.id for x in op.cases("full")], timing=op.spec.rank_timing if gpu else "eager")
     if kernel == "baseline":
         c.notes.append("no promoted kernel: checked the baseline")
+    drift = gitops.config_promotion_drift(op.root, op.name) if kernel == "promoted" else None
+    if drift:
+        c.notes.append(f"promoted.json: {drift}")
     if not gpu:
         c.skip_reason = "timing skipped: no GPU (gate ran in the Triton interpreter on smoke+edge)"
         return c
@@ -226,9 +230,23 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
         c.recorded_us = recorded_for(meta, device["name"], c.timing)
         from aka.evaluate.outcomes import code_hash
 
-        if meta and meta.code_hash and meta.code_hash != code_hash(path.read_text()):
-            c.notes.append("promoted.py differs from the code hash in promoted.json (edited by hand?)")
+        if drift:
+            c.notes.append(still_wins(c.times_us, c.baseline_us or {}))
+        elif meta and meta.code_hash and meta.code_hash != code_hash(path.read_text()):
+            c.notes.append(f"{path.name} differs from the code hash in promoted.json (edited by hand?)")
     return c
+
+
+def still_wins(times_us: dict[str, float], baseline_us: dict[str, float]) -> str:
+    """Whether a promotion kept as CONFIG values still beats baseline.py after its code changed: the
+    geomean of baseline / promoted over the shapes both were timed on, in this run."""
+    shared = [s for s in times_us if times_us[s] > 0 and baseline_us.get(s, 0) > 0]
+    if not shared:
+        return "the promoted values and the baseline were not both timed: whether they still win is unknown"
+    g = math.exp(sum(math.log(baseline_us[s] / times_us[s]) for s in shared) / len(shared))
+    verdict = "they still win" if g > 1 else ("they no longer win: `aka rollback` the promotion, or let `aka "
+                                               "optimize` measure new values")
+    return f"on the new code the promoted values run {g:.3f}x the baseline (geomean of {len(shared)} shapes): {verdict}"
 
 
 def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -> tuple[RegressOutcome, list[Path]]:

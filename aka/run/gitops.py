@@ -3,6 +3,12 @@
 Git history is the kernel's version history. A promotion commit holds only the two promoted files
 (`git commit --only`), so whatever else the user has staged or edited stays out of it; aka refuses
 to overwrite promoted files that carry uncommitted edits, since those edits would be lost.
+
+A promoted kernel that is baseline.py with other CONFIG values (what the offline search promotes)
+is kept as those values in promoted.json (`over_baseline`), with no promoted.py: a copy of the
+baseline's code would drift from it. The op renders it when it is needed
+(aka.contract.ops.Op.promoted_kernel); when baseline.py's code changes, the values apply to the new
+code, `aka regress` says whether they still win and the loop's set-up re-measures them.
 """
 
 from __future__ import annotations
@@ -12,9 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.contract.module_config import changed_values, config_of, render
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.records import Promoted
+from aka.knowledge.measured import template_hash
+from aka.records import ConfigPromotion, Promoted
 
 
 class GitError(AkaError):
@@ -52,8 +60,8 @@ def check_clean(root: Path, op: str, ours: str | None = None, earlier: tuple[str
     """
     if not is_repo(root):
         return
-    py = root / promoted_paths(root, op)[0]
-    if py.is_file() and py.read_text() in {s for s in (ours, *earlier) if s is not None}:
+    current = promoted_source(root, op)
+    if current is not None and current in {s for s in (ours, *earlier) if s is not None}:
         return
     dirty = [ln for ln in _git(root, "status", "--porcelain", "--untracked-files=all", "--",
                                 *promoted_paths(root, op)).splitlines() if ln.strip()]
@@ -64,9 +72,34 @@ def check_clean(root: Path, op: str, ours: str | None = None, earlier: tuple[str
         )
 
 
+def promoted_source(root: Path, op: str) -> str | None:
+    """The promoted kernel's source as the files on disk give it (promoted.py, or baseline.py with
+    promoted.json's CONFIG values); None when nothing is promoted."""
+    path = get_op(op, root).promoted_kernel()
+    return path.read_text() if path is not None else None
+
+
+def as_config_promotion(baseline: str, source: str) -> ConfigPromotion | None:
+    """`source` as CONFIG values over `baseline` when that is all it is: the same code outside CONFIG
+    and, rendered back, byte-identical (so the promoted kernel keeps its code hash); else None."""
+    base_config, config = config_of(baseline), config_of(source)
+    if base_config is None or config is None or template_hash(baseline) != template_hash(source):
+        return None
+    changes = changed_values(base_config, config)
+    if set(base_config) - set(config) or render(baseline, {**base_config, **changes}) != source:
+        return None
+    return ConfigPromotion(baseline_code=template_hash(baseline), changes=changes)
+
+
 def write_promoted(root: Path, op: str, source: str, meta: Promoted) -> None:
+    """promoted.json, and promoted.py unless the source is baseline.py with other CONFIG values."""
     py, js = promoted_paths(root, op)
-    (root / py).write_text(source)
+    over = as_config_promotion(get_op(op, root).path("baseline").read_text(), source)
+    meta = meta.model_copy(update={"over_baseline": over})
+    if over is None:
+        (root / py).write_text(source)
+    else:
+        (root / py).unlink(missing_ok=True)
     write_promoted_meta(root, op, meta)
 
 
@@ -74,6 +107,24 @@ def write_promoted_meta(root: Path, op: str, meta: Promoted) -> Path:
     path = root / promoted_paths(root, op)[1]
     path.write_text(meta.to_json())
     return path
+
+
+def config_promotion_drift(root: Path, op: str) -> str | None:
+    """When the promotion is kept as CONFIG values and baseline.py's code (or its CONFIG keys) changed
+    since: one line saying so; None otherwise (a promoted.py, nothing promoted, nothing changed)."""
+    meta = read_promoted_meta(root, op)
+    if meta is None or meta.over_baseline is None or (root / promoted_paths(root, op)[0]).is_file():
+        return None
+    base = get_op(op, root).path("baseline").read_text()
+    now, keys = template_hash(base), set(config_of(base) or {})
+    lost = sorted(set(meta.over_baseline.changes) - keys)
+    if now == meta.over_baseline.baseline_code and not lost:
+        return None
+    parts = [f"baseline.py's code changed since the promotion ({meta.over_baseline.baseline_code} -> {now})"]
+    if lost:
+        parts.append(f"its CONFIG no longer has {', '.join(lost)} (left out)")
+    values = ", ".join(f"{k}={v}" for k, v in meta.over_baseline.changes.items() if k in keys)
+    return "; ".join(parts) + f": the promoted values ({values or 'none left'}) apply to the new code"
 
 
 def read_promoted_meta(root: Path, op: str) -> Promoted | None:
@@ -84,9 +135,15 @@ def read_promoted_meta(root: Path, op: str) -> Promoted | None:
         return None
 
 
+def _known(root: Path, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The paths git can add or commit: on disk, or tracked (a deletion to record)."""
+    tracked = set(_git(root, "ls-files", "--", *paths).splitlines())
+    return tuple(p for p in paths if (root / p).exists() or p in tracked)
+
+
 def commit_promoted(root: Path, op: str, message: str, extra: tuple[str, ...] = ()) -> str:
     """Commit only the promoted files (and `extra`: the op's knowledge.json); returns the new commit id."""
-    paths = (*promoted_paths(root, op), *extra)
+    paths = _known(root, (*promoted_paths(root, op), *extra))
     _git(root, "add", "--", *paths)
     staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *paths], cwd=root).returncode
     if staged == 0:  # identical to HEAD: a resumed promotion whose commit already happened
@@ -121,7 +178,7 @@ def last_commit(root: Path, op: str) -> str | None:
     """The last commit that touched the promoted kernel, if any."""
     if not is_repo(root):
         return None
-    return _git(root, "log", "-1", "--format=%H", "--", promoted_paths(root, op)[0]).strip() or None
+    return _git(root, "log", "-1", "--format=%H", "--", *promoted_paths(root, op)).strip() or None
 
 
 @dataclass
@@ -134,19 +191,23 @@ class Promotion:
 
 
 def history(root: Path, op: str) -> list[Promotion]:
-    """Commits that changed kernels/<op>/promoted.py, newest first, with their promoted.json."""
+    """Commits that changed kernels/<op>/promoted.py or promoted.json, newest first, with their
+    promoted.json."""
     if not is_repo(root):
         raise GitError(f"{root} is not a git repository: no promotion history")
     py, js = promoted_paths(root, op)
     out = []
-    for line in _git(root, "log", "--format=%H%x09%ad%x09%s", "--date=iso", "--", py).splitlines():
+    for line in _git(root, "log", "--format=%H%x09%ad%x09%s", "--date=iso", "--", py, js).splitlines():
         rev, date, subject = line.split("\t", 2)
         raw = _git(root, "show", f"{rev}:{js}", check=False)
         meta = (Promoted.parse(raw) if raw else None) or Promoted()
-        present = subprocess.run(["git", "cat-file", "-e", f"{rev}:{py}"], cwd=root,
-                                 capture_output=True).returncode == 0
+        present = _exists_at(root, rev, py) or meta.over_baseline is not None
         out.append(Promotion(rev, date, subject, meta, present))
     return out
+
+
+def _exists_at(root: Path, rev: str, path: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{rev}:{path}"], cwd=root, capture_output=True).returncode == 0
 
 
 def rollback(root: Path, op: str, to: str | None = None) -> str:
@@ -167,14 +228,20 @@ def rollback(root: Path, op: str, to: str | None = None) -> str:
             raise GitError(f"unknown revision '{to}'; `aka history {op}` lists the promotions")
     py, js = promoted_paths(root, op)
     src = subprocess.run(["git", "show", f"{target}:{py}"], cwd=root, capture_output=True, text=True)
-    if src.returncode == 0:
-        meta = _git(root, "show", f"{target}:{js}", check=False)
-        (root / py).write_text(src.stdout)
+    meta = _git(root, "show", f"{target}:{js}", check=False)
+    kept = Promoted.parse(meta) if meta else None
+    if src.returncode == 0 or (kept is not None and kept.over_baseline is not None):
+        if src.returncode == 0:
+            (root / py).write_text(src.stdout)
+        else:  # kept as CONFIG values over baseline.py at that revision
+            (root / py).unlink(missing_ok=True)
         (root / js).write_text(meta or "{}\n")
-        _git(root, "add", "--", py, js)
         label = target[:10]
     else:
-        _git(root, "rm", "--quiet", "--ignore-unmatch", "--", py, js)
+        (root / py).unlink(missing_ok=True)
+        (root / js).unlink(missing_ok=True)
         label = "baseline"
-    _git(root, "commit", "--only", "-m", f"{op}: roll back promoted kernel to {label}", "--", py, js)
+    paths = _known(root, (py, js))
+    _git(root, "add", "--", *paths)
+    _git(root, "commit", "--only", "-m", f"{op}: roll back promoted kernel to {label}", "--", *paths)
     return _git(root, "rev-parse", "HEAD").strip()

@@ -57,6 +57,8 @@ def prepare_run(runs_root: Path, settings: OptimizeSettings, op, evaluator: Eval
     steps: dict[str, float] = {}  # seconds per set-up step, in run.json: where a slow start went
     # as the screen gates candidates (a failing incumbent explains why they fail)
     rounds = rounds if settings.interpreter else min(rounds, settings.screen_gate_rounds)
+    if drift := gitops.config_promotion_drift(op.root, op.name):  # the timing below re-measures them
+        say(f"promoted.json: {drift}; timed against the baseline below")
     say(f"compile {incumbent.name} (Triton compiles each specialisation once; cached after)")
     # alone, on every core compiles may take: its gate and the first candidates' compiles need its kernels. The
     # gate used to run beside the compiles and compiled in its own process what the compile call's forks were

@@ -33,10 +33,8 @@ fulls() {
     python3 -m aka check $op --kernel kernels/$op/baseline.py --shapes full --rounds 2 --json "$OUT/full_$op.json" \
       | tail -3
   done
-  if [ -f kernels/gdn_prefill/promoted.py ]; then
-    python3 -m aka check gdn_prefill --kernel kernels/gdn_prefill/promoted.py --shapes smoke,edge,full --rounds 2 \
-      --json "$OUT/full_gdn_promoted.json" | tail -3
-  fi
+  # without --kernel: the promoted kernel (promoted.py, or baseline.py with promoted.json's CONFIG values)
+  python3 -m aka check gdn_prefill --shapes smoke,edge,full --rounds 2 --json "$OUT/full_gdn_promoted.json" | tail -3
 }
 benches() {
   python3 -m aka bench fa4_decode --impl baseline --shapes full --json "$OUT/bench_fa4_decode.json" | tail -30

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import pprint
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import yaml
 
 from aka.agent.llm.base import BackendExhausted, Context
 from aka.agent.search import Known, Proposal, Structure, Trial, propose
+from aka.contract.module_config import render as render_config
 from aka.errors import AkaError
 from aka.evaluate.outcomes import code_hash
 from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
@@ -78,11 +78,8 @@ def read_dict(source: str, name: str, path: str = "<template>") -> dict[str, Any
 
 def render(template_source: str, config: dict[str, Any]) -> str:
     """The template with its CONFIG literal replaced by `config` (everything else byte-identical)."""
-    node = config_node(template_source)
-    lines = template_source.splitlines(keepends=True)
-    body = pprint.pformat(config, sort_dicts=False, width=100)
-    new = f"CONFIG = {body}  # rendered by aka's offline search\n"
-    return "".join(lines[: node.lineno - 1]) + new + "".join(lines[node.end_lineno :])
+    config_node(template_source)  # the pattern error names the template when it has no CONFIG
+    return render_config(template_source, config)
 
 
 def load_patterns(kernel_dir: Path, baseline: Path) -> list[Pattern]:
