@@ -68,7 +68,9 @@ def _with_progress(payload: dict[str, Any], timeout: float, total: int):
                 lines = path.read_text().splitlines()
                 for line in lines[seen:]:
                     rec = json.loads(line)
-                    times = ", ".join(f"{n} {us:,.1f} µs" for n, us in rec["median_us"].items())
+                    graph = rec.get("graph_us") or {}
+                    times = ", ".join(f"{n} {us:,.1f} µs" + (f" (graph {graph[n]:,.1f})" if n in graph else "")
+                                      for n, us in rec["median_us"].items())
                     label = f" ({NOT_REPRESENTATIVE})" if rec.get("interpreter") else ""
                     at = f"  [{rec['elapsed_s']:.0f} s]" if "elapsed_s" in rec else ""
                     bar.console.print(f"  {rec['shape']:<6} {times}{label}{at}", highlight=False, soft_wrap=True)
