@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gate")]
 import redteam  # noqa: E402
 
 from aka.contract.ops import get_op  # noqa: E402
-from aka.evaluate.gate import check_kernel  # noqa: E402
+from aka.evaluate.check import check_kernel  # noqa: E402
 
 
 def _gpu() -> bool:

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, TIMEOUT_S, WARM_CALLS, GateReport, check_kernel
+from aka.evaluate.check import check_kernel
+from aka.evaluate.gate import MIN_CALLS, WARM_CALLS
+from aka.evaluate.wire import DEFAULT_ROUNDS, TIMEOUT_S, GateReport
 
 console = Console()
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from aka.evaluate.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn, time_interleaved
-from aka.evaluate.impls import ImplRef, note_of, prepare
+from aka.evaluate.loader import note_of, prepare
 from aka.evaluate.rotation import Rotation
+from aka.evaluate.wire import ImplRef
 
 
 def _setup(payload: dict[str, Any]):

@@ -184,10 +184,10 @@ def host_coverage(payload: dict[str, Any]) -> dict[str, Any]:
     from pathlib import Path
 
     from aka.contract.ops import get_op
-    from aka.evaluate import impls
+    from aka.evaluate import loader
 
     op = get_op(payload["op"], Path(payload["root"]))
-    module = impls.module_of(payload["kernel"])
+    module = loader.module_of(payload["kernel"])
     fn = getattr(module, op.spec.entry)
     full = set_paths(op, fn, module, op.cases("full"))
     checked = set_paths(op, fn, module, op.cases(",".join(payload["ids"])))

@@ -23,7 +23,6 @@ from aka.evaluate import door
 from aka.evaluate.bench import BenchConfig
 from aka.evaluate.compstats import CompileStats
 from aka.evaluate.compstats import merge as merge_stats
-from aka.evaluate.gate import GateReport
 from aka.evaluate.gpulock import gpu_lock
 from aka.evaluate.outcomes import (
     BenchOutcome,
@@ -34,6 +33,7 @@ from aka.evaluate.outcomes import (
     eager_medians,
     gate_record,
 )
+from aka.evaluate.wire import GateReport
 from aka.records import GateRecord
 from aka.settings import OptimizeSettings
 
@@ -204,7 +204,7 @@ class RealEvaluator:
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:
-        from aka.evaluate.gate import GRACE_S
+        from aka.evaluate.check import GRACE_S
 
         limit = self.timeout * max(1, rounds)
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)

@@ -1,25 +1,24 @@
 """Correctness gate: every shape case, several rounds of fresh inputs, checked against float64.
 
-``check_kernel`` (parent side) runs the static policy, then ``gate_worker`` in a fresh worker process
-(aka.evaluate.runner): the checker. The checker never runs candidate code: it starts the candidate's own
-process (aka.evaluate.sandbox.Host, aka.evaluate.host) and, per shape and round, builds inputs from a
-new seed (scalars such as the softmax scale drawn from their contract range from round 1 on, the input
-regime cycling through the contract's variants), computes the float64 reference and the plain same-
-precision outputs, hands the inputs over as bytes, and checks the bytes that come back
-(aka.evaluate.gate_checks). The candidate's side poisons its allocator with NaN, records what the call
-launched (aka.evaluate.launches) and reports what only it can see (subclasses, aliasing, side streams,
-modified inputs). Calls on one shape follow each other with different inputs in the same buffers, so a
-cached result shows as an identical output or a shared one. The last call repeats the previous call's
-scalars and input regime (fresh values): a kernel's host caches keyed on shape and scalars (plans,
-compiled launches, descriptors) then take their warm path under the gate too, not only the cold one.
-Whatever the candidate patches in its own process, the references and verdicts here are out of its
-reach. A candidate that raises fails its shape; a hang, a crash, an OOM or a device fault ends the
-candidate's process and the gate records the stage.
+The checker's half: ``gate_worker`` runs in a fresh worker process (aka.evaluate.check's
+``check_kernel`` starts it from the parent, through aka.evaluate.runner). The checker never runs
+candidate code: it starts the candidate's own process (aka.evaluate.sandbox.Host, aka.evaluate.host)
+and, per shape and round, builds inputs from a new seed (scalars such as the softmax scale drawn from
+their contract range from round 1 on, the input regime cycling through the contract's variants),
+computes the float64 reference and the plain same-precision outputs, hands the inputs over as bytes,
+and checks the bytes that come back (aka.evaluate.gate_checks). The candidate's side poisons its
+allocator with NaN, records what the call launched (aka.evaluate.launches) and reports what only it can
+see (subclasses, aliasing, side streams, modified inputs). Calls on one shape follow each other with
+different inputs in the same buffers, so a cached result shows as an identical output or a shared one.
+The last call repeats the previous call's scalars and input regime (fresh values): a kernel's host
+caches keyed on shape and scalars (plans, compiled launches, descriptors) then take their warm path
+under the gate too, not only the cold one. Whatever the candidate patches in its own process, the
+references and verdicts here are out of its reach. A candidate that raises fails its shape; a hang, a
+crash, an OOM or a device fault ends the candidate's process and the gate records the stage.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
@@ -27,19 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from aka.contract.shapes import gated_sets
-from aka.evaluate.gate_checks import OutputCheck, check_output
-from aka.evaluate.launches import Launches
-from aka.settings import OptimizeSettings
+from aka.evaluate.gate_checks import check_output
+from aka.evaluate.wire import DEFAULT_ROUNDS, GatePayload, GateReport, Launches, RoundResult, ShapeResult
 
-DEFAULT_ROUNDS = OptimizeSettings.model_fields["gate_rounds"].default  # `aka check` gates as the loop does
-# a standalone gate (`aka check`, `aka regress`): every set's rounds in one call, float64 references on full shapes
-TIMEOUT_S = 600.0
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
 WARM_CALLS = 1  # then one call that repeats the last one's scalars and regime (a warm call), fresh values
-GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadline (startup, report)
 # On a GPU, a source that orders its programs itself (atomics, volatile loads, fences at GPU scope: a ticket
 # that picks the program merging the others' partials) gets each round's call repeated on the same inputs,
 # each checked: a missing acquire or release shows on some calls, and never in the interpreter, which runs
@@ -47,107 +39,6 @@ GRACE_S = 60.0  # the runner's kill comes this long after the gate's own deadlin
 ORDER_REPEATS = 8
 _SIGNALLING = re.compile(r"\batomic_\w+\s*\(|volatile\s*=\s*True|\bsem\s*=|__threadfence|"
                          r"\batomic(Add|CAS|Exch|Inc)\b|\bfence\.(acq_rel|sc|proxy)\.gpu")
-
-
-class RoundResult(BaseModel):
-    round: int
-    seed: int
-    ok: bool
-    reason: str = ""
-    variant: str = Field("", description="input regime of this round (the contract's input_variants)")
-    scalars: dict[str, Any] = Field(default_factory=dict, description="scalars passed (drawn), default when absent")
-    warm: bool = Field(False, description="repeats the previous round's scalars and regime with fresh values")
-    outputs: list[OutputCheck] = Field(default_factory=list)
-    launches: Launches | None = Field(None, description="what the call ran (Triton, torch glue, device kernels)")
-    seconds: float = 0.0
-
-
-class ShapeResult(BaseModel):
-    id: str
-    params: str = ""
-    passed: bool
-    stage: str | None = Field(None, description="check, run or compile when the shape failed")
-    reason: str = ""
-    rounds: list[RoundResult] = Field(default_factory=list)
-
-    def worst(self, name: str) -> OutputCheck | None:
-        """The round check of output `name` with the largest rel L2 (a failing one first)."""
-        checks = [o for r in self.rounds for o in r.outputs if o.name == name]
-        return max(checks, key=lambda o: (not o.ok, o.rel_l2 if o.rel_l2 is not None else float("inf")),
-                   default=None)
-
-
-class GateReport(BaseModel):
-    op: str
-    kernel: str
-    kernel_sha256: str = ""
-    passed: bool
-    stage: str | None = Field(None, description="policy, import, compile, run, check, timeout, crash, oom, ...")
-    reason: str = ""
-    device: str = ""
-    interpreter: bool = False
-    shapes: str = ""
-    n_rounds: int = 0
-    results: list[ShapeResult] = Field(default_factory=list)
-    violations: list[str] = Field(default_factory=list)
-    stderr_tail: str = ""
-    duration_s: float = 0.0
-    summary: str = ""
-    coverage: list[str] = Field(default_factory=list, description="aka.evaluate.coverage's lines: the full "
-                                "set's kernels and specialisations the checked shapes never compile")
-
-
-class GatePayload(BaseModel):
-    """What gate_worker reads. Extra keys (the loop's evaluator sends a few) are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-    op: str = Field(description="operator line, e.g. gdn_prefill")
-    root: str = Field(description="project root holding workloads/ and kernels/")
-    kernel: str = Field(description="path of the candidate module")
-    shapes: str = Field("auto", description="'auto' (smoke+edge, plus full on a GPU) or sets/ids, comma-separated")
-    rounds: int = Field(DEFAULT_ROUNDS, ge=1, description="rounds per shape (raised to 2 for the cache check)")
-    seed: int = Field(0, description="base seed; every shape and round derives its own")
-    fail_fast: bool = Field(False, description="stop at the first failing shape (the verdict is the same)")
-    timeout_s: float = Field(TIMEOUT_S, gt=0, description="the gate's deadline: a call still running then is killed")
-    coverage: bool = Field(False, description="after a pass, say which paths of the full set the checked "
-                           "shapes never compile (aka check)")
-
-
-# ---------------------------------------------------------------------------------------------
-# parent side
-
-
-def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAULT_ROUNDS, seed: int = 0,
-                 timeout: float = TIMEOUT_S, interpreter: bool | None = None, fail_fast: bool = False,
-                 policy: bool = True, coverage: bool = False) -> GateReport:
-    """Policy check, then the gate in a fresh worker. Never raises for anything the candidate does.
-
-    ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
-    isolated gate alone rejects what the policy would have refused."""
-    from aka.evaluate import door
-    from aka.evaluate.policy import check_source
-
-    source = Path(kernel).read_text()
-    head = dict(op=op.name, kernel=str(kernel), kernel_sha256=hashlib.sha256(source.encode()).hexdigest(),
-                shapes=shapes)
-    report = check_source(source, op.spec)
-    if policy and not report.ok:
-        return GateReport(**head, passed=False, stage="policy", reason=str(report.violations[0]),
-                          violations=[str(v) for v in report.violations], summary=f"policy: {report.violations[0]}")
-    payload = GatePayload(op=op.name, root=str(op.root), kernel=str(Path(kernel).resolve()), shapes=shapes,
-                          rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout, coverage=coverage)
-    res = door.run("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
-                   interpreter=interpreter)
-    if not res.ok:
-        return GateReport(**head, passed=False, stage=res.stage, reason=res.error, stderr_tail=res.stderr_tail,
-                          duration_s=res.duration_s, summary=f"{res.stage}: {res.error}")
-    report = GateReport.model_validate(res.value)
-    return report.model_copy(update=dict(kernel_sha256=head["kernel_sha256"], duration_s=res.duration_s,
-                                         stderr_tail=report.stderr_tail or res.stderr_tail))
-
-
-# ---------------------------------------------------------------------------------------------
-# worker side: the checker
 
 
 def gate_worker(payload: dict[str, Any]) -> dict[str, Any]:

@@ -13,17 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
-
-class OutputCheck(BaseModel):
-    name: str
-    ok: bool
-    reason: str = ""
-    rel_l2: float | None = None
-    max_abs_rel: float | None = None
-    plain_rel_l2: float | None = None
-    plain_max_abs_rel: float | None = None
+from aka.evaluate.wire import OutputCheck
 
 
 def error_metrics(out, ref) -> tuple[float, float]:

@@ -49,7 +49,7 @@ class _Session:
 
 def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     from aka.contract.ops import NotAModuleError, load_module
-    from aka.evaluate.worker import TaskFailure, one_line
+    from aka.evaluate.wire import TaskFailure, one_line
 
     path = Path(req["kernel"])
     try:  # one candidate per host process (aka.evaluate.sandbox.new_host), so one fixed module name
@@ -62,9 +62,9 @@ def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     if not callable(fn):
         raise TaskFailure("import", f"the candidate defines no function '{req['entry']}'")
     s.module, s.fn = module, fn
-    from aka.evaluate import impls
+    from aka.evaluate import loader
 
-    impls.adopt(str(path.resolve()), module)  # a timing in this process times this very module (its state too)
+    loader.adopt(str(path.resolve()), module)  # a timing in this process times this very module (its state too)
     # names of CUDA kernels the candidate itself defines (--lang cuda): its own, not a library's
     s.own_kernels = set(re.findall(r"__global__\s+(?:void\s+)?(\w+)", path.read_text()))
     return {}
@@ -300,7 +300,7 @@ _HANDLERS = {"load": _load, "call": _call, "task": _task}
 
 
 def _answer(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
-    from aka.evaluate.worker import failure
+    from aka.evaluate.wire import failure
 
     try:
         return {"ok": True, **_HANDLERS[req["cmd"]](s, req)}
@@ -314,7 +314,7 @@ def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
     req_fd, resp_fd, folder, parent = int(argv[0]), int(argv[1]), Path(argv[2]), int(argv[3])
     arm_death_signal(parent)
-    from aka.evaluate.worker import setup_interpreter
+    from aka.evaluate.interp import setup_interpreter
 
     session = _Session(folder)
     setup_interpreter(os.environ.get("AKA_WORKER_INTERPRETER", "auto"))

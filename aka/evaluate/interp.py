@@ -30,6 +30,20 @@ def enable_interpreter() -> None:
     install_bf16_dot_shim()
 
 
+def setup_interpreter(mode: str) -> bool:
+    """Select the Triton interpreter per AKA_WORKER_INTERPRETER (1, 0, auto). True when selected."""
+    if mode == "0":
+        os.environ.pop("TRITON_INTERPRET", None)
+        return False
+    if mode == "auto" and os.environ.get("TRITON_INTERPRET") != "1":
+        import torch
+
+        if torch.cuda.is_available():
+            return False
+    enable_interpreter()  # before any candidate module decorates a kernel
+    return True
+
+
 def install_bf16_dot_shim() -> bool:
     """Patch the interpreter's dot to widen bf16 operands to fp32. Idempotent.
 

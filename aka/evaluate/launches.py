@@ -19,7 +19,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel, Field
+from aka.evaluate.wire import Launches
 
 # torch operators that move or describe data without computing on it: views, allocation, copies,
 # casts, fills (by overload packet name, as the dispatcher reports them)
@@ -39,17 +39,6 @@ GLUE_OPS = frozenset({
 # device kernels of the libraries a candidate must not hand its work to
 _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|cudnn|flash|fmha|attention|attn|softmax|sdpa|"
                              r"_scaled_dot|sm90_|sm80_|ampere_|hopper_|volta_|turing_|bmm|matmul|conv", re.I)
-
-
-class Launches(BaseModel):
-    """One call's record (counts by name)."""
-
-    triton: dict[str, int] = Field(default_factory=dict, description="Triton kernel name -> launches")
-    torch_ops: dict[str, int] = Field(default_factory=dict, description="torch operators outside Triton launches")
-    torch_compute: dict[str, int] = Field(default_factory=dict,
-                                          description="of those, the ones that computed on floating-point data")
-    device_kernels: dict[str, int] = Field(default_factory=dict, description="GPU: kernels the profiler saw")
-    profiler: str = Field("", description="why device kernels were not listed, when they were not")
 
 
 def is_compute(op: str, floating: bool) -> bool:

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aka.evaluate.bench import geomean
-from aka.evaluate.gate import GateReport
-from aka.evaluate.gate_checks import OutputCheck
+from aka.evaluate.wire import GateReport, OutputCheck
 from aka.records import GateRecord
 
 

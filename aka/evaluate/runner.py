@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from aka.evaluate import spares
+from aka.evaluate.wire import death
 
 Stage = Literal["policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"]
 
@@ -288,18 +289,6 @@ def _read_result(path: Path) -> dict | None:
         return None
     keys = ("ok", "stage", "value", "error")
     return {k: raw[k] for k in keys if k in raw}
-
-
-def death(code: int | None, tail: str, who: str = "worker") -> tuple[str, str, str | None]:
-    """(stage, one-line error, signal name) of a process that exited without a result: a signal,
-    os._exit, or the OOM killer. Pure; the candidate's process (aka.evaluate.sandbox) is judged the same way."""
-    if code is not None and code < 0:
-        name = signal.Signals(-code).name
-        if name == "SIGKILL":  # not ours (timeouts are handled by the caller): the kernel's OOM killer
-            return "oom", f"{who} killed by SIGKILL (likely out of host memory)", name
-        return "crash", f"{who} died of {name}", name
-    last = tail.strip().splitlines()[-1:] or [""]
-    return "crash", f"{who} exited with code {code} and no result: {last[0][:200]}", None
 
 
 def _death(code: int | None, tail: str, base: dict) -> WorkerResult:

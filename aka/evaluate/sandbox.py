@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.evaluate import exchange
-from aka.evaluate.runner import death
+from aka.evaluate.wire import death
 
 _TAIL = 4000
 # worker tasks that judge a candidate through a Host: aka.evaluate.worker starts theirs before it imports torch

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-SPARE_FLAG = "--spare"  # python -m aka.evaluate.worker --spare: warm up, then read "task\tpayload\tresult"
+from aka.evaluate.wire import SPARE_FLAG
 
 
 @dataclass

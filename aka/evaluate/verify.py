@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.worker import TaskFailure
+from aka.evaluate.wire import TaskFailure
 from aka.hardware import datasheet_peaks
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op

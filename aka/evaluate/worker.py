@@ -12,69 +12,9 @@ import importlib
 import json
 import os
 import sys
-import traceback
 
-from aka.evaluate.spares import SPARE_FLAG
-
-
-class TaskFailure(Exception):
-    """Raised by a task to fail with a specific stage (e.g. "import" when a candidate won't load)."""
-
-    def __init__(self, stage: str, message: str):
-        super().__init__(message)
-        self.stage = stage
-
-
-STAGES = {"policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"}
-_DEVICE_FAULT = ("illegal memory access", "illegal address", "device-side assert", "unspecified launch failure",
-                 "misaligned address", "cuda error", "an illegal instruction", "hardware exception")
-_OOM = ("out of memory", "can't allocate memory", "cannot allocate memory")
-
-
-def classify(exc: BaseException) -> str:
-    """The stage an exception belongs to: oom, device-fault, compile, or run."""
-    stage = getattr(exc, "stage", None)  # duck-typed: under `-m`, this module is __main__, not aka.evaluate.worker
-    if isinstance(stage, str) and stage in STAGES:
-        return stage
-    if isinstance(exc, MemoryError):
-        return "oom"
-    names = {t.__name__ for t in type(exc).__mro__}
-    text = str(exc).lower()
-    if "OutOfMemoryError" in names or any(s in text for s in _OOM):
-        return "oom"
-    if "AcceleratorError" in names or any(s in text for s in _DEVICE_FAULT):
-        return "device-fault"
-    if names & {"CompilationError", "CompileTimeAssertionFailure", "PTXASError"}:
-        return "compile"
-    return "run"
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:limit]
-
-
-def setup_interpreter(mode: str) -> bool:
-    """Select the Triton interpreter per AKA_WORKER_INTERPRETER (1, 0, auto). True when selected."""
-    if mode == "0":
-        os.environ.pop("TRITON_INTERPRET", None)
-        return False
-    if mode == "auto" and os.environ.get("TRITON_INTERPRET") != "1":
-        import torch
-
-        if torch.cuda.is_available():
-            return False
-    from aka.evaluate.interp import enable_interpreter
-
-    enable_interpreter()  # before any candidate module decorates a kernel
-    return True
-
-
-def failure(exc: BaseException) -> dict:
-    """The result record of a task that raised (its traceback goes to the log)."""
-    traceback.print_exc()
-    told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
-    return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
+from aka.evaluate.interp import setup_interpreter
+from aka.evaluate.wire import SPARE_FLAG, failure
 
 
 def run(task: str, payload: dict) -> dict:

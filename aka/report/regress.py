@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from aka.contract.shapes import gated_sets
 from aka.errors import AkaError
-from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
+from aka.evaluate.wire import TIMEOUT_S as GATE_TIMEOUT_S
 from aka.records import DeviceRecord, Promoted
 from aka.run import gitops
 
@@ -273,7 +273,7 @@ class WorkerMeasurer:
         return device_record(self.interpreter)
 
     def gate(self, op, kernel: Path, sets: list[str]) -> tuple[dict[str, bool], dict[str, str], str]:
-        from aka.evaluate.gate import check_kernel
+        from aka.evaluate.check import check_kernel
 
         rep = check_kernel(op, kernel, shapes=",".join(sets), rounds=self.rounds, timeout=self.timeout,
                            seed=int(time.time()) % 100_000, interpreter=self.interpreter)  # fresh inputs nightly

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from aka.cli.main import app
 from aka.contract.ops import get_op
 from aka.evaluate.bench import is_gpu_timing
-from aka.evaluate.impls import ImplError, prepare, resolve
+from aka.evaluate.impls import ImplError, resolve
+from aka.evaluate.loader import prepare
 from aka.evaluate.verify import bench_worker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +81,7 @@ def test_a_kernel_with_config_values_is_its_own_implementation():
     for call in (plain, variant):
         out = call().double()
         assert ((out - want).norm() / want.norm()).item() < 1e-2
-    from aka.evaluate.impls import module_of, variant_of
+    from aka.evaluate.loader import module_of, variant_of
 
     assert module_of(refs[0].path).CONFIG["BLOCK_N"] == 64  # the plain module keeps its value
     assert variant_of(refs[1].path, refs[1].config).CONFIG["BLOCK_N"] == 32

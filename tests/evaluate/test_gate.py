@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op
-from aka.evaluate.gate import check_kernel
+from aka.evaluate.check import check_kernel
 
 OP = get_op("fa4_decode")
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"

@@ -1,7 +1,7 @@
 """aka.evaluate.outcomes.gate_record: what the loop keeps of a gate report (and promoted.json shows)."""
 
-from aka.evaluate.gate import GateReport
 from aka.evaluate.outcomes import gate_record
+from aka.evaluate.wire import GateReport
 
 
 def gate_outcome(report: dict):

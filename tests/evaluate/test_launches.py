@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from aka.evaluate.launches import Launches, Recorder, is_compute, library_kernels, problem
+from aka.evaluate.launches import Recorder, is_compute, library_kernels, problem
+from aka.evaluate.wire import Launches
 
 
 def test_glue_on_floats_and_any_integer_work_are_allowed():
