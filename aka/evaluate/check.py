@@ -21,7 +21,7 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
     ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
     isolated gate alone rejects what the policy would have refused."""
     from aka.evaluate import door
-    from aka.evaluate.policy import check_source
+    from aka.evaluate.static.policy import check_source
 
     source = Path(kernel).read_text()
     head = dict(op=op.name, kernel=str(kernel), kernel_sha256=hashlib.sha256(source.encode()).hexdigest(),

@@ -21,8 +21,6 @@ from typing import Any, Protocol
 from aka.contract.shapes import every_case
 from aka.evaluate import door
 from aka.evaluate.bench import BenchConfig
-from aka.evaluate.compstats import CompileStats
-from aka.evaluate.compstats import merge as merge_stats
 from aka.evaluate.gpulock import gpu_lock
 from aka.evaluate.outcomes import (
     BenchOutcome,
@@ -33,6 +31,8 @@ from aka.evaluate.outcomes import (
     eager_medians,
     gate_record,
 )
+from aka.evaluate.static.compstats import CompileStats
+from aka.evaluate.static.compstats import merge as merge_stats
 from aka.evaluate.wire import GateReport
 from aka.records import GateRecord
 from aka.settings import OptimizeSettings
@@ -119,7 +119,7 @@ class RealEvaluator:
             door.keep_ready(settings.spare_workers, self.interpreter)
 
     def _cuda_without_gpu(self, path: Path) -> bool:
-        from aka.evaluate.cudacheck import is_cuda_candidate
+        from aka.evaluate.static.cudacheck import is_cuda_candidate
 
         return self.cuda and self.interpreter and is_cuda_candidate(path.read_text())
 
@@ -135,7 +135,7 @@ class RealEvaluator:
         return device_record(self.interpreter)
 
     def check(self, source: str) -> StageOutcome:
-        from aka.evaluate.policy import check_source
+        from aka.evaluate.static.policy import check_source
 
         res = check_source(source, self.op.spec, allow_cuda_extension=self.cuda)
         return StageOutcome(res.ok, res.message)
@@ -144,7 +144,7 @@ class RealEvaluator:
         """Compile every specialisation `path` reaches over `cases` (shape ids; default every case of every
         set: what the gate and the timing will launch); `stats`: read the kernels' registers and SASS."""
         if self._cuda_without_gpu(path):  # cannot import it here; nvcc still finds compile errors
-            from aka.evaluate.cudacheck import nvcc_compile
+            from aka.evaluate.static.cudacheck import nvcc_compile
 
             ok, err = nvcc_compile(path.read_text(), self.timeout)
             return StageOutcome(ok, err, {"nvcc_only": True})
@@ -197,10 +197,10 @@ class RealEvaluator:
         return map_workers(call, payloads)
 
     def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
-        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.offline_sm90); the
+        """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.static.offline_sm90); the
         compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
-        ok, value, err = door.call("aka.evaluate.offline_sm90:compile_task", {"path": str(path), "launches": launches},
-                                   self.timeout, False)
+        ok, value, err = door.call("aka.evaluate.static.offline_sm90:compile_task",
+                                   {"path": str(path), "launches": launches}, self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:

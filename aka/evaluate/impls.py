@@ -129,8 +129,8 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
 
 
 def checked_kernel(path: Path, op: Op) -> Path:
-    """A candidate file that exists and passes the static policy (aka.evaluate.policy)."""
-    from aka.evaluate.policy import check_source
+    """A candidate file that exists and passes the static policy (aka.evaluate.static.policy)."""
+    from aka.evaluate.static.policy import check_source
 
     if not path.is_file():
         raise ImplError(f"{path}: no such kernel file; pass an existing .py file to --kernel")

@@ -55,7 +55,7 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
     seconds = round(time.perf_counter() - t0, 3)
     # registers, spills, wgmma/TMA of the kernels just compiled (issue 9); in the interpreter an
     # explicit "unavailable: interpreter" record, so the log says why there are no numbers
-    from aka.evaluate.compstats import collect
+    from aka.evaluate.static.compstats import collect
 
     t1 = time.perf_counter()
     workers = payload.get("precompile") or 1
@@ -67,11 +67,12 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def _captured(on: bool, into: list[dict[str, Any]]):
-    """In the interpreter, note the Triton launches (aka.evaluate.offline_sm90 can compile them for sm_90 later)."""
+    """In the interpreter, note the Triton launches (aka.evaluate.static.offline_sm90 can compile them for sm_90
+    later)."""
     if not on:
         yield
         return
-    from aka.evaluate.offline_sm90 import capture
+    from aka.evaluate.static.offline_sm90 import capture
 
     with capture() as launches:
         yield

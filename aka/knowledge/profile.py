@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from aka.errors import AkaError
-from aka.evaluate.compstats import CompileStats
+from aka.evaluate.static.compstats import CompileStats
 from aka.knowledge.ncu_report import (
     KernelProfile,
     ProfileSummary,

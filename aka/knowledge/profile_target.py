@@ -127,7 +127,7 @@ def ablations(module, call) -> tuple[dict[str, float], str]:
 
 def profile_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker task. payload: op, kernel, shape, root?, roofline? (default True), ablate? (default True)."""
-    from aka.evaluate.compstats import collect
+    from aka.evaluate.static.compstats import collect
 
     op, case, module, call = _setup(payload["op"], payload["kernel"], payload["shape"], payload.get("root"))
     _warm(call)

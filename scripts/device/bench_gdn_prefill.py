@@ -247,7 +247,7 @@ def offline_regs(prep_only=False):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from aka.evaluate.compstats import res_usage
+    from aka.evaluate.static.compstats import res_usage
 
     mod = importlib.import_module("kernels.gdn_prefill.baseline")
     types = {"g_ptr": "*fp32", "beta_ptr": "*fp32", "h0_ptr": "*fp32", "ht_ptr": "*fp32", "mc_ptr": "*fp32",

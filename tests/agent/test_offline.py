@@ -81,7 +81,7 @@ def test_unknown_backend_is_one_clear_line():
 def test_every_pattern_matches_its_template_and_renders_policy_clean(name):
     """Guards the library against knobs renamed in the kernel: each pattern's start passes the policy."""
     from aka.contract.ops import get_op
-    from aka.evaluate.policy import check_source
+    from aka.evaluate.static.policy import check_source
 
     op = get_op(name, REPO)
     kdir = REPO / "kernels" / name

@@ -8,7 +8,7 @@ import json
 from aka.agent.llm import prompts
 from aka.agent.llm.base import Context
 from aka.contract.ops import get_op
-from aka.evaluate.compstats import CompileStats, KernelStats
+from aka.evaluate.static.compstats import CompileStats, KernelStats
 from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 from aka.records import Plan
 

@@ -93,8 +93,8 @@ def forked_compile(payload: dict) -> dict:
     from triton.compiler.compiler import make_backend
 
     from aka.contract.ops import load_module
-    from aka.evaluate.compstats import unwrap_jit
     from aka.evaluate.precompile import compile_forked
+    from aka.evaluate.static.compstats import unwrap_jit
 
     triton.knobs.cache.dir = payload["cache"]
     jit = unwrap_jit(load_module(Path(payload["path"]))._kernel)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op, op_names
-from aka.evaluate.policy import check_source
+from aka.evaluate.static.policy import check_source
 
 SPEC = get_op("fa4_prefill").spec
 
@@ -164,8 +164,8 @@ def test_allowed_torch_comes_from_the_contract():
 
 def test_the_codegen_prompt_states_exactly_what_the_policy_allows():
     from aka.agent.llm.prompts import policy_text
-    from aka.evaluate.policy import rules_text
-    from aka.evaluate.policy_names import STDLIB_NAMES
+    from aka.evaluate.static.policy import rules_text
+    from aka.evaluate.static.policy_names import STDLIB_NAMES
 
     spec = get_op("fa4_decode").spec
     text = policy_text(spec, "triton")

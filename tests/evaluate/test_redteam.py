@@ -11,7 +11,7 @@ from redteam import ALL, materialise
 from aka.contract.ops import get_op
 from aka.evaluate.check import check_kernel
 from aka.evaluate.evaluator import RealEvaluator
-from aka.evaluate.policy import check_source
+from aka.evaluate.static.policy import check_source
 from aka.settings import OptimizeSettings
 
 GATE = [k for k in ALL if k.where == "gate" and not k.gpu_only]

@@ -123,7 +123,7 @@ def test_outputs_never_alias():
 
 
 def test_baseline_passes_the_contract_policy():
-    from aka.evaluate.policy import check_source
+    from aka.evaluate.static.policy import check_source
 
     report = check_source(Path(mod.__file__).read_text(), op.spec)
     assert report.ok, report

@@ -83,6 +83,6 @@ def nvcc_compile(source: str, timeout_s: float = 600.0, arch: str = ARCH) -> tup
     return False, "\n".join(errors or text.splitlines())[-3000:]
 
 
-if __name__ == "__main__":  # python -m aka.evaluate.cudacheck candidate.py
+if __name__ == "__main__":  # python -m aka.evaluate.static.cudacheck candidate.py
     ok, err = nvcc_compile(Path(sys.argv[1]).read_text())
     print("ok" if ok else err)

@@ -1,6 +1,6 @@
 """What a candidate may name: the modules, the standard-library names, Triton's top level and the
 torch.cuda queries it may use, and what is refused on any object (frames, code, the environment,
-dynamic code, streams). The data behind aka.evaluate.policy's checker, in one place to review.
+dynamic code, streams). The data behind aka.evaluate.static.policy's checker, in one place to review.
 """
 
 # Modules a candidate may import, and attribute roots under them.

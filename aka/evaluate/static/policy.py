@@ -25,7 +25,7 @@ import importlib
 import types
 from dataclasses import dataclass, field
 
-from aka.evaluate.policy_names import (
+from aka.evaluate.static.policy_names import (
     ALLOWED_MODULES,
     ALLOWED_PREFIXES,
     ATTRS_REFUSED,

@@ -1,12 +1,12 @@
 """Registers, spills and shared memory of a candidate's Triton kernels without a GPU: compile them for sm_90.
 
-In Triton's CPU interpreter nothing is compiled (aka.evaluate.compstats says so), yet a plan that spills is
+In Triton's CPU interpreter nothing is compiled (aka.evaluate.static.compstats says so), yet a plan that spills is
 worth knowing about before a GPU ever runs it. Triton compiles for a target it is told about,
 with the ptxas it bundles, on any machine. So: while the candidate runs once in the interpreter,
 :func:`capture` notes each launch (kernel, argument kinds, constexpr values, num_warps/num_stages);
 then :func:`compile_task`, in a worker without the interpreter, compiles those specialisations with
 ``triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`` and reads them as the GPU path
-does (aka.evaluate.compstats.stats_of: cuobjdump -res-usage on the cubin). The numbers are ptxas's for the
+does (aka.evaluate.static.compstats.stats_of: cuobjdump -res-usage on the cubin). The numbers are ptxas's for the
 launches of the shape that ran (heads and sizes of a small smoke case), not of every full shape,
 and Triton's integer specialisation (divisibility by 16) is not reproduced: registers can differ
 slightly from the GPU's. Measured here: gdn_prefill's three kernels in about 10 s on 2 cores.
@@ -18,7 +18,7 @@ import json
 from contextlib import contextmanager
 from typing import Any
 
-from aka.evaluate.compstats import CompileStats
+from aka.evaluate.static.compstats import CompileStats
 
 TARGET = ("cuda", 90, 32)  # Hopper, warp size 32
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "int8": "i8",
@@ -96,7 +96,7 @@ def compile_task(payload: dict[str, Any]) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     from aka.contract.ops import load_module
-    from aka.evaluate.compstats import stats_of, unwrap_jit
+    from aka.evaluate.static.compstats import stats_of, unwrap_jit
 
     module = load_module(Path(payload["path"]))
     stats, failed = [], []
