@@ -15,7 +15,7 @@ AKA = Path(__file__).resolve().parents[1] / "aka"
 ONLY = {
     "run_task": {"evaluate/runner.py", "evaluate/door.py"},
     "spec_from_file_location": {"contract/ops.py"},
-    "get_device_properties": {"hardware.py", "evaluate/bench.py"},  # bench: the worker's L2 size for flushes
+    "get_device_properties": {"hardware.py", "evaluate/host/bench.py"},  # bench: the worker's L2 size for flushes
 }
 
 

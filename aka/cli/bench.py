@@ -21,7 +21,7 @@ from rich.table import Table
 from aka.contract.ops import get_op
 from aka.errors import AkaError
 from aka.evaluate import door
-from aka.evaluate.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
+from aka.evaluate.host.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
 from aka.evaluate.impls import resolve
 from aka.evaluate.outcomes import host_cost
 

@@ -41,7 +41,7 @@ def check(
     """Check a kernel against the float64 reference in an isolated worker; exit 0 only if all passes.
 
     After a pass it says which kernels and compile-time specialisations of the full set the checked
-    shapes never compile (aka.evaluate.coverage).
+    shapes never compile (aka.evaluate.host.coverage).
 
     \b
     Examples:

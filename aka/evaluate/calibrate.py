@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from aka.evaluate.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
+from aka.evaluate.host.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
 
 
 class Ceilings(BaseModel):

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from aka.contract.shapes import every_case
 from aka.evaluate import door
-from aka.evaluate.bench import BenchConfig
 from aka.evaluate.gpulock import gpu_lock
+from aka.evaluate.host.bench import BenchConfig
 from aka.evaluate.outcomes import (
     BenchOutcome,
     CompareOutcome,
@@ -319,7 +319,7 @@ def timing_device(env: dict[str, str] | None = None) -> str:
 
 
 def _bench_cfg(cap_s: float, graph: bool, **fewer: int) -> dict[str, Any]:
-    """BenchConfig's defaults (aka.evaluate.bench) but for the time cap, the stop rule checked every 4 calls,
+    """BenchConfig's defaults (aka.evaluate.host.bench) but for the time cap, the stop rule checked every 4 calls,
     and `fewer` (the screen's min_iters and max_iters)."""
     # graph replay only where the op ranks on it: the ABBA comparison times the same kind, so screen
     # and decision agree; eager calls then only give the host's cost, from a fixed handful of calls

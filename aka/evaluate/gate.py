@@ -2,12 +2,12 @@
 
 The checker's half: ``gate_worker`` runs in a fresh worker process (aka.evaluate.check's
 ``check_kernel`` starts it from the parent, through aka.evaluate.runner). The checker never runs
-candidate code: it starts the candidate's own process (aka.evaluate.sandbox.Host, aka.evaluate.host)
+candidate code: it starts the candidate's own process (aka.evaluate.sandbox.Host, aka.evaluate.host.main)
 and, per shape and round, builds inputs from a new seed (scalars such as the softmax scale drawn from
 their contract range from round 1 on, the input regime cycling through the contract's variants),
 computes the float64 reference and the plain same-precision outputs, hands the inputs over as bytes,
 and checks the bytes that come back (aka.evaluate.gate_checks). The candidate's side poisons its
-allocator with NaN, records what the call launched (aka.evaluate.launches) and reports what only it can
+allocator with NaN, records what the call launched (aka.evaluate.host.launches) and reports what only it can
 see (subclasses, aliasing, side streams, modified inputs). Calls on one shape follow each other with
 different inputs in the same buffers, so a cached result shows as an identical output or a shared one.
 The last call repeats the previous call's scalars and input regime (fresh values): a kernel's host
@@ -55,7 +55,7 @@ def device_of() -> tuple[str, bool]:
     """('cuda' or 'cpu', interpreter?) for this process, as aka.evaluate.worker selected it."""
     import torch
 
-    from aka.evaluate.interp import interpreter_requested
+    from aka.evaluate.host.interp import interpreter_requested
 
     interp = interpreter_requested()
     return ("cuda" if torch.cuda.is_available() and not interp else "cpu"), interp
@@ -102,13 +102,13 @@ def gate_on(host, payload: dict[str, Any]) -> GateReport:
 
 
 def _coverage(host, op, cfg: GatePayload, ids: list[str], deadline: float) -> list[str]:
-    """aka.evaluate.coverage's lines for the loaded candidate, from its own process; a failure is a line
+    """aka.evaluate.host.coverage's lines for the loaded candidate, from its own process; a failure is a line
     too (coverage is information, not a verdict)."""
-    from aka.evaluate.coverage import coverage_lines
+    from aka.evaluate.host.coverage import coverage_lines
 
     payload = {"op": op.name, "root": str(op.root), "kernel": cfg.kernel, "ids": ids}
     try:
-        ans = host.request({"cmd": "task", "task": "aka.evaluate.coverage:host_coverage", "payload": payload},
+        ans = host.request({"cmd": "task", "task": "aka.evaluate.host.coverage:host_coverage", "payload": payload},
                            timeout=min(_left(deadline), 120.0))
     except Exception as exc:  # the gate's verdict stands; say why coverage is missing
         return [f"coverage: not computed ({type(exc).__name__}: {str(exc)[:120]})"]

@@ -5,7 +5,7 @@ values set, in a module of its own, beside the others (what the device scripts' 
 
 Resolution (:func:`resolve`) runs in the parent and imports nothing it times: each name becomes an
 aka.evaluate.wire.ImplRef, which travels to the candidate's process; loading and preparing it there is
-aka.evaluate.loader's.
+aka.evaluate.host.loader's.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from aka.evaluate.bench import geomean
+from aka.evaluate.host.bench import geomean
 from aka.evaluate.wire import GateReport, OutputCheck
 from aka.records import GateRecord
 
@@ -56,7 +56,7 @@ def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float |
 def host_cost(cell: dict[str, Any]) -> float | None:
     """The host's cost per call of one bench cell: eager median minus CUDA-graph replay median (µs), or
     None without both. Eager intervals hold the host's launches and a device-wide sync; a replay's, the
-    GPU's work only (aka.evaluate.bench.GraphTimer)."""
+    GPU's work only (aka.evaluate.host.bench.GraphTimer)."""
     e, g = (cell.get("eager") or {}).get("median_us"), (cell.get("graph") or {}).get("median_us")
     return round(e - g, 3) if e and g else None
 
@@ -116,7 +116,7 @@ def eager_medians(value: dict[str, Any], names: list[str] | None = None, timing:
 
 
 def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
-    """aka.evaluate.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
+    """aka.evaluate.host.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
     speedups = {s["shape"]: 1.0 / s["ratio"] for s in cmp["shapes"]}
     gm = 1.0 / cmp["geomean"]
     noise = (cmp["ci_high"] - cmp["ci_low"]) / 2 / cmp["geomean"]

@@ -1,7 +1,7 @@
-"""The checker's handle on the candidate's process (aka.evaluate.host): start it, ask it, kill it.
+"""The checker's handle on the candidate's process (aka.evaluate.host.main): start it, ask it, kill it.
 
 The candidate never runs in the process that computes references and verdicts. The checker starts
-``python -m aka.evaluate.host`` in a session of its own, with the same sanitised environment the checker got
+``python -m aka.evaluate.host.main`` in a session of its own, with the same sanitised environment the checker got
 from aka.evaluate.runner, talks to it over two pipes (one JSON object per line, nothing unpickled) and moves
 tensors through an exchange folder (aka.evaluate.exchange). A request that takes longer than its timeout,
 a process that dies or answers garbage, ends the host; the error says which and why, with the
@@ -63,7 +63,8 @@ class Host:
         self._log = open(self.folder / "host.log", "wb")  # noqa: SIM115 - closed in close()
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
-        cmd = [sys.executable, "-m", "aka.evaluate.host", str(req_r), str(resp_w), str(self.folder), str(os.getpid())]
+        cmd = [sys.executable, "-m", "aka.evaluate.host.main", str(req_r), str(resp_w), str(self.folder),
+               str(os.getpid())]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      pass_fds=(req_r, resp_w), start_new_session=True, env=dict(os.environ))
         os.close(req_r)

@@ -114,7 +114,7 @@ def _timed(host, payload: dict[str, Any]) -> dict[str, Any]:
 
 def _cannot_win(bench: dict[str, Any], payload: dict[str, Any]) -> str:
     """Why the candidate is not gated: its timing failed, or its gain is at most gate_above. '' to gate."""
-    from aka.evaluate.bench_worker import slow_shape
+    from aka.evaluate.host.harness import slow_shape
     from aka.evaluate.outcomes import bench_outcome, speedup
 
     b = bench_outcome(bench, payload["rank"])

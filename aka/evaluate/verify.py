@@ -1,8 +1,8 @@
 """The checker's side of every timing: the entries ``bench_worker`` and ``compare_worker`` (run by
 aka.evaluate.runner in the checker process, which never runs a kernel) start the candidate's process,
-run the harness there (aka.evaluate.bench_worker) and judge what it timed in this one.
+run the harness there (aka.evaluate.host.harness) and judge what it timed in this one.
 
-- **Timed outputs.** aka.evaluate.rotation keeps, per sampled implementation, shape and timing (eager,
+- **Timed outputs.** aka.evaluate.host.rotation keeps, per sampled implementation, shape and timing (eager,
   graph), the output of a probe call drawn among the first timed calls (and, when asked, of the last
   one). Here the inputs of that call are rebuilt from its seeds, the float64 reference is computed
   and the output must sit inside the contract's tolerance, like a gate round. A kernel that counts
@@ -85,7 +85,7 @@ def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
-    """aka.evaluate.bench_worker:bench_host in the candidate's process, then its timed outputs and times judged."""
+    """aka.evaluate.host.harness:bench_host in the candidate's process, then its timed outputs and times judged."""
     payload, value = bench_timed(host, payload)
     return bench_judged(host, payload, value)
 
@@ -98,7 +98,7 @@ def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     notes: list[str] = []
     ceil = checker_ceilings(device_of()[0], notes)
     payload = {**payload, "verify": _verify_settings(payload), "ceilings": ceil, "ceilings_notes": notes}
-    return payload, run_host_task(host, "aka.evaluate.bench_worker:bench_host", payload,
+    return payload, run_host_task(host, "aka.evaluate.host.harness:bench_host", payload,
                                   float(payload.get("timeout_s", 3600)))
 
 
@@ -126,14 +126,14 @@ def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[s
 
 
 def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
-    """aka.evaluate.bench_worker:compare_host there; here the candidate's (B's) timed outputs and times."""
+    """aka.evaluate.host.harness:compare_host there; here the candidate's (B's) timed outputs and times."""
     from aka.contract.ops import get_op
-    from aka.evaluate.bench_worker import compare_timing
     from aka.evaluate.gate import device_of
+    from aka.evaluate.host.harness import compare_timing
 
     b = payload["b"]["name"]
     payload = {**payload, "verify": {**_verify_settings(payload), "impls": [b]}}
-    value = run_host_task(host, "aka.evaluate.bench_worker:compare_host", payload,
+    value = run_host_task(host, "aka.evaluate.host.harness:compare_host", payload,
                           float(payload.get("timeout_s", 3600)))
     op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
     device, _ = device_of()
@@ -168,7 +168,7 @@ def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) 
 
     from aka.evaluate.exchange import ExchangeError, TensorRef, get
     from aka.evaluate.gate_checks import within_tolerance
-    from aka.evaluate.rotation import Sample, rotated
+    from aka.evaluate.host.rotation import Sample, rotated
 
     names = op.spec.output_names()
     groups: dict[tuple[str, int, int], list[Sample]] = {}

@@ -1,5 +1,5 @@
 """What crosses a process boundary, in one place that every side imports: the parent (aka's own process),
-the checker (the worker process, aka.evaluate.checker) and the candidate's process (aka.evaluate.host).
+the checker (the worker process, aka.evaluate.checker) and the candidate's process (aka.evaluate.host.main).
 
 - the gate's payload and report (``GatePayload``, ``GateReport`` with its shapes, rounds, output checks
   and the launches a call ran): the parent sends the payload, the checker returns the report;
@@ -92,7 +92,7 @@ class GateReport(BaseModel):
     stderr_tail: str = ""
     duration_s: float = 0.0
     summary: str = ""
-    coverage: list[str] = Field(default_factory=list, description="aka.evaluate.coverage's lines: the full "
+    coverage: list[str] = Field(default_factory=list, description="aka.evaluate.host.coverage's lines: the full "
                                 "set's kernels and specialisations the checked shapes never compile")
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from aka.evaluate.interp import setup_interpreter
+from aka.evaluate.host.interp import setup_interpreter
 from aka.evaluate.wire import SPARE_FLAG, failure
 
 

@@ -257,7 +257,7 @@ def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -
 
 
 class WorkerMeasurer:
-    """The real stages: aka.evaluate.gate's worker and aka.evaluate.bench_worker, each in a fresh process."""
+    """The real stages: aka.evaluate.gate's worker and aka.evaluate.host.harness, each in a fresh process."""
 
     def __init__(self, timeout_s: float = GATE_TIMEOUT_S, rounds: int = GATE_ROUNDS, interpreter: bool | None = None):
         import torch

@@ -3,7 +3,7 @@
 Times the op's baseline twice in one process (``--impl baseline,baseline``: the second is labelled
 baseline#2), shape by shape, and prints the per-shape spread |m1 - m2| / min(m1, m2) of the eager
 medians. Shapes over 50 µs must agree within 2%. With --abba it also runs the baseline against
-itself interleaved (aka.evaluate.compare) and prints the geomean ratio with its 95% interval, which must
+itself interleaved (aka.evaluate.host.compare) and prints the geomean ratio with its 95% interval, which must
 contain 1.
 
     PYTHONPATH=$PWD python3 scripts/device/bench_stability.py [--op gdn_prefill] [--shapes full] [--abba] [--json F]

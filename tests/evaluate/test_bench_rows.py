@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aka.contract.ops import get_op
 from aka.evaluate import door, evaluator
-from aka.evaluate.bench import BenchConfig
+from aka.evaluate.host.bench import BenchConfig
 from aka.evaluate.outcomes import eager_medians
 from aka.settings import OptimizeSettings
 

@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 from aka.contract.ops import get_op
+from aka.evaluate.host.loader import prepare
 from aka.evaluate.impls import resolve
-from aka.evaluate.loader import prepare
 
 FAKE = '''
 import os

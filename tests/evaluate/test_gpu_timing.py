@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.evaluate.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
+from aka.evaluate.host.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
 from aka.evaluate.impls import resolve
 from aka.evaluate.verify import bench_worker
 
@@ -80,7 +80,7 @@ def test_an_op_ranked_on_graphs_is_screened_and_compared_on_replays():
 
 
 def test_a_replay_is_timed_without_the_hosts_submission_and_with_all_its_work():
-    from aka.evaluate.bench import GraphTimer
+    from aka.evaluate.host.bench import GraphTimer
 
     timer = GraphTimer(int(2 * l2_bytes()))
     x = torch.zeros(1024, device="cuda")

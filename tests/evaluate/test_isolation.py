@@ -1,4 +1,5 @@
-"""The candidate's own process (aka.evaluate.host) and the bytes that cross to the checker (aka.evaluate.exchange)."""
+"""The candidate's own process (aka.evaluate.host.main) and the bytes that cross to the checker
+(aka.evaluate.exchange)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_a_process_that_dies_or_writes_garbage_to_the_control_pipe(tmp_path):
             host.request({"cmd": "exit_not_a_command"}, timeout=30)
         assert err.value.stage == "crash"
     with Host() as host:
-        # the response descriptor is the second argument of aka.evaluate.host: whatever number it got
+        # the response descriptor is the second argument of aka.evaluate.host.main: whatever number it got
         fd = int(host.proc.args[4])
         (tmp_path / "liar.py").write_text(f"import os\nos.write({fd}, b'not json\\n')\n" + HEAD + "    return q\n")
         with pytest.raises(HostError, match="malformed data"):

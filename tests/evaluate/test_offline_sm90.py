@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aka.contract.ops import get_op, load_module
-from aka.evaluate.interp import interpreter_requested
+from aka.evaluate.host.interp import interpreter_requested
 from aka.evaluate.runner import run_task
 from aka.evaluate.static.compstats import CompileStats
 from aka.evaluate.static.offline_sm90 import capture, signature

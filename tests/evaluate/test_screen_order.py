@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aka.contract.ops import get_op
 from aka.evaluate import door
-from aka.evaluate.bench_worker import losing
+from aka.evaluate.host.harness import losing
 from aka.records import Measurements
 from aka.run.supervisor import decide
 from aka.settings import PromotionRules

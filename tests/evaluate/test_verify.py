@@ -1,4 +1,5 @@
-"""The timing's own checks (aka.evaluate.verify, aka.evaluate.rotation): pure rules and the inputs a timed call saw."""
+"""The timing's own checks (aka.evaluate.verify, aka.evaluate.host.rotation): pure rules and the inputs a
+timed call saw."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.evaluate.rotation import rotated
+from aka.evaluate.host.rotation import rotated
 from aka.evaluate.verify import SUSPECT, below_floor, expected_samples, floor_problem, speed_of_light_us
 
 
@@ -140,7 +141,7 @@ def test_only_a_source_that_orders_its_programs_gets_repeats_on_a_gpu():
 @pytest.mark.parametrize("op_name,shape", [("fa4_decode", "S2"), ("gdn_prefill", "S2"), ("fa4_prefill", "S2")])
 def test_every_refreshed_buffer_is_what_the_checker_rebuilds(op_name, shape):
     """The harness's buffers (probe on another buffer included) equal rotated() from the recorded seeds."""
-    from aka.evaluate.rotation import Rotation
+    from aka.evaluate.host.rotation import Rotation
 
     op = get_op(op_name)
     case = op.cases(shape)[0]

@@ -100,7 +100,7 @@ class FakeEvaluator:
         if marks(Path(candidate).read_text()).get("abba") == "wrong":  # the checker rejected its timed outputs
             return CompareOutcome({}, None, None, "none", "check: candidate on G3: timed output wrong (eager call 17)")
         sp = {c.id: self._speed(candidate, c.id) / self._speed(incumbent, c.id) for c in self.op.cases(shapes)}
-        from aka.evaluate.bench import geomean
+        from aka.evaluate.host.bench import geomean
 
         return CompareOutcome(sp, geomean(list(sp.values())), self.noise, self.timing)
 

@@ -317,7 +317,7 @@ def collect(module: ModuleType | dict[str, Any], interpreter: bool | None = None
     Never raises for a kernel it cannot read: that kernel is left out and named in ``reason``.
     """
     if interpreter is None:
-        from aka.evaluate.interp import interpreter_requested
+        from aka.evaluate.host.interp import interpreter_requested
 
         interpreter = interpreter_requested()
     if interpreter:

@@ -13,8 +13,8 @@ streams, the @ operator.
 
 The check resolves aliases (``import torch as t``, ``from torch import matmul``) so a call cannot
 be laundered through another name. What it cannot see: arithmetic with plain operators on tensors
-(``(q * k).sum(-1)``); aka.evaluate.launches sees that at run time, and the gate runs the candidate in a
-process of its own (aka.evaluate.host), so nothing it does there reaches a verdict.
+(``(q * k).sum(-1)``); aka.evaluate.host.launches sees that at run time, and the gate runs the candidate in a
+process of its own (aka.evaluate.host.main), so nothing it does there reaches a verdict.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from aka.evaluate.bench import BenchConfig, Timer, median_rse, warm_up
+from aka.evaluate.host.bench import BenchConfig, Timer, median_rse, warm_up
 
 ABBA = ("A", "B", "B", "A")
 
@@ -118,7 +118,7 @@ def interleave(
 
     Both see input copy i in round i (mod copies), so neither gets a warmer cache. Rounds stop when
     the ratio's median is stable (same rule as time_fn) or at the caps. ``hooks["A"|"B"]`` run
-    around each timed call as in aka.evaluate.bench.time_interleaved (fresh inputs before every call: A and B
+    around each timed call as in aka.evaluate.host.bench.time_interleaved (fresh inputs before every call: A and B
     then see the same values only in expectation, which is what ABBA needs).
     """
     warm_up(calls_a, cfg, timer)

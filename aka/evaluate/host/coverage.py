@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from aka.evaluate.host import apply_config
+from aka.evaluate.host.main import apply_config
 
 _LOCK = threading.RLock()
 
@@ -178,13 +178,13 @@ def coverage_lines(missing: dict[str, list[str]], n_full: int, width: int = 100)
 
 
 def host_coverage(payload: dict[str, Any]) -> dict[str, Any]:
-    """Task run in the candidate's process (aka.evaluate.host ``task``) after the gate: which kernels and
+    """Task run in the candidate's process (aka.evaluate.host.main ``task``) after the gate: which kernels and
     specialisations of the full set the checked shapes never compile, for the module the gate loaded.
     Informational (``aka check`` prints it), never a verdict: the candidate's process could lie."""
     from pathlib import Path
 
     from aka.contract.ops import get_op
-    from aka.evaluate import loader
+    from aka.evaluate.host import loader
 
     op = get_op(payload["op"], Path(payload["root"]))
     module = loader.module_of(payload["kernel"])

@@ -1,4 +1,4 @@
-"""The candidate's process: ``python -m aka.evaluate.host REQ_FD RESP_FD EXCHANGE_DIR PARENT_PID``.
+"""The candidate's process: ``python -m aka.evaluate.host.main REQ_FD RESP_FD EXCHANGE_DIR PARENT_PID``.
 
 Started by the checker (aka.evaluate.sandbox.Host); the only process in which candidate code ever runs
 during a gate or a timing. It answers one JSON request per line on RESP_FD:
@@ -10,7 +10,7 @@ during a gate or a timing. It answers one JSON request per line on RESP_FD:
   with NaN first, launches recorded), check what only this side can see (a tensor subclass, the
   device, storage shared with an input, work left on a side stream, a modified input), write the
   outputs to the exchange folder;
-- ``task``: run one of aka's timing harnesses here (aka.evaluate.bench_worker), beside the candidate;
+- ``task``: run one of aka's timing harnesses here (aka.evaluate.host.harness), beside the candidate;
 - ``exit``.
 
 Nothing the candidate does here (patching torch, aka or the interpreter, threads, reading frames)
@@ -62,7 +62,7 @@ def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     if not callable(fn):
         raise TaskFailure("import", f"the candidate defines no function '{req['entry']}'")
     s.module, s.fn = module, fn
-    from aka.evaluate import loader
+    from aka.evaluate.host import loader
 
     loader.adopt(str(path.resolve()), module)  # a timing in this process times this very module (its state too)
     # names of CUDA kernels the candidate itself defines (--lang cuda): its own, not a library's
@@ -93,7 +93,7 @@ def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from aka.evaluate.exchange import dtype_name, put
-    from aka.evaluate.launches import Recorder, problem
+    from aka.evaluate.host.launches import Recorder, problem
 
     device = req["device"]
     if req.get("reuse_inputs") and s.inputs is not None:  # the gate's repeats: the previous call's inputs again,
@@ -314,7 +314,7 @@ def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault leaves a Python traceback in the log
     req_fd, resp_fd, folder, parent = int(argv[0]), int(argv[1]), Path(argv[2]), int(argv[3])
     arm_death_signal(parent)
-    from aka.evaluate.interp import setup_interpreter
+    from aka.evaluate.host.interp import setup_interpreter
 
     session = _Session(folder)
     setup_interpreter(os.environ.get("AKA_WORKER_INTERPRETER", "auto"))

@@ -7,7 +7,7 @@ Payloads and results are JSON-able dicts. Per shape and implementation: the eage
 CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
 outputs, achieved TFLOP/s and TB/s from the op's cost model, and the fraction of the roofline at
 the device's calibrated ceilings. Before every timed call the input buffer gets fresh values
-(aka.evaluate.rotation), so no kernel can answer from memory. On CPU every timing is labelled
+(aka.evaluate.host.rotation), so no kernel can answer from memory. On CPU every timing is labelled
 interpreter/cpu and there is no roofline.
 """
 
@@ -20,9 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.bench import BenchConfig, CudaTimer, GraphTimer, HostTimer, Timer, l2_bytes, time_fn, time_interleaved
-from aka.evaluate.loader import note_of, prepare
-from aka.evaluate.rotation import Rotation
+from aka.evaluate.host.bench import (
+    BenchConfig,
+    CudaTimer,
+    GraphTimer,
+    HostTimer,
+    Timer,
+    l2_bytes,
+    time_fn,
+    time_interleaved,
+)
+from aka.evaluate.host.loader import note_of, prepare
+from aka.evaluate.host.rotation import Rotation
 from aka.evaluate.wire import ImplRef
 
 
@@ -34,7 +43,7 @@ def _setup(payload: dict[str, Any]):
 
     gpu = torch.cuda.is_available() and not payload.get("force_cpu", False)
     if not gpu:
-        from aka.evaluate.interp import enable_interpreter
+        from aka.evaluate.host.interp import enable_interpreter
 
         enable_interpreter()
     cfg_raw = payload.get("config")
@@ -164,7 +173,8 @@ def _sampled(payload: dict[str, Any], refs: list[ImplRef], shape: str) -> set[st
 
 def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
     """Time every implementation on every shape (in the candidate's process). payload: op, impls (ImplRef
-    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by aka.evaluate.host)."""
+    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by
+    aka.evaluate.host.main)."""
     import torch
 
     op, device, cfg = _setup(payload)
@@ -290,7 +300,7 @@ def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
     """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
     process). payload: op, a, b (ImplRef dicts), shapes, rank? ("eager", or "graph": both replayed from
     CUDA graphs, as the op is ranked), verify? ({impls, shapes, last, seed})."""
-    from aka.evaluate.compare import interleave, summarise
+    from aka.evaluate.host.compare import interleave, summarise
 
     op, device, cfg = _setup(payload)
     a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])

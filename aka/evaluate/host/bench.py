@@ -169,7 +169,7 @@ def time_interleaved(
 
     ``hooks[name] = (before, after)`` run around each timed call of ``name`` with the call's index and
     its input copy,
-    outside the timed interval and outside the time cap (aka.evaluate.rotation refreshes the inputs there).
+    outside the timed interval and outside the time cap (aka.evaluate.host.rotation refreshes the inputs there).
     """
     if not calls or any(not c for c in calls.values()):
         raise ValueError("time_interleaved needs at least one call per implementation")

@@ -65,7 +65,7 @@ def install_bf16_dot_shim() -> bool:
     if builder is None or convert is None or not hasattr(builder, "create_dot"):
         raise RuntimeError(
             f"triton {_triton_version()}: interpreter internals changed (no InterpreterBuilder.create_dot);"
-            " update aka/evaluate/interp.py for this version"
+            " update aka/evaluate/host/interp.py for this version"
         )
     original = builder.create_dot
 
