@@ -26,7 +26,7 @@ from aka.evaluate.impls import resolve
 from aka.evaluate.outcomes import host_cost
 
 console = Console()
-WORKER = "aka.evaluate.verify:bench_worker"
+WORKER = "aka.evaluate.checker.verify:bench_worker"
 TIMEOUT_S = 1800.0  # the full set with fla autotuning every new head layout on a fresh machine: minutes
 
 

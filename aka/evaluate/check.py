@@ -1,6 +1,6 @@
 """The gate from aka's parent process: ``check_kernel`` runs the static policy, then the checker's
-``gate_worker`` (aka.evaluate.gate) in a fresh worker process through aka.evaluate.door, and reads its report.
-What the checker does is in aka.evaluate.gate; the payload and the report are aka.evaluate.wire's.
+``gate_worker`` (aka.evaluate.checker.gate) in a fresh worker process through aka.evaluate.door, and reads its report.
+What the checker does is in aka.evaluate.checker.gate; the payload and the report are aka.evaluate.wire's.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
                           violations=[str(v) for v in report.violations], summary=f"policy: {report.violations[0]}")
     payload = GatePayload(op=op.name, root=str(op.root), kernel=str(Path(kernel).resolve()), shapes=shapes,
                           rounds=rounds, seed=seed, fail_fast=fail_fast, timeout_s=timeout, coverage=coverage)
-    res = door.run("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
+    res = door.run("aka.evaluate.checker.gate:gate_worker", payload.model_dump(), timeout=timeout + GRACE_S,
                    interpreter=interpreter)
     if not res.ok:
         return GateReport(**head, passed=False, stage=res.stage, reason=res.error, stderr_tail=res.stderr_tail,

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from aka.contract.shapes import every_case
 from aka.evaluate import door
-from aka.evaluate.gpulock import gpu_lock
+from aka.evaluate.checker.gpulock import gpu_lock
 from aka.evaluate.host.bench import BenchConfig
 from aka.evaluate.outcomes import (
     BenchOutcome,
@@ -182,11 +182,11 @@ class RealEvaluator:
 
     def _compile_calls(self, payloads: list[dict[str, Any]], split: int) -> list[tuple[bool, Any, str]]:
         """The compile calls. On a GPU (Triton candidates) one call compiles every specialisation once on
-        `split` forked children, then runs every case (aka.evaluate.precompile). If its record was tainted
+        `split` forked children, then runs every case (aka.evaluate.checker.precompile). If its record was tainted
         or its process died (which the record's forks or host code on unwritten outputs could cause: not
         the candidate's fault), the calls split the cases as before, and theirs is the verdict."""
         def call(p: dict[str, Any]) -> tuple[bool, Any, str]:
-            return door.call("aka.evaluate.tasks:compile_worker", p, self.timeout, self.interpreter)
+            return door.call("aka.evaluate.checker.tasks:compile_worker", p, self.timeout, self.interpreter)
 
         if not (self.interpreter or self.cuda):  # a CUDA candidate builds its extension on import
             whole = {**payloads[0], "cases": sorted(c for p in payloads for c in p["cases"]), "precompile": split}
@@ -208,7 +208,7 @@ class RealEvaluator:
 
         limit = self.timeout * max(1, rounds)
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
-        ok, value, err = door.call("aka.evaluate.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
+        ok, value, err = door.call("aka.evaluate.checker.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
         return gate_record(GateReport.model_validate(value)) if ok else GateRecord(error=err or "gate worker failed")
 
     def screen(self, path: Path, sets: list[str], rounds: int, seed: int,
@@ -220,7 +220,7 @@ class RealEvaluator:
             impls.insert(0, self._kernel("incumbent", incumbent))
         paired = len(impls) == 2
         # paired on a GPU: timed first, gated only when it could reach the ABBA re-measure (measure()'s
-        # threshold), timing stopped once it runs clearly slower (aka.evaluate.tasks.screen_worker)
+        # threshold), timing stopped once it runs clearly slower (aka.evaluate.checker.tasks.screen_worker)
         order = {"gate_above": self.gate_above, "rank": self.rank,
                  "stop": {"name": "candidate", "against": "incumbent", "timing": self.rank, **SCREEN_STOP,
                           "shape_below": self.shape_below}, "first": list(self.first)}
@@ -229,7 +229,7 @@ class RealEvaluator:
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
                                 verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed),
                                         "last": True}, **(order if paired else {}))
-        ok, value, err = door.call("aka.evaluate.tasks:screen_worker", payload, self.timeout * 2 + 60,
+        ok, value, err = door.call("aka.evaluate.checker.tasks:screen_worker", payload, self.timeout * 2 + 60,
                                    self.interpreter)
         if not ok:
             return GateRecord(error=err or "screen worker failed"), None
@@ -260,7 +260,7 @@ class RealEvaluator:
         the same worker on the same inputs, interleaved shape by shape."""
         impls = [self._kernel(names[0], path)] + ([self._kernel(names[1], beside)] if beside else [])
         payload = self._payload(impls=impls, shapes=shapes, config=self.screen_cfg)
-        task = "aka.evaluate.verify:bench_worker"
+        task = "aka.evaluate.checker.verify:bench_worker"
         # exclusive, as the ABBA: the set-up times while the first candidates' compile calls run their cases on
         # the GPU (aka.run.prefetch.head_start)
         with gpu_lock(None if self.interpreter else str(self.gpu_lock), exclusive=True):
@@ -278,7 +278,7 @@ class RealEvaluator:
         if not refs:
             return {}, ["the contract names no competitors"]
         payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
-        ok, value, err = door.call("aka.evaluate.verify:bench_worker", payload, self.competitors_timeout,
+        ok, value, err = door.call("aka.evaluate.checker.verify:bench_worker", payload, self.competitors_timeout,
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
@@ -293,7 +293,7 @@ class RealEvaluator:
         payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
                                 shapes=shapes, config=self.compare_cfg, rank=self.rank)
         with gpu_lock(str(self.gpu_lock), exclusive=True):
-            ok, value, err = door.call("aka.evaluate.verify:compare_worker", payload, 2 * self.timeout,
+            ok, value, err = door.call("aka.evaluate.checker.verify:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
         out = compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
         slow = {s: r for s, r in out.speedups.items() if r < 1 - self.margin}

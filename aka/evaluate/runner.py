@@ -1,6 +1,6 @@
 """Run one task ("module:function") on a JSON payload in a fresh worker process.
 
-Each call spawns ``python -m aka.evaluate.worker`` in its own session (process group), so a candidate that
+Each call spawns ``python -m aka.evaluate.checker.worker`` in its own session (process group), so a candidate that
 hangs, crashes, runs out of memory or faults the device fails alone: a timeout kills the whole
 group, a CUDA fault dies with its process (a lost context is never reused), and the caller reads a
 WorkerResult either way. The child's environment keeps only what Python, CUDA and Triton need,
@@ -64,7 +64,7 @@ def worker_env(base: dict[str, str] | None = None, interpreter: bool | None = No
 
 
 def _package_root() -> str:
-    # So `python -m aka.evaluate.worker` imports this aka even without `pip install -e .` (device runs).
+    # So `python -m aka.evaluate.checker.worker` imports this aka even without `pip install -e .` (device runs).
     return str(Path(__file__).resolve().parents[2])  # aka/evaluate/runner.py -> the checkout
 
 
@@ -124,7 +124,7 @@ def _launch(task: str, payload: dict, env: dict[str, str]) -> tuple[subprocess.P
             spares.end(spare)
     d = Path(tempfile.mkdtemp(prefix=prefix))
     (d / "payload.json").write_text(json.dumps(payload))
-    cmd = [sys.executable, "-m", "aka.evaluate.worker", task, str(d / "payload.json"), str(d / "result.json")]
+    cmd = [sys.executable, "-m", "aka.evaluate.checker.worker", task, str(d / "payload.json"), str(d / "result.json")]
     log = open(d / "output.log", "wb")  # noqa: SIM115 - closed by run_task
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)

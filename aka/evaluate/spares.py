@@ -1,5 +1,5 @@
 """Worker processes started ahead of their task: Python, torch, CUDA and the candidate's process
-(aka.evaluate.sandbox) are ready when a task arrives, so a task pays none of their start.
+(aka.evaluate.checker.sandbox) are ready when a task arrives, so a task pays none of their start.
 
 On the H200 (2026-12-03) every worker call began with ~8 s of process start (the checker and the
 candidate's process each importing torch and initialising CUDA), a third of a candidate's screen
@@ -57,7 +57,7 @@ def start(env: dict[str, str], prefix: str) -> Spare:
     """A worker started now that will wait on its stdin for a task."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     log = open(folder / "output.log", "wb")  # noqa: SIM115 - closed by the runner once the task ends
-    proc = subprocess.Popen([sys.executable, "-m", "aka.evaluate.worker", SPARE_FLAG], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "aka.evaluate.checker.worker", SPARE_FLAG], stdin=subprocess.PIPE,
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     return Spare(proc, folder, log, key(env))
 

@@ -24,7 +24,7 @@ from aka.settings import OptimizeSettings
 DEFAULT_ROUNDS = OptimizeSettings.model_fields["gate_rounds"].default  # `aka check` gates as the loop does
 # a standalone gate (`aka check`, `aka regress`): every set's rounds in one call, float64 references on full shapes
 TIMEOUT_S = 600.0
-SPARE_FLAG = "--spare"  # python -m aka.evaluate.worker --spare: warm up, then read "task\tpayload\tresult"
+SPARE_FLAG = "--spare"  # python -m aka.evaluate.checker.worker --spare: warm up, then read "task\tpayload\tresult"
 
 
 class OutputCheck(BaseModel):
@@ -168,7 +168,7 @@ def failure(exc: BaseException) -> dict:
 
 def death(code: int | None, tail: str, who: str = "worker") -> tuple[str, str, str | None]:
     """(stage, one-line error, signal name) of a process that exited without a result: a signal,
-    os._exit, or the OOM killer. Pure; the candidate's process (aka.evaluate.sandbox) is judged the same way."""
+    os._exit, or the OOM killer. Pure; the candidate's process (aka.evaluate.checker.sandbox) is judged the same way."""
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         if name == "SIGKILL":  # not ours (timeouts are handled by the caller): the kernel's OOM killer

@@ -140,7 +140,7 @@ def profile_task(payload: dict[str, Any]) -> dict[str, Any]:
         notes.append(f"torch profiler failed: {type(exc).__name__}: {str(exc)[:160]}")
     if payload.get("roofline", True):
         try:
-            from aka.evaluate.calibrate import ceilings
+            from aka.evaluate.checker.calibrate import ceilings
 
             result["floor_us"] = ceilings().floor_us(op.flops(case), op.min_bytes(case))
         except Exception as exc:

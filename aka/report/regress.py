@@ -257,7 +257,7 @@ def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -
 
 
 class WorkerMeasurer:
-    """The real stages: aka.evaluate.gate's worker and aka.evaluate.host.harness, each in a fresh process."""
+    """The real stages: aka.evaluate.checker.gate's worker and aka.evaluate.host.harness, each in a fresh process."""
 
     def __init__(self, timeout_s: float = GATE_TIMEOUT_S, rounds: int = GATE_ROUNDS, interpreter: bool | None = None):
         import torch
@@ -290,7 +290,7 @@ class WorkerMeasurer:
         # where they are eager medians, which would double the bench time.
         rank = "eager" if self.interpreter else op.spec.rank_timing
         payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": rank == "graph"}
-        ok, value, err = door.call("aka.evaluate.verify:bench_worker", payload, self.timeout, self.interpreter)
+        ok, value, err = door.call("aka.evaluate.checker.verify:bench_worker", payload, self.timeout, self.interpreter)
         if not ok:
             return {}, err
         # as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)

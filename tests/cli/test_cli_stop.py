@@ -65,7 +65,7 @@ def _start(tmp_path, ignore: tuple[int, ...] = ()):
         kids = _descendants(marker)
         kids.pop(proc.pid, None)
         hosts = [c for c in kids.values() if "aka.evaluate.host.main" in c]
-        return kids if hosts and any("aka.evaluate.worker" in c for c in kids.values()) else None
+        return kids if hosts and any("aka.evaluate.checker.worker" in c for c in kids.values()) else None
 
     try:
         kids = _wait_for(running, 60)

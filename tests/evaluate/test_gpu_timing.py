@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
+from aka.evaluate.checker.verify import bench_worker
 from aka.evaluate.host.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
 from aka.evaluate.impls import resolve
-from aka.evaluate.verify import bench_worker
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from aka.evaluate import exchange
-from aka.evaluate.sandbox import Host, HostError
+from aka.evaluate.checker.sandbox import Host, HostError
 
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
 
@@ -116,8 +116,8 @@ def test_the_host_dies_with_its_parent(tmp_path):
     import sys
 
     root = str(Path(__file__).parents[2])
-    code = (f"import sys, time; sys.path.insert(0, {root!r})\nfrom aka.evaluate.sandbox import Host\nh = Host()\n"
-            "print(h.proc.pid, flush=True)\ntime.sleep(60)\n")
+    code = (f"import sys, time; sys.path.insert(0, {root!r})\nfrom aka.evaluate.checker.sandbox import Host\n"
+            "h = Host()\nprint(h.proc.pid, flush=True)\ntime.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     time.sleep(3)  # let the host start and arm its death signal

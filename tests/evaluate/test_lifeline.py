@@ -78,7 +78,7 @@ def test_sigterm_ends_a_command_like_ctrl_c_and_takes_its_worker(tmp_path):
                 line = (d / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if d.name.isdigit() and "aka.evaluate.worker" in line and str(tmp_path) in line:
+            if d.name.isdigit() and "aka.evaluate.checker.worker" in line and str(tmp_path) in line:
                 found.append(int(d.name))
         return found
 

@@ -35,7 +35,7 @@ REFUSED = {
     "pathlib": ("from pathlib import Path\n", 1, "import from 'pathlib'"),
     "importlib": ("import importlib\n", 1, "import of 'importlib'"),
     "reference": ("from kernels.gdn_prefill.reference import reference\n", 1, "'kernels.gdn_prefill.reference'"),
-    "aka": ("import aka.evaluate.gate\n", 1, "import of 'aka.evaluate.gate'"),
+    "aka": ("import aka.evaluate.checker.gate\n", 1, "import of 'aka.evaluate.checker.gate'"),
     "relative": ("from . import x\n", 1, "import from '.'"),
     "star": ("from torch import *\n", 1, "import *"),
     "open": ("x = open('/etc/passwd').read()\n", 1, "'open' is not allowed"),

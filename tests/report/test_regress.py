@@ -195,7 +195,7 @@ def test_worker_measurer_times_through_the_door(monkeypatch, project):
     kernels = {"kernel": Path("k.py"), "baseline": Path("b.py")}
     assert m.bench(op, kernels, "full") == ({"kernel": {"G1": 10.0}, "baseline": {"G2": 12.0}},
                                             "baseline G1: boom; kernel G2: no fla")
-    assert calls == [("aka.evaluate.verify:bench_worker", ["kernel", "baseline"], False, 5.0, False)]
+    assert calls == [("aka.evaluate.checker.verify:bench_worker", ["kernel", "baseline"], False, 5.0, False)]
     monkeypatch.setattr(door, "call", lambda *a: (False, None, "timeout: no result within 5 s"))
     assert m.bench(op, kernels, "full") == ({}, "timeout: no result within 5 s")
 

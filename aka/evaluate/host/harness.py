@@ -1,7 +1,7 @@
 """The timing harness, run in the candidate's process: ``bench_host`` times implementations per shape,
 ``compare_host`` runs A against B (ABBA). The checker's entries that start that process and judge what
 comes back (``bench_worker``, ``compare_worker``: the sampled timed outputs against the float64
-reference, every kernel's time against the op's speed of light) are in aka.evaluate.verify.
+reference, every kernel's time against the op's speed of light) are in aka.evaluate.checker.verify.
 
 Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
 CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
@@ -180,7 +180,7 @@ def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
     op, device, cfg = _setup(payload)
     refs = [ImplRef(**r) for r in payload["impls"]]
     notes: list[str] = []
-    ceil = payload.get("ceilings")  # measured by the checker (aka.evaluate.verify.bench_timed), never here
+    ceil = payload.get("ceilings")  # measured by the checker (aka.evaluate.checker.verify.bench_timed), never here
     notes += payload.get("ceilings_notes", [])
     rows, cache, samples = [], {}, []
     cases = op.cases(payload.get("shapes", "full"))
@@ -238,7 +238,7 @@ def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
     stop["against"]'s speed (when given), or after at least stop["after"] shapes at under stop["below"]
     (geomean of their medians in stop["timing"]). Pure; '' to go on.
 
-    A screen's early stop (aka.evaluate.tasks.screen_worker): such a candidate cannot be promoted, so the
+    A screen's early stop (aka.evaluate.checker.tasks.screen_worker): such a candidate cannot be promoted, so the
     remaining shapes would only cost GPU time. Run in the candidate's process, it can only end a
     candidate's own chance early."""
     ratios = _ratios(rows, stop) if stop else None

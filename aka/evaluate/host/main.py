@@ -1,6 +1,6 @@
 """The candidate's process: ``python -m aka.evaluate.host.main REQ_FD RESP_FD EXCHANGE_DIR PARENT_PID``.
 
-Started by the checker (aka.evaluate.sandbox.Host); the only process in which candidate code ever runs
+Started by the checker (aka.evaluate.checker.sandbox.Host); the only process in which candidate code ever runs
 during a gate or a timing. It answers one JSON request per line on RESP_FD:
 
 - ``load``: import the candidate module (its entry function must exist);
@@ -52,7 +52,7 @@ def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     from aka.evaluate.wire import TaskFailure, one_line
 
     path = Path(req["kernel"])
-    try:  # one candidate per host process (aka.evaluate.sandbox.new_host), so one fixed module name
+    try:  # one candidate per host process (aka.evaluate.checker.sandbox.new_host), so one fixed module name
         module = load_module(path, "aka_candidate")
     except NotAModuleError as exc:
         raise TaskFailure("import", str(exc)) from exc

@@ -5,7 +5,7 @@ answers in no time) or count its calls (right for the gate's three, garbage afte
 timing harness rewrites the input buffer it is about to use before every timed call, untimed, with
 the values ``rotated(op, case, base_seed, seed)`` defines, and keeps the outputs of two timed calls
 per implementation and shape: one drawn at random among the first ``min_iters`` and the last one.
-The checker (aka.evaluate.verify) rebuilds exactly those inputs from the two seeds in its own process and
+The checker (aka.evaluate.checker.verify) rebuilds exactly those inputs from the two seeds in its own process and
 checks the outputs against the float64 reference.
 
 An op's input module may define ``refresh(case, base, seed)`` (a pure function of the base inputs

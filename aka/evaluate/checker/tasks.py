@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.contract.shapes import every_case
-from aka.evaluate.gpulock import gpu_lock
+from aka.evaluate.checker.gpulock import gpu_lock
 
 
 def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +37,9 @@ def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
         cases = {i: cases[i] for i in payload["cases"]}
     todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]
     ahead: dict[str, Any] = {}
-    if gpu and payload.get("precompile"):  # each specialisation compiled once, side by side (aka.evaluate.precompile)
-        from aka.evaluate import precompile
+    # each specialisation compiled once, side by side (aka.evaluate.checker.precompile)
+    if gpu and payload.get("precompile"):
+        from aka.evaluate.checker import precompile
 
         ahead = precompile.ahead(lambda case: fn(**op.inputs.make_inputs(case, 0, "cuda")), todo,
                                  payload["precompile"], payload.get("gpu_lock"))
@@ -87,8 +88,8 @@ def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
     since a candidate that cannot be promoted needs no correctness verdict: the H200's screens spent 7-17 s
     of 24-39 s gating candidates that then lost. Otherwise (the interpreter): gated first, timed only if it
     passed."""
-    from aka.evaluate.gate import gate_on
-    from aka.evaluate.sandbox import new_host
+    from aka.evaluate.checker.gate import gate_on
+    from aka.evaluate.checker.sandbox import new_host
 
     paired = payload.get("gate_above") is not None
     with new_host() as host:
@@ -103,7 +104,7 @@ def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _timed(host, payload: dict[str, Any]) -> dict[str, Any]:
-    from aka.evaluate.verify import bench_judged, bench_timed
+    from aka.evaluate.checker.verify import bench_judged, bench_timed
 
     # exclusive: the next candidates' compile workers call kernels on the GPU too (shared lock per
     # call); on the H200 (2026-11-29) timing beside them read 5-20% slow against the ABBA re-measure

@@ -1,4 +1,4 @@
-"""Worker process entry: ``python -m aka.evaluate.worker MODULE:FUNCTION PAYLOAD.json RESULT.json``.
+"""Worker process entry: ``python -m aka.evaluate.checker.worker MODULE:FUNCTION PAYLOAD.json RESULT.json``.
 
 Started by aka.evaluate.runner in a fresh session. It selects Triton's interpreter when asked (or when no
 CUDA device exists), installs the bf16 dot shim, runs the task and writes the result file. It
@@ -28,7 +28,7 @@ def run(task: str, payload: dict) -> dict:
 
 
 def _hosted_tasks() -> set[str]:
-    from aka.evaluate.sandbox import HOSTED_TASKS
+    from aka.evaluate.checker.sandbox import HOSTED_TASKS
 
     return HOSTED_TASKS
 
@@ -36,7 +36,7 @@ def _hosted_tasks() -> set[str]:
 def _warm_then_wait() -> list[str]:
     """A spare's start: the candidate's process (a task that takes no Host stops it), Triton's
     interpreter choice, torch, CUDA's context and the op contracts; then the one task's line."""
-    from aka.evaluate.sandbox import prestart
+    from aka.evaluate.checker.sandbox import prestart
 
     prestart()
     try:
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> None:
     task, payload_path, result_path = argv
     with open(payload_path) as f:
         payload = json.load(f)
-    from aka.evaluate.sandbox import close_unused, prestart
+    from aka.evaluate.checker.sandbox import close_unused, prestart
 
     if task in _hosted_tasks():  # the candidate's process starts before this one imports torch
         prestart()

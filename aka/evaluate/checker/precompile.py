@@ -1,6 +1,6 @@
 """A candidate's Triton compiles done once each, side by side, before its cases run (the compile call's first part).
 
-The compile call (aka.evaluate.tasks.compile_worker) runs every shape case once so that the gate and the
+The compile call (aka.evaluate.checker.tasks.compile_worker) runs every shape case once so that the gate and the
 bench find every kernel in Triton's disk cache. Left to the launches, each case compiled its kernels
 inside the call's GPU lock, so a screen (exclusive lock) and the next candidates' compiles waited for
 each other, and the split workers compiled nearly every specialisation again, since most cases reach
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from aka.evaluate.gpulock import gpu_lock
+from aka.evaluate.checker.gpulock import gpu_lock
 
 
 @contextmanager

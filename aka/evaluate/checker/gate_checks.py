@@ -104,7 +104,7 @@ def _pct(x: float) -> str:
 
 def within_tolerance(name: str, out, ref, tol) -> str:
     """'' when ``out`` is finite and inside the contract's tolerance of the float64 ``ref``; else why.
-    What the timing's output check asks of a timed call (aka.evaluate.verify); the gate asks more."""
+    What the timing's output check asks of a timed call (aka.evaluate.checker.verify); the gate asks more."""
     if tuple(out.shape) != tuple(ref.shape):
         return f"{name}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
     bad = nonfinite_fraction(out)

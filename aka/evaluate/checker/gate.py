@@ -2,11 +2,11 @@
 
 The checker's half: ``gate_worker`` runs in a fresh worker process (aka.evaluate.check's
 ``check_kernel`` starts it from the parent, through aka.evaluate.runner). The checker never runs
-candidate code: it starts the candidate's own process (aka.evaluate.sandbox.Host, aka.evaluate.host.main)
+candidate code: it starts the candidate's own process (aka.evaluate.checker.sandbox.Host, aka.evaluate.host.main)
 and, per shape and round, builds inputs from a new seed (scalars such as the softmax scale drawn from
 their contract range from round 1 on, the input regime cycling through the contract's variants),
 computes the float64 reference and the plain same-precision outputs, hands the inputs over as bytes,
-and checks the bytes that come back (aka.evaluate.gate_checks). The candidate's side poisons its
+and checks the bytes that come back (aka.evaluate.checker.gate_checks). The candidate's side poisons its
 allocator with NaN, records what the call launched (aka.evaluate.host.launches) and reports what only it can
 see (subclasses, aliasing, side streams, modified inputs). Calls on one shape follow each other with
 different inputs in the same buffers, so a cached result shows as an identical output or a shared one.
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.contract.shapes import gated_sets
-from aka.evaluate.gate_checks import check_output
+from aka.evaluate.checker.gate_checks import check_output
 from aka.evaluate.wire import DEFAULT_ROUNDS, GatePayload, GateReport, Launches, RoundResult, ShapeResult
 
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
@@ -42,17 +42,17 @@ _SIGNALLING = re.compile(r"\batomic_\w+\s*\(|volatile\s*=\s*True|\bsem\s*=|__thr
 
 
 def gate_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Entry run by aka.evaluate.worker: returns a GateReport as a dict."""
-    from aka.evaluate.sandbox import new_host
+    """Entry run by aka.evaluate.checker.worker: returns a GateReport as a dict."""
+    from aka.evaluate.checker.sandbox import new_host
 
-    with new_host() as host:  # aka.evaluate.worker started it first: its imports overlap the checker's
+    with new_host() as host:  # aka.evaluate.checker.worker started it first: its imports overlap the checker's
         report = gate_on(host, payload)
         report.stderr_tail = host.log_tail()
     return report.model_dump()
 
 
 def device_of() -> tuple[str, bool]:
-    """('cuda' or 'cpu', interpreter?) for this process, as aka.evaluate.worker selected it."""
+    """('cuda' or 'cpu', interpreter?) for this process, as aka.evaluate.checker.worker selected it."""
     import torch
 
     from aka.evaluate.host.interp import interpreter_requested
@@ -64,7 +64,7 @@ def device_of() -> tuple[str, bool]:
 def gate_on(host, payload: dict[str, Any]) -> GateReport:
     """The gate against an already started candidate process (the screen reuses it for timing)."""
     from aka.contract.ops import get_op
-    from aka.evaluate.sandbox import HostError
+    from aka.evaluate.checker.sandbox import HostError
 
     cfg = GatePayload.model_validate(payload)
     deadline = time.monotonic() + cfg.timeout_s
@@ -119,7 +119,7 @@ def _coverage(host, op, cfg: GatePayload, ids: list[str], deadline: float) -> li
 
 
 def _load(host, kernel: str, entry: str, deadline: float) -> None:
-    from aka.evaluate.sandbox import HostError
+    from aka.evaluate.checker.sandbox import HostError
 
     ans = host.request({"cmd": "load", "kernel": kernel, "entry": entry}, timeout=_left(deadline))
     if not ans["ok"]:
@@ -230,7 +230,7 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     ``repeats`` more calls on the same inputs, each checked against the same reference."""
     import torch
 
-    from aka.evaluate.sandbox import write_inputs
+    from aka.evaluate.checker.sandbox import write_inputs
 
     spec = op.spec
     inputs, scalars, variant = round_inputs(op, case, r, seed, device, like, index)
@@ -261,7 +261,7 @@ def _call_checked(host, req: dict[str, Any], head: dict[str, Any], spec, expecte
     import torch
 
     from aka.evaluate import exchange
-    from aka.evaluate.sandbox import HostError
+    from aka.evaluate.checker.sandbox import HostError
 
     names = spec.output_names()
     dtypes = [getattr(torch, t.dtype) for t in spec.interface.outputs]

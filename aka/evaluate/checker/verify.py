@@ -28,7 +28,7 @@ SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measu
 
 def run_host_task(host, task: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run an aka harness in the candidate's process; TaskFailure with the stage when it cannot."""
-    from aka.evaluate.sandbox import HostError
+    from aka.evaluate.checker.sandbox import HostError
 
     try:
         ans = host.request({"cmd": "task", "task": task, "payload": payload}, timeout=timeout)
@@ -59,7 +59,7 @@ def checker_ceilings(device: str, notes: list[str]) -> dict | None:
     if device == "cpu":
         notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
         return None
-    from aka.evaluate.calibrate import ceilings
+    from aka.evaluate.checker.calibrate import ceilings
 
     try:
         return ceilings().model_dump()
@@ -69,8 +69,9 @@ def checker_ceilings(device: str, notes: list[str]) -> dict | None:
 
 
 def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """The checker's entry: the timing runs in the candidate's process, the verdicts here (aka.evaluate.verify)."""
-    from aka.evaluate.sandbox import new_host
+    """The checker's entry: the timing runs in the candidate's process, the verdicts here
+    (aka.evaluate.checker.verify)."""
+    from aka.evaluate.checker.sandbox import new_host
 
     with new_host() as host:
         return bench_checked(host, payload)
@@ -78,7 +79,7 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
     """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
-    from aka.evaluate.sandbox import new_host
+    from aka.evaluate.checker.sandbox import new_host
 
     with new_host() as host:
         return compare_checked(host, payload)
@@ -93,7 +94,7 @@ def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
 def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
     measured here, in the checker, and handed to the harness."""
-    from aka.evaluate.gate import device_of
+    from aka.evaluate.checker.gate import device_of
 
     notes: list[str] = []
     ceil = checker_ceilings(device_of()[0], notes)
@@ -105,7 +106,7 @@ def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str
 def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     """The judging half: references and speed-of-light floors, in this process."""
     from aka.contract.ops import get_op
-    from aka.evaluate.gate import device_of
+    from aka.evaluate.checker.gate import device_of
 
     op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
     device, _ = device_of()
@@ -128,7 +129,7 @@ def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[s
 def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
     """aka.evaluate.host.harness:compare_host there; here the candidate's (B's) timed outputs and times."""
     from aka.contract.ops import get_op
-    from aka.evaluate.gate import device_of
+    from aka.evaluate.checker.gate import device_of
     from aka.evaluate.host.harness import compare_timing
 
     b = payload["b"]["name"]
@@ -166,8 +167,8 @@ def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) 
     one float64 reference per distinct input (probes share theirs)."""
     import torch
 
+    from aka.evaluate.checker.gate_checks import within_tolerance
     from aka.evaluate.exchange import ExchangeError, TensorRef, get
-    from aka.evaluate.gate_checks import within_tolerance
     from aka.evaluate.host.rotation import Sample, rotated
 
     names = op.spec.output_names()

@@ -24,9 +24,9 @@ from aka.evaluate import exchange
 from aka.evaluate.wire import death
 
 _TAIL = 4000
-# worker tasks that judge a candidate through a Host: aka.evaluate.worker starts theirs before it imports torch
-HOSTED_TASKS = {"aka.evaluate.gate:gate_worker", "aka.evaluate.tasks:screen_worker",
-                "aka.evaluate.verify:bench_worker", "aka.evaluate.verify:compare_worker"}
+# worker tasks that judge a candidate through a Host: aka.evaluate.checker.worker starts theirs before it imports torch
+HOSTED_TASKS = {"aka.evaluate.checker.gate:gate_worker", "aka.evaluate.checker.tasks:screen_worker",
+                "aka.evaluate.checker.verify:bench_worker", "aka.evaluate.checker.verify:compare_worker"}
 _PRESTARTED: list[Host] = []
 
 
