@@ -12,8 +12,8 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate.check import check_kernel
 from aka.evaluate.checker.gate import MIN_CALLS, WARM_CALLS
+from aka.evaluate.parent.check import check_kernel
 from aka.evaluate.wire import DEFAULT_ROUNDS, TIMEOUT_S, GateReport
 
 console = Console()

@@ -181,7 +181,7 @@ def run_profile(op, kernel: Path, shape: str, *, timeout: float = TIMEOUT_S, wor
 
 
 def _worker(payload: dict, timeout: float) -> dict:
-    from aka.evaluate import door
+    from aka.evaluate.parent import door
 
     res = door.run("aka.knowledge.profile_target:profile_task", payload, timeout=timeout, interpreter=False)
     if not res.ok:

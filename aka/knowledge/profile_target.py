@@ -5,7 +5,7 @@ allocation), then brackets exactly one call with cudaProfilerStart/cudaProfilerS
 ``ncu --profile-from-start off`` profiles that call's launches and nothing else. It prints nothing
 on stdout (ncu's own output must stay parseable).
 
-:func:`profile_task` runs in aka.evaluate.runner's worker: the same warm-up, then the kernels' compile
+:func:`profile_task` runs in aka.evaluate.parent.runner's worker: the same warm-up, then the kernels' compile
 statistics, the torch profiler's per-kernel durations (the fallback when ncu cannot be used, and
 a cross-check when it can), the roofline time of the shape, and leave-one-stage-out timings when
 the kernel module offers them (a module-level ``ABLATIONS = {stage: {CONFIG overrides}}`` whose

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aka.contract.shapes import every_case
-from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.parent.evaluator import Evaluator
 from aka.evaluate.static.compstats import CompileStats, format_table
 from aka.settings import OptimizeSettings
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from aka.contract.ops import get_op  # noqa: E402
 from aka.evaluate.checker.verify import bench_worker, compare_worker  # noqa: E402
-from aka.evaluate.impls import resolve  # noqa: E402
+from aka.evaluate.parent.impls import resolve  # noqa: E402
 
 LIMIT, MIN_US = 0.02, 50.0
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from aka.contract.ops import get_op, op_names
-from aka.evaluate.check import check_kernel
 from aka.evaluate.checker.gate import WARM_CALLS
-from aka.evaluate.runner import run_task
+from aka.evaluate.parent.check import check_kernel
+from aka.evaluate.parent.runner import run_task
 from aka.evaluate.wire import GatePayload
 
 HERE = Path(__file__).parent / "adversarial"

@@ -15,7 +15,7 @@ from aka.contract.ops import get_op
 from aka.evaluate.checker.verify import bench_worker
 from aka.evaluate.host.bench import is_gpu_timing
 from aka.evaluate.host.loader import prepare
-from aka.evaluate.impls import ImplError, resolve
+from aka.evaluate.parent.impls import ImplError, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}

@@ -15,7 +15,7 @@ import pytest
 
 from aka.contract.ops import get_op
 from aka.evaluate.host.loader import prepare
-from aka.evaluate.impls import resolve
+from aka.evaluate.parent.impls import resolve
 
 FAKE = '''
 import os

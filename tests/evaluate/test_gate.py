@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op
-from aka.evaluate.check import check_kernel
+from aka.evaluate.parent.check import check_kernel
 
 OP = get_op("fa4_decode")
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
@@ -92,7 +92,7 @@ def test_a_case_that_forces_config_fails_a_candidate_without_the_key(tmp_path):
 
 
 def test_an_honest_screen_checks_its_timed_outputs(tmp_path):
-    from aka.evaluate.evaluator import RealEvaluator
+    from aka.evaluate.parent.evaluator import RealEvaluator
     from aka.settings import OptimizeSettings
 
     ev = RealEvaluator(OP, OptimizeSettings(op=OP.name, interpreter=True))

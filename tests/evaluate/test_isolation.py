@@ -123,7 +123,7 @@ def test_the_host_dies_with_its_parent(tmp_path):
     time.sleep(3)  # let the host start and arm its death signal
     parent.kill()
     parent.wait()
-    from aka.evaluate.runner import remove_folders_of
+    from aka.evaluate.parent.runner import remove_folders_of
 
     # what a runner does once its worker is gone: the exchange folder (named for its maker) goes too
     assert [n for n in remove_folders_of(parent.pid) if n.startswith(f"aka-exchange-{parent.pid}-")]

@@ -9,7 +9,7 @@ import pytest
 
 from aka.contract.ops import get_op, load_module
 from aka.evaluate.host.interp import interpreter_requested
-from aka.evaluate.runner import run_task
+from aka.evaluate.parent.runner import run_task
 from aka.evaluate.static.compstats import CompileStats
 from aka.evaluate.static.offline_sm90 import capture, signature
 

@@ -10,9 +10,9 @@ import pytest
 
 from aka.contract.ops import get_op
 from aka.contract.shapes import every_case
-from aka.evaluate import door, evaluator
 from aka.evaluate.checker.precompile import shares
-from aka.evaluate.runner import run_task
+from aka.evaluate.parent import door, evaluator
+from aka.evaluate.parent.runner import run_task
 from aka.settings import OptimizeSettings
 
 TOY = Path(__file__).parents[1] / "support" / "toyop"

@@ -9,8 +9,8 @@ import pytest
 from redteam import ALL, materialise
 
 from aka.contract.ops import get_op
-from aka.evaluate.check import check_kernel
-from aka.evaluate.evaluator import RealEvaluator
+from aka.evaluate.parent.check import check_kernel
+from aka.evaluate.parent.evaluator import RealEvaluator
 from aka.evaluate.static.policy import check_source
 from aka.settings import OptimizeSettings
 

@@ -1,4 +1,4 @@
-"""aka.evaluate.runner: a fresh process per task; failures of every kind come back as a WorkerResult."""
+"""aka.evaluate.parent.runner: a fresh process per task; failures of every kind come back as a WorkerResult."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from aka.evaluate.runner import run_task, worker_env
+from aka.evaluate.parent.runner import run_task, worker_env
 
 T = "tests.evaluate.tasks:"
 

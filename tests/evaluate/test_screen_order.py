@@ -6,8 +6,8 @@ with the pairing the evaluator only asks for on a GPU."""
 from __future__ import annotations
 
 from aka.contract.ops import get_op
-from aka.evaluate import door
 from aka.evaluate.host.harness import losing
+from aka.evaluate.parent import door
 from aka.records import Measurements
 from aka.run.supervisor import decide
 from aka.settings import PromotionRules

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.outcomes import BenchOutcome, CompareOutcome, StageOutcome
+from aka.evaluate.parent.outcomes import BenchOutcome, CompareOutcome, StageOutcome
 from aka.records import GateRecord
 
 REPO = Path(__file__).resolve().parents[2]

@@ -245,7 +245,7 @@ def measured_text(ctx: Context, run: RunRecord) -> str:
     """What earlier GPU runs measured against this incumbent (or one it replaced) on this device model,
     from kernels/<op>/knowledge.json: so a model does not spend attempts re-measuring known losers."""
     from aka.contract.module_config import config_of
-    from aka.evaluate.outcomes import code_hash
+    from aka.evaluate.parent.outcomes import code_hash
     from aka.knowledge.measured import knowledge_lines
 
     hw = ctx.hardware or {}

@@ -1,7 +1,7 @@
 """Correctness gate: every shape case, several rounds of fresh inputs, checked against float64.
 
-The checker's half: ``gate_worker`` runs in a fresh worker process (aka.evaluate.check's
-``check_kernel`` starts it from the parent, through aka.evaluate.runner). The checker never runs
+The checker's half: ``gate_worker`` runs in a fresh worker process (aka.evaluate.parent.check's
+``check_kernel`` starts it from the parent, through aka.evaluate.parent.runner). The checker never runs
 candidate code: it starts the candidate's own process (aka.evaluate.checker.sandbox.Host, aka.evaluate.host.main)
 and, per shape and round, builds inputs from a new seed (scalars such as the softmax scale drawn from
 their contract range from round 1 on, the input regime cycling through the contract's variants),

@@ -2,7 +2,7 @@
 
 The candidate never runs in the process that computes references and verdicts. The checker starts
 ``python -m aka.evaluate.host.main`` in a session of its own, with the same sanitised environment the checker got
-from aka.evaluate.runner, talks to it over two pipes (one JSON object per line, nothing unpickled) and moves
+from aka.evaluate.parent.runner, talks to it over two pipes (one JSON object per line, nothing unpickled) and moves
 tensors through an exchange folder (aka.evaluate.exchange). A request that takes longer than its timeout,
 a process that dies or answers garbage, ends the host; the error says which and why, with the
 host's log tail, so the gate can record the stage (timeout, crash, oom, device-fault).

@@ -1,4 +1,4 @@
-"""The evaluator's own worker tasks (run in a fresh process by aka.evaluate.runner): the compile
+"""The evaluator's own worker tasks (run in a fresh process by aka.evaluate.parent.runner): the compile
 call of a candidate on every shape case, and the screen (small-set gate, then timing) in one
 candidate process."""
 
@@ -116,7 +116,7 @@ def _timed(host, payload: dict[str, Any]) -> dict[str, Any]:
 def _cannot_win(bench: dict[str, Any], payload: dict[str, Any]) -> str:
     """Why the candidate is not gated: its timing failed, or its gain is at most gate_above. '' to gate."""
     from aka.evaluate.host.harness import slow_shape
-    from aka.evaluate.outcomes import bench_outcome, speedup
+    from aka.evaluate.parent.outcomes import bench_outcome, speedup
 
     b = bench_outcome(bench, payload["rank"])
     if b.error or not b.times_us:

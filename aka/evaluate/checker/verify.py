@@ -1,5 +1,5 @@
 """The checker's side of every timing: the entries ``bench_worker`` and ``compare_worker`` (run by
-aka.evaluate.runner in the checker process, which never runs a kernel) start the candidate's process,
+aka.evaluate.parent.runner in the checker process, which never runs a kernel) start the candidate's process,
 run the harness there (aka.evaluate.host.harness) and judge what it timed in this one.
 
 - **Timed outputs.** aka.evaluate.host.rotation keeps, per sampled implementation, shape and timing (eager,

@@ -1,6 +1,6 @@
 """Worker process entry: ``python -m aka.evaluate.checker.worker MODULE:FUNCTION PAYLOAD.json RESULT.json``.
 
-Started by aka.evaluate.runner in a fresh session. It selects Triton's interpreter when asked (or when no
+Started by aka.evaluate.parent.runner in a fresh session. It selects Triton's interpreter when asked (or when no
 CUDA device exists), installs the bf16 dot shim, runs the task and writes the result file. It
 exits with os._exit so that a device left faulted by a candidate cannot hang interpreter teardown.
 """
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
     parent = int(os.environ.get("AKA_PARENT_PID") or os.getppid())
     arm_death_signal(parent)  # killed with the runner, even by kill -9 (Linux)
     watch_parent(parent)  # and on every platform, within half a second
-    if argv == [SPARE_FLAG]:  # started ahead (aka.evaluate.spares): get ready, then wait for the task
+    if argv == [SPARE_FLAG]:  # started ahead (aka.evaluate.parent.spares): get ready, then wait for the task
         argv = _warm_then_wait()
     task, payload_path, result_path = argv
     with open(payload_path) as f:

@@ -1,5 +1,5 @@
 """Implementations loaded and prepared in the candidate's process (the harness's side of
-aka.evaluate.impls, which names them in the parent).
+aka.evaluate.parent.impls, which names them in the parent).
 
 Preparation (:func:`prepare`): a kernel module's entry is called with the inputs as keyword
 arguments; a competitor factory gets the inputs, does its untimed preparation (layout conversion,

@@ -1,7 +1,7 @@
 """The one door from aka's parent process to a worker: every stage that runs a task out of process
 (the loop's evaluator, `aka check`, `aka bench`, `aka regress`, `aka profile`) comes through here.
 
-Only this module calls aka.evaluate.runner.run_task (tests/test_one_door.py holds it),
+Only this module calls aka.evaluate.parent.runner.run_task (tests/test_one_door.py holds it),
 so how a task is started, and how its failure reads, is decided in one place.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.runner import WorkerResult, keep_spares, run_task
+from aka.evaluate.parent.runner import WorkerResult, keep_spares, run_task
 
 
 def run(task: str, payload: dict[str, Any], *, timeout: float, interpreter: bool | None = None) -> WorkerResult:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from aka.evaluate import spares
+from aka.evaluate.parent import spares
 from aka.evaluate.wire import death
 
 Stage = Literal["policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"]
@@ -65,7 +65,7 @@ def worker_env(base: dict[str, str] | None = None, interpreter: bool | None = No
 
 def _package_root() -> str:
     # So `python -m aka.evaluate.checker.worker` imports this aka even without `pip install -e .` (device runs).
-    return str(Path(__file__).resolve().parents[2])  # aka/evaluate/runner.py -> the checkout
+    return str(Path(__file__).resolve().parents[2])  # aka/evaluate/parent/runner.py -> the checkout
 
 
 def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
@@ -133,7 +133,7 @@ def _launch(task: str, payload: dict, env: dict[str, str]) -> tuple[subprocess.P
 
 def keep_spares(n: int, interpreter: bool | None = None) -> None:
     """Keep n workers started ahead for the tasks run_task starts with this interpreter choice
-    (aka.evaluate.spares); 0 ends the idle ones. They end with this process at the latest."""
+    (aka.evaluate.parent.spares); 0 ends the idle ones. They end with this process at the latest."""
     global _spares_armed
     env = worker_env(interpreter=interpreter)
     env["AKA_PARENT_PID"] = str(os.getpid())

@@ -1,7 +1,7 @@
 """The loop's one door to the measuring stages: static check, compile, gate, bench, compare.
 
 The loop talks to an Evaluator and never imports a stage. RealEvaluator runs every stage that
-executes candidate code in a fresh worker process (through aka.evaluate.door) and labels where timings
+executes candidate code in a fresh worker process (through aka.evaluate.parent.door) and labels where timings
 came from; tests hand run_loop() a fake evaluator object directly. There is no flag or setting
 that swaps the evaluator from the CLI, so interpreter timings can never reach a promotion.
 """
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aka.contract.shapes import every_case
-from aka.evaluate import door
 from aka.evaluate.checker.gpulock import gpu_lock
 from aka.evaluate.host.bench import BenchConfig
-from aka.evaluate.outcomes import (
+from aka.evaluate.parent import door
+from aka.evaluate.parent.outcomes import (
     BenchOutcome,
     CompareOutcome,
     StageOutcome,
@@ -204,7 +204,7 @@ class RealEvaluator:
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:
-        from aka.evaluate.check import GRACE_S
+        from aka.evaluate.parent.check import GRACE_S
 
         limit = self.timeout * max(1, rounds)
         payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
@@ -272,7 +272,7 @@ class RealEvaluator:
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
         """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""
-        from aka.evaluate.impls import resolve
+        from aka.evaluate.parent.impls import resolve
 
         refs, _ = resolve(self.op, list(self.op.spec.competitors))
         if not refs:

@@ -5,7 +5,7 @@ On the H200 (2026-12-03) every worker call began with ~8 s of process start (the
 candidate's process each importing torch and initialising CUDA), a third of a candidate's screen
 and a fifth of its compile workers' time. A spare is still one process per task: it is taken by
 exactly one task, then ends as any worker does, so a candidate that faults the device or hangs
-takes no later task with it. aka.evaluate.runner takes a spare whose environment matches the task's
+takes no later task with it. aka.evaluate.parent.runner takes a spare whose environment matches the task's
 and starts a replacement at once. Off by default (keep(0)); `aka optimize` on a GPU keeps
 ``OptimizeSettings.spare_workers``; the CPU suite tests them in the interpreter.
 """
@@ -156,7 +156,7 @@ def _nothing(pid: int) -> None:
     pass
 
 
-on_reaped: Callable[[int], None] = _nothing  # set by aka.evaluate.runner: remove what that pid made
+on_reaped: Callable[[int], None] = _nothing  # set by aka.evaluate.parent.runner: remove what that pid made
 
 
 def kill_all(final: bool) -> list[int]:

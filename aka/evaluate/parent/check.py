@@ -1,6 +1,7 @@
 """The gate from aka's parent process: ``check_kernel`` runs the static policy, then the checker's
-``gate_worker`` (aka.evaluate.checker.gate) in a fresh worker process through aka.evaluate.door, and reads its report.
-What the checker does is in aka.evaluate.checker.gate; the payload and the report are aka.evaluate.wire's.
+``gate_worker`` (aka.evaluate.checker.gate) in a fresh worker process through aka.evaluate.parent.door,
+and reads its report. What the checker does is in aka.evaluate.checker.gate; the payload and the
+report are aka.evaluate.wire's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def check_kernel(op, kernel: Path, *, shapes: str = "auto", rounds: int = DEFAUL
 
     ``policy=False`` skips the static check: only the red-team tests use it, to prove that the
     isolated gate alone rejects what the policy would have refused."""
-    from aka.evaluate import door
+    from aka.evaluate.parent import door
     from aka.evaluate.static.policy import check_source
 
     source = Path(kernel).read_text()
