@@ -1,5 +1,5 @@
 """What crosses a process boundary, in one place that every side imports: the parent (aka's own process),
-the checker (the worker process, aka.evaluate.checker) and the candidate's process (aka.evaluate.host.main).
+the checker (the worker process, aka.evaluate.checker) and the candidate's process (aka.evaluate.host).
 
 - the gate's payload and report (``GatePayload``, ``GateReport`` with its shapes, rounds, output checks
   and the launches a call ran): the parent sends the payload, the checker returns the report;

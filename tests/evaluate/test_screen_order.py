@@ -1,6 +1,6 @@
 """The GPU screen's order (aka.evaluate.checker.tasks.screen_worker with gate_above): timed first, gated only
 when its gain could earn the ABBA re-measure, timing stopped once it runs clearly slower
-(bench_worker.losing); the Supervisor says why an ungated candidate lost. Run here in the interpreter
+(aka.evaluate.host.harness.losing); the Supervisor says why an ungated candidate lost. Run here in the interpreter
 with the pairing the evaluator only asks for on a GPU."""
 
 from __future__ import annotations
