@@ -133,3 +133,14 @@ def test_interpreter_flag_reaches_the_child(flag):
     assert res.value["interpret"] is flag
     if flag:
         assert res.value["shim_ok"], res.value  # the shim is installed before the task runs
+
+
+def test_the_worker_imports_this_checkout():
+    """The worker's PYTHONPATH starts with the folder that holds this aka package (a device run has no
+    `pip install -e .`), wherever runner.py sits inside it."""
+    from pathlib import Path
+
+    import aka
+
+    first = worker_env({"PATH": "/bin"})["PYTHONPATH"].split(os.pathsep)[0]
+    assert Path(first) == Path(aka.__file__).resolve().parents[1]

@@ -65,7 +65,7 @@ def worker_env(base: dict[str, str] | None = None, interpreter: bool | None = No
 
 def _package_root() -> str:
     # So `python -m aka.evaluate.checker.worker` imports this aka even without `pip install -e .` (device runs).
-    return str(Path(__file__).resolve().parents[2])  # aka/evaluate/parent/runner.py -> the checkout
+    return str(Path(__file__).resolve().parents[3])  # aka/evaluate/parent/runner.py -> the checkout
 
 
 def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
