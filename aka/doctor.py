@@ -14,7 +14,7 @@ API_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 # TRITON_INTERPRET is set before triton decorates anything.
 _INTERP_PROBE = (
     "import os; os.environ['TRITON_INTERPRET']='1'\n"
-    "from aka.evaluate.interp import bf16_dot_shim_works\n"
+    "from aka.evaluate.host.interp import bf16_dot_shim_works\n"
     "ok, err = bf16_dot_shim_works(); print('ok' if ok else 'bad', err)\n"
 )
 

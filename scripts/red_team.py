@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gate")]
 import redteam  # noqa: E402
 
 from aka.contract.ops import get_op  # noqa: E402
-from aka.evaluate.gate import check_kernel  # noqa: E402
+from aka.evaluate.parent.check import check_kernel  # noqa: E402
 
 
 def _gpu() -> bool:
@@ -40,7 +40,7 @@ def run_one(k, folder: Path, gpu: bool, fast: bool) -> dict:
     op = get_op(k.op)
     t0 = time.monotonic()
     if k.where == "screen":
-        from aka.evaluate.evaluator import RealEvaluator
+        from aka.evaluate.parent.evaluator import RealEvaluator
         from aka.settings import OptimizeSettings
 
         ev = RealEvaluator(op, OptimizeSettings(op=k.op, interpreter=not gpu))

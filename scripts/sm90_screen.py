@@ -21,7 +21,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from aka.evaluate.compstats import res_usage  # noqa: E402
+from aka.evaluate.static.compstats import res_usage  # noqa: E402
 
 DEFAULTS = {
     "prefill": dict(G=16, PAGE=64, HEAD_D=256, BLOCK_M=128, BLOCK_N=64, PACK_GQA=False, SPLIT_CAUSAL=True,

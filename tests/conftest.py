@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 if os.environ.get("AKA_TEST_ON_GPU") != "1":
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    from aka.evaluate.interp import install_bf16_dot_shim
+    from aka.evaluate.host.interp import install_bf16_dot_shim
 
     install_bf16_dot_shim()
 

@@ -15,7 +15,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(aka.__path__, "aka.") if 
 
 
 def test_every_package_is_walked():
-    assert {"aka.contract.ops", "aka.evaluate.worker", "aka.run.loop", "aka.report.tables"} <= set(MODULES)
+    assert {"aka.contract.ops", "aka.evaluate.checker.worker", "aka.run.loop", "aka.report.tables"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

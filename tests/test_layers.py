@@ -1,6 +1,7 @@
 """The package layout's rules, read from the source (issue 20): a stage imports no later stage, no
 import cycle exists among aka's modules (function-level imports included), and no module imports
-another's private name.
+another's private name. Within aka.evaluate, the code of each process imports only what may run
+in it (test_each_process_imports_only_what_runs_in_it).
 
 Stages are aka's sub-packages in data-flow order (shared/DESIGN.md): a module's folder tells its
 stage. The modules directly under aka/ (settings, config, records, hardware, errors, doctor) sit below
@@ -123,6 +124,82 @@ def test_the_rules_can_fail(tmp_path, monkeypatch):
         test_no_stage_imports_a_later_stage()
     with pytest.raises(pytest.fail.Exception, match="import cycle: aka.early -> aka.report.tables -> aka.early"):
         test_no_import_cycle()
+
+
+# aka.evaluate's sub-packages by the process their code runs in (aka/evaluate/__init__.py)
+PROCESS_PARTS = ("parent", "checker", "host", "static")
+
+
+def _part(mod: str) -> str | None:
+    """'parent', 'checker', 'host' or 'static' for a module of that sub-package of aka.evaluate, else None."""
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "evaluate" and parts[2] in PROCESS_PARTS else None
+
+
+def _reach(mod: str, graph: dict[str, set[str]]) -> set[str]:
+    """Every module `mod` imports, directly or through others (function-level imports included)."""
+    seen: set[str] = set()
+    todo = [mod]
+    while todo:
+        for d in graph.get(todo.pop(), ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def _starts_processes(path: Path) -> bool:
+    """The module imports subprocess or multiprocessing (anywhere in it)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(n.split(".")[0] in ("subprocess", "multiprocessing") for n in names):
+            return True
+    return False
+
+
+def test_each_process_imports_only_what_runs_in_it():
+    """The candidate's process (aka.evaluate.host) and the static code never reach the parent's or the
+    checker's modules, and the checker never reaches a parent module that starts processes (the runner,
+    the spares, and the door and the evaluator through them): through any chain of imports."""
+    graph = {m: _imports(p, top_level_only=False) for m, p in MODULES.items()}
+    bad = []
+    for mod in MODULES:
+        part = _part(mod)
+        for dep in sorted(_reach(mod, graph)) if part else ():
+            there = _part(dep)
+            if part in ("host", "static") and there in ("parent", "checker"):
+                bad.append(f"{mod} ({part}) reaches {dep} ({there})")
+            elif part == "checker" and there == "parent" and _starts_processes(MODULES[dep]):
+                bad.append(f"{mod} (checker) reaches {dep}, a parent module that starts processes")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_process_rule_can_fail(tmp_path, monkeypatch):
+    """A host module that imports the parent, and a checker module that reaches the runner through the
+    door, are both found."""
+    ev = tmp_path / "aka" / "evaluate"
+    for part in PROCESS_PARTS:
+        (ev / part).mkdir(parents=True)
+        (ev / part / "__init__.py").write_text("")
+    (tmp_path / "aka" / "__init__.py").write_text("")
+    (ev / "__init__.py").write_text("")
+    (ev / "parent" / "runner.py").write_text("import subprocess\n")
+    (ev / "parent" / "door.py").write_text("from aka.evaluate.parent import runner\n")
+    (ev / "parent" / "outcomes.py").write_text("")
+    (ev / "host" / "main.py").write_text("def f():\n    from aka.evaluate.parent.outcomes import x\n")
+    (ev / "checker" / "gate.py").write_text("from aka.evaluate.parent.outcomes import y\n"
+                                            "def g():\n    import aka.evaluate.parent.door\n")
+    monkeypatch.setattr(__import__(__name__), "AKA", tmp_path / "aka")
+    mods = {_module_name(p): p for p in sorted((tmp_path / "aka").rglob("*.py"))}
+    monkeypatch.setattr(__import__(__name__), "MODULES", mods)
+    with pytest.raises(AssertionError) as err:
+        test_each_process_imports_only_what_runs_in_it()
+    found = str(err.value)
+    assert "aka.evaluate.host.main (host) reaches aka.evaluate.parent.outcomes (parent)" in found
+    assert "aka.evaluate.checker.gate (checker) reaches aka.evaluate.parent.runner, a parent module that starts " \
+           "processes" in found
+    assert "outcomes, a parent module" not in found  # reading results starts nothing
 
 
 def _private_imports(path: Path) -> list[str]:

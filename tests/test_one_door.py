@@ -1,4 +1,4 @@
-"""One door to evaluation (issue 20): only aka.evaluate.door starts a worker (runner.run_task), only
+"""One door to evaluation (issue 20): only aka.evaluate.parent.door starts a worker (runner.run_task), only
 aka.contract.ops imports a file by path, and only aka.hardware reads the device's properties, so
 each of these is decided in one place. Read from the source, as test_layers reads the imports."""
 
@@ -13,9 +13,9 @@ AKA = Path(__file__).resolve().parents[1] / "aka"
 
 # name -> the modules that may use it (the one that defines it, the one door to it)
 ONLY = {
-    "run_task": {"evaluate/runner.py", "evaluate/door.py"},
+    "run_task": {"evaluate/parent/runner.py", "evaluate/parent/door.py"},
     "spec_from_file_location": {"contract/ops.py"},
-    "get_device_properties": {"hardware.py", "evaluate/bench.py"},  # bench: the worker's L2 size for flushes
+    "get_device_properties": {"hardware.py", "evaluate/host/bench.py"},  # bench: the worker's L2 size for flushes
 }
 
 
@@ -46,9 +46,10 @@ def test_one_door_to_the_worker_one_loader_one_device_reading():
     assert not offenders(AKA), "\n".join(offenders(AKA))
 
 
-@pytest.mark.parametrize("code", ["from aka.evaluate.runner import run_task\nrun_task('m:f', {}, timeout=1)\n",
-                                  "import aka.evaluate.runner as r\npool.submit(r.run_task, 'm:f', {})\n"])
+@pytest.mark.parametrize("code", ["from aka.evaluate.parent.runner import run_task\nrun_task('m:f', {}, timeout=1)\n",
+                                  "import aka.evaluate.parent.runner as r\npool.submit(r.run_task, 'm:f', {})\n"])
 def test_the_rule_can_fail(tmp_path, code):
     (tmp_path / "cli").mkdir()
     (tmp_path / "cli" / "bench.py").write_text(code)
-    assert offenders(tmp_path) == ["aka/cli/bench.py uses run_task (only evaluate/door.py, evaluate/runner.py may)"]
+    assert offenders(tmp_path) == ["aka/cli/bench.py uses run_task "
+                                   "(only evaluate/parent/door.py, evaluate/parent/runner.py may)"]

@@ -20,13 +20,13 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate import door
-from aka.evaluate.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
-from aka.evaluate.impls import resolve
-from aka.evaluate.outcomes import host_cost
+from aka.evaluate.host.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
+from aka.evaluate.parent import door
+from aka.evaluate.parent.impls import resolve
+from aka.evaluate.parent.outcomes import host_cost
 
 console = Console()
-WORKER = "aka.evaluate.verify:bench_worker"
+WORKER = "aka.evaluate.checker.verify:bench_worker"
 TIMEOUT_S = 1800.0  # the full set with fla autotuning every new head layout on a fresh machine: minutes
 
 

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate.gate import DEFAULT_ROUNDS, MIN_CALLS, TIMEOUT_S, WARM_CALLS, GateReport, check_kernel
+from aka.evaluate.checker.gate import MIN_CALLS, WARM_CALLS
+from aka.evaluate.parent.check import check_kernel
+from aka.evaluate.wire import DEFAULT_ROUNDS, TIMEOUT_S, GateReport
 
 console = Console()
 
@@ -39,7 +41,7 @@ def check(
     """Check a kernel against the float64 reference in an isolated worker; exit 0 only if all passes.
 
     After a pass it says which kernels and compile-time specialisations of the full set the checked
-    shapes never compile (aka.evaluate.coverage).
+    shapes never compile (aka.evaluate.host.coverage).
 
     \b
     Examples:

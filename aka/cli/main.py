@@ -65,7 +65,7 @@ def _on_stop_signal(signum, frame) -> None:
     if _stop_signal is not None:
         return
     _stop_signal = signum
-    runner = sys.modules.get("aka.evaluate.runner")  # imported once a worker ran; nothing to kill before
+    runner = sys.modules.get("aka.evaluate.parent.runner")  # imported once a worker ran; nothing to kill before
     if runner is not None:
         runner.stop_workers()
     _watchdog = threading.Timer(STOP_GRACE_S, _finish_stop, kwargs={"forced": True})
@@ -81,7 +81,7 @@ def _finish_stop(forced: bool = False) -> None:
         _watchdog.cancel()
     signum = _stop_signal or signal.SIGTERM
     code = 128 + signum
-    runner = sys.modules.get("aka.evaluate.runner")
+    runner = sys.modules.get("aka.evaluate.parent.runner")
     if runner is not None:
         runner.remove_leftovers(wait_s=1.0 if forced else 5.0)
     name = signal.Signals(signum).name
@@ -121,7 +121,7 @@ def main() -> None:
         Console(stderr=True).print(f"[red]error:[/red] {escape(str(outcome))}", highlight=False, soft_wrap=True)
         sys.exit(outcome.exit_code)
     interrupted = isinstance(outcome, KeyboardInterrupt) or (isinstance(outcome, SystemExit) and outcome.code == 130)
-    runner = sys.modules.get("aka.evaluate.runner")
+    runner = sys.modules.get("aka.evaluate.parent.runner")
     if interrupted and runner is not None:  # Ctrl-C: the workers of other threads (optimize's) and their folders
         runner.remove_leftovers()
     if isinstance(outcome, KeyboardInterrupt):

@@ -183,7 +183,7 @@ def optimize(
                       markup=False)
         console.file.flush()
     from aka.agent.llm.base import LLM_BACKENDS, get_backend
-    from aka.evaluate.evaluator import RealEvaluator
+    from aka.evaluate.parent.evaluator import RealEvaluator
     from aka.run.loop import run_loop, summarize
     from aka.run.prefetch import head_start
 

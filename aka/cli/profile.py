@@ -11,8 +11,8 @@ from rich.table import Table
 
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.evaluate.compstats import INTERPRETER, CompileStats, format_table
-from aka.evaluate.impls import checked_kernel
+from aka.evaluate.parent.impls import checked_kernel
+from aka.evaluate.static.compstats import INTERPRETER, CompileStats, format_table
 from aka.knowledge.evidence import as_prompt, evidence_for_plan
 from aka.knowledge.ncu_report import ProfileSummary
 from aka.knowledge.profile import TIMEOUT_S as PROFILE_TIMEOUT_S

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from aka.contract.ops import all_ops, get_op, project_root
-from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
+from aka.evaluate.wire import TIMEOUT_S as GATE_TIMEOUT_S
 from aka.report.regress import GATE_ROUNDS, RegressError, parse_threshold
 
 console = Console()

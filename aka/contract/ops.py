@@ -50,7 +50,7 @@ class NotAModuleError(ImportError):
 
 def load_module(path: Path, name: str | None = None) -> ModuleType:
     """Import a Python file by path under a unique module name: aka's one loader, for the contract's
-    trusted modules and, in the candidate's own process (aka.evaluate.host), for the candidate."""
+    trusted modules and, in the candidate's own process (aka.evaluate.host.main), for the candidate."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such module file")
     mod_name = name or f"aka_loaded.{path.parent.name}.{path.stem}_{abs(hash(str(path.resolve()))):x}"

@@ -2,7 +2,7 @@
 
 Every contract has exactly the sets full, smoke and edge (aka.contract.spec checks it). Which are
 gated, and in which stages, is decided here alone: the loop (aka.run.state), `aka check` with
---shapes auto (aka.evaluate.gate) and `aka regress` (aka.report.regress) all ask gated_stages()
+--shapes auto (aka.evaluate.checker.gate) and `aka regress` (aka.report.regress) all ask gated_stages()
 (or gated_sets(), the same flattened).
 """
 

@@ -43,7 +43,7 @@ class ExchangeError(Exception):
 def make_dir(need_bytes: int = 0) -> Path:
     """A private folder for one session's tensors: /dev/shm when it has room, else the temp folder.
     Named aka-exchange-<pid>-*, this process's pid: when a worker is killed before it could remove
-    it, its runner removes it, or the next aka start does (aka.evaluate.runner.remove_folders_of and
+    it, its runner removes it, or the next aka start does (aka.evaluate.parent.runner.remove_folders_of and
     sweep_stale_folders); on /dev/shm it holds RAM."""
     shm = Path("/dev/shm")
     base = None

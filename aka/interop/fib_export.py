@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aka.contract.shapes import ShapeSet
 from aka.errors import AkaError
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.interop import blob, recorded
 from aka.interop.axes import Dim, bind, parse_shape
 from aka.interop.fib_models import (

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.records import GateRecord, Promoted, RunRecordError, read_run_record
 from aka.run import gitops
 

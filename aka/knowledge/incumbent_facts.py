@@ -136,7 +136,7 @@ def incumbent_evidence(run: RunRecord, history: list[Attempt]) -> list[dict[str,
     prepare_run recorded. A promoted candidate: its own compile stats from its attempt record (the
     profile was of another kernel).
     """
-    from aka.evaluate.compstats import CompileStats
+    from aka.evaluate.static.compstats import CompileStats
     from aka.knowledge.evidence import evidence_for_plan
     from aka.knowledge.ncu_report import ProfileSummary
 

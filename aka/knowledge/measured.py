@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aka.contract.module_config import config_of, config_span
 from aka.errors import AkaError
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.records import Attempt, RunRecord, RunRecordError, read_attempts, read_run_record
 
 FILE = "knowledge.json"

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aka.evaluate.compstats import CompileStats
+from aka.evaluate.static.compstats import CompileStats
 
 # Metric names as ncu 2023-2025 spell them on sm_70+ (checked against ncu's section files and
 # public reports). Each maps to a KernelProfile field; absent ones become None.

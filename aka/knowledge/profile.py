@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from aka.errors import AkaError
-from aka.evaluate.compstats import CompileStats
+from aka.evaluate.static.compstats import CompileStats
 from aka.knowledge.ncu_report import (
     KernelProfile,
     ProfileSummary,
@@ -181,7 +181,7 @@ def run_profile(op, kernel: Path, shape: str, *, timeout: float = TIMEOUT_S, wor
 
 
 def _worker(payload: dict, timeout: float) -> dict:
-    from aka.evaluate import door
+    from aka.evaluate.parent import door
 
     res = door.run("aka.knowledge.profile_target:profile_task", payload, timeout=timeout, interpreter=False)
     if not res.ok:

@@ -5,7 +5,7 @@ allocation), then brackets exactly one call with cudaProfilerStart/cudaProfilerS
 ``ncu --profile-from-start off`` profiles that call's launches and nothing else. It prints nothing
 on stdout (ncu's own output must stay parseable).
 
-:func:`profile_task` runs in aka.evaluate.runner's worker: the same warm-up, then the kernels' compile
+:func:`profile_task` runs in aka.evaluate.parent.runner's worker: the same warm-up, then the kernels' compile
 statistics, the torch profiler's per-kernel durations (the fallback when ncu cannot be used, and
 a cross-check when it can), the roofline time of the shape, and leave-one-stage-out timings when
 the kernel module offers them (a module-level ``ABLATIONS = {stage: {CONFIG overrides}}`` whose
@@ -127,7 +127,7 @@ def ablations(module, call) -> tuple[dict[str, float], str]:
 
 def profile_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker task. payload: op, kernel, shape, root?, roofline? (default True), ablate? (default True)."""
-    from aka.evaluate.compstats import collect
+    from aka.evaluate.static.compstats import collect
 
     op, case, module, call = _setup(payload["op"], payload["kernel"], payload["shape"], payload.get("root"))
     _warm(call)
@@ -140,7 +140,7 @@ def profile_task(payload: dict[str, Any]) -> dict[str, Any]:
         notes.append(f"torch profiler failed: {type(exc).__name__}: {str(exc)[:160]}")
     if payload.get("roofline", True):
         try:
-            from aka.evaluate.calibrate import ceilings
+            from aka.evaluate.checker.calibrate import ceilings
 
             result["floor_us"] = ceilings().floor_us(op.flops(case), op.min_bytes(case))
         except Exception as exc:

@@ -3,7 +3,7 @@
 The decision is :func:`classify`, a pure function of what was measured (gate results per shape,
 timings per shape, the numbers recorded for this device model) and a threshold; tests drive it with
 injected timings. :func:`run_regress` does the I/O through a :class:`Measurer` (the real one runs the
-gate and the bench in worker processes, through aka.evaluate.door) and records first measurements.
+gate and the bench in worker processes, through aka.evaluate.parent.door) and records first measurements.
 
 Exit codes: 0 all hold, 1 a correctness failure (it wins over 2: a wrong kernel's speed is moot),
 2 a performance regression beyond the threshold.
@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from aka.contract.shapes import gated_sets
 from aka.errors import AkaError
-from aka.evaluate.gate import TIMEOUT_S as GATE_TIMEOUT_S
+from aka.evaluate.wire import TIMEOUT_S as GATE_TIMEOUT_S
 from aka.records import DeviceRecord, Promoted
 from aka.run import gitops
 
@@ -228,7 +228,7 @@ def check_op(op, m: Measurer, device: dict[str, Any]) -> OpCheck:
     if kernel == "promoted":
         meta = gitops.read_promoted_meta(op.root, op.name)
         c.recorded_us = recorded_for(meta, device["name"], c.timing)
-        from aka.evaluate.outcomes import code_hash
+        from aka.evaluate.parent.outcomes import code_hash
 
         if drift:
             c.notes.append(still_wins(c.times_us, c.baseline_us or {}))
@@ -275,7 +275,7 @@ def run_regress(ops: list, m: Measurer, threshold: float, record: bool = True) -
 
 
 class WorkerMeasurer:
-    """The real stages: aka.evaluate.gate's worker and aka.evaluate.bench_worker, each in a fresh process."""
+    """The real stages: aka.evaluate.checker.gate's worker and aka.evaluate.host.harness, each in a fresh process."""
 
     def __init__(self, timeout_s: float = GATE_TIMEOUT_S, rounds: int = GATE_ROUNDS, interpreter: bool | None = None):
         import torch
@@ -291,7 +291,7 @@ class WorkerMeasurer:
         return device_record(self.interpreter)
 
     def gate(self, op, kernel: Path, sets: list[str]) -> tuple[dict[str, bool], dict[str, str], str]:
-        from aka.evaluate.gate import check_kernel
+        from aka.evaluate.parent.check import check_kernel
 
         rep = check_kernel(op, kernel, shapes=",".join(sets), rounds=self.rounds, timeout=self.timeout,
                            seed=int(time.time()) % 100_000, interpreter=self.interpreter)  # fresh inputs nightly
@@ -300,17 +300,17 @@ class WorkerMeasurer:
         return passed, reasons, "" if rep.passed else (rep.reason or rep.summary or "gate failed")
 
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]:
-        from aka.evaluate import door
-        from aka.evaluate.outcomes import eager_medians
+        from aka.evaluate.parent import door
+        from aka.evaluate.parent.outcomes import eager_medians
 
         impls = [{"name": n, "kind": "kernel", "path": str(p), "function": op.spec.entry} for n, p in kernels.items()]
         # The timing the loop recorded the numbers in (the contract's rank_timing); no graph capture
         # where they are eager medians, which would double the bench time.
         rank = "eager" if self.interpreter else op.spec.rank_timing
         payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": rank == "graph"}
-        ok, value, err = door.call("aka.evaluate.verify:bench_worker", payload, self.timeout, self.interpreter)
+        ok, value, err = door.call("aka.evaluate.checker.verify:bench_worker", payload, self.timeout, self.interpreter)
         if not ok:
             return {}, err
-        # as the loop's bench records them (aka.evaluate.outcomes.bench_outcome)
+        # as the loop's bench records them (aka.evaluate.parent.outcomes.bench_outcome)
         times, untimed = eager_medians(value, list(kernels), rank)
         return times, "; ".join(f"{n} {shape}: {r.get('error') or r.get('skipped')}" for n, shape, r in untimed)

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.parent.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.run.prefetch import View
 from aka.run.store import RunStore, cache_dir

@@ -1,7 +1,7 @@
 """The optimisation loop: plan -> candidate -> check -> compile -> gate -> bench -> decide -> record.
 
 Read run_loop() top to bottom: one round per candidate until the budget says stop. Every stage
-is reached through the Evaluator (aka.evaluate.evaluator), the backend (aka.agent.llm) or the
+is reached through the Evaluator (aka.evaluate.parent.evaluator), the backend (aka.agent.llm) or the
 Supervisor's pure decide(); this module only sequences them and records what happened: the run's
 set-up is aka.run.setup, candidates prepared ahead aka.run.prefetch, one candidate's gate, timing
 and decision aka.run.measure, a promotion's git step aka.run.promote. State that matters for the
@@ -19,7 +19,7 @@ from typing import Any
 
 from aka.agent.llm.base import Backend, BackendExhausted, ProviderError
 from aka.errors import AkaError, WorkersLost
-from aka.evaluate.evaluator import Evaluator
+from aka.evaluate.parent.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.knowledge.lessons import write_lessons
 from aka.knowledge.measured import record_run

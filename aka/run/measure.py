@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 import time
 
-from aka.evaluate.evaluator import Evaluator
-from aka.evaluate.outcomes import speedup
+from aka.evaluate.parent.evaluator import Evaluator
+from aka.evaluate.parent.outcomes import speedup
 from aka.records import Attempt, BenchRecord, CompareRecord, GateRecord, Measurements, RunRecord
 from aka.run.prefetch import Prepared, View
 from aka.run.state import State, shape_plan

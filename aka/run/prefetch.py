@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from aka.agent.llm.base import AttemptFailed, Backend, Context
 from aka.agent.llm.edits import compact_diff
-from aka.evaluate.evaluator import Evaluator
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.evaluator import Evaluator
+from aka.evaluate.parent.outcomes import code_hash
 from aka.knowledge.incumbent_facts import incumbent_evidence, profile_incumbent
 from aka.records import Attempt, CheckRecord, CompileRecord, Measurements, RunRecord, Usage
 from aka.run.state import State, first_state, shape_plan

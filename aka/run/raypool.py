@@ -1,7 +1,7 @@
 """Candidates measured on Ray workers, one GPU each (`aka optimize --gpus N`, `--cluster ADDRESS`).
 
 The one module that imports ray (the optional extra `aka[ray]`). Each worker is a Ray actor holding
-its own evaluator (aka.evaluate.evaluator.RealEvaluator: the same isolated worker processes, gate and
+its own evaluator (aka.evaluate.parent.evaluator.RealEvaluator: the same isolated worker processes, gate and
 bench as a local run) and pinned to one GPU by Ray (`num_gpus=1`, so CUDA_VISIBLE_DEVICES names
 that GPU to the actor and to every process it starts; the evaluator's timing lock is per device).
 The driver keeps planning, check and compile, the Supervisor's records and git; a worker receives
@@ -44,8 +44,8 @@ def require_ray():
 def worker_folder(base: str | None = None) -> Path:
     """The folder a Ray worker writes the sources it is sent into, named like aka's worker folders
     (aka-worker-<pid>-...) so that the next aka process on that machine removes it once the worker's
-    process is gone (aka.evaluate.runner.sweep_stale_folders): Ray kills actors without a clean-up."""
-    from aka.evaluate.runner import WORKER_PREFIX
+    process is gone (aka.evaluate.parent.runner.sweep_stale_folders): Ray kills actors without a clean-up."""
+    from aka.evaluate.parent.runner import WORKER_PREFIX
 
     return Path(tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-ray-", dir=base))
 
@@ -55,7 +55,7 @@ class EvalWorker:
 
     def __init__(self, op_name: str, root: str, settings: dict[str, Any], factory: Callable | None = None):
         from aka.contract.ops import get_op
-        from aka.evaluate.evaluator import RealEvaluator
+        from aka.evaluate.parent.evaluator import RealEvaluator
 
         self.settings = OptimizeSettings.model_validate(settings)
         self.op = get_op(op_name, Path(root) if root else Path.cwd())
@@ -69,7 +69,7 @@ class EvalWorker:
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
     def measure(self, prep: Prepared, st: State, run: RunRecord, source: str, incumbent: str) -> Attempt:
-        from aka.evaluate.outcomes import code_hash
+        from aka.evaluate.parent.outcomes import code_hash
         from aka.run.measure import measure_copy
 
         prep.path = self.dir / f"{prep.rec.n}.py"

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from aka.errors import AkaError
-from aka.evaluate.evaluator import Evaluator, map_workers
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.evaluator import Evaluator, map_workers
+from aka.evaluate.parent.outcomes import code_hash
 from aka.knowledge.lessons import top_lessons
 from aka.run import gitops
 from aka.run.deferred import DEFERRED, competitors_key, read_competitors

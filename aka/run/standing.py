@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.outcomes import code_hash, speedup
+from aka.evaluate.parent.outcomes import code_hash, speedup
 
 
 def recorded_standing(op, incumbent: Path, rank_timing: str) -> dict[str, Any] | None:

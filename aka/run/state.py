@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aka.contract.shapes import ShapeSet, gated_stages
-from aka.evaluate.outcomes import speedup
+from aka.evaluate.parent.outcomes import speedup
 from aka.records import RunRecord
 from aka.run.store import RunStore
 from aka.run.supervisor import BudgetUsed

@@ -30,7 +30,7 @@ def decide(m: Measurements, rules: PromotionRules) -> Decision:
     if m.compile_error:
         return _no(f"compile failed: {m.compile_error}")
     if not m.gate and not m.gate_error and m.timing == "gpu":  # a GPU screen times first and gates only
-        if m.bench_error:  # a candidate that could be promoted (aka.evaluate.tasks.screen_worker)
+        if m.bench_error:  # a candidate that could be promoted (aka.evaluate.checker.tasks.screen_worker)
             return _no(f"bench failed: {m.bench_error}")
         if m.screen_refused:
             return _no(f"{m.screen_refused} (not gated)", blocked_by=m.screen_slow_shape)

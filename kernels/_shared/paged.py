@@ -95,7 +95,7 @@ def paged_cache(kv_lens, hkv, dim, page, gen, device, spare=0.125, table_pages=0
 
 
 def refresh(base: dict, kv_lens: list[int], page: int, seed: int, mag: float = 1.0) -> dict:
-    """New values for a timed call, from ``base`` and ``seed`` alone (aka.evaluate.rotation): a fresh q and the
+    """New values for a timed call, from ``base`` and ``seed`` alone (aka.evaluate.host.rotation): a fresh q and the
     full pages permuted among the sequences (the partial last pages, with their NaN tails, stay put).
     Every sequence then attends over other keys with another query, so no result can be reused, and
     the pool itself is not rewritten: gigabytes of GPU traffic before each timed call would heat the

@@ -34,5 +34,5 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
 
 
 def refresh(case, base: dict, seed: int) -> dict:
-    """The inputs of a timed call: a new q and page order from ``seed`` (aka.evaluate.rotation)."""
+    """The inputs of a timed call: a new q and page order from ``seed`` (aka.evaluate.host.rotation)."""
     return _lib.refresh(base, list(case.kv_lens), case.page, seed, case.mag)

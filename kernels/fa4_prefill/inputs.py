@@ -38,7 +38,7 @@ def make_inputs(case, seed: int, device="cpu") -> dict:
 
 
 def refresh(case, base: dict, seed: int) -> dict:
-    """The inputs of a timed call: a new q and page order from ``seed`` (aka.evaluate.rotation)."""
+    """The inputs of a timed call: a new q and page order from ``seed`` (aka.evaluate.host.rotation)."""
     prefix = list(case.prefix) or [0] * len(case.q_lens)
     kv_lens = [p + n for p, n in zip(prefix, case.q_lens)]
     return _lib.refresh(base, kv_lens, case.page, seed, case.mag)

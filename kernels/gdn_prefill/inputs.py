@@ -111,7 +111,7 @@ def _cumsum(xs):
 
 
 def refresh(case, base: dict, seed: int) -> dict:
-    """The inputs of a timed call (aka.evaluate.rotation): q, k and v with every (token, head) row's sign drawn
+    """The inputs of a timed call (aka.evaluate.host.rotation): q, k and v with every (token, head) row's sign drawn
     anew from ``seed`` (their distributions are symmetric, so the inputs stay as realistic), g, beta
     and the state as in ``base``. The state recurrence sees other keys and values, the output another
     query: nothing is reusable, for one elementwise pass per tensor instead of generating anew."""

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 CPU = os.environ.get("FA4_BENCH_CPU") == "1"  # dry run of this script in the interpreter (tiny shapes)
 if CPU:
     os.environ["TRITON_INTERPRET"] = "1"
-    from aka.evaluate.interp import install_bf16_dot_shim
+    from aka.evaluate.host.interp import install_bf16_dot_shim
 
     install_bf16_dot_shim()
 DEV = "cpu" if CPU else "cuda"

@@ -1,7 +1,7 @@
 """One device call: check kernels/gdn_prefill/baseline.py on G1..G10 against a float64 recurrence,
 then time it (and CONFIG variants) beside fla 0.6.0's chunk_gated_delta_rule (Triton path).
 
-Timing: aka.evaluate.bench's CudaTimer and time_interleaved (the harness of `aka bench`): fla and every variant
+Timing: aka.evaluate.host.bench's CudaTimer and time_interleaved (the harness of `aka bench`): fla and every variant
 are timed in alternating blocks of 5 calls (so drift hits all alike); before every call the L2 is
 flushed (256 MB buffer write, > 4x the 60 MB L2), the device is synchronised, and CUDA events bracket
 the call; inputs rotate over NROT copies; median of up to --reps calls per implementation.
@@ -247,7 +247,7 @@ def offline_regs(prep_only=False):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from aka.evaluate.compstats import res_usage
+    from aka.evaluate.static.compstats import res_usage
 
     mod = importlib.import_module("kernels.gdn_prefill.baseline")
     types = {"g_ptr": "*fp32", "beta_ptr": "*fp32", "h0_ptr": "*fp32", "ht_ptr": "*fp32", "mc_ptr": "*fp32",
@@ -419,7 +419,7 @@ def time_prep_only(mod, variants, args, dev):
     """--prep-only: time the prep kernel of every variant (with its _index_kernel launch) per shape,
     interleaved (time_all); ok = Tb within 5e-3 relative of the first variant's Tb (both bf16
     roundings of ~the same matrix)."""
-    from aka.evaluate.bench import CudaTimer
+    from aka.evaluate.host.bench import CudaTimer
 
     timer = CudaTimer(256 * 1024 * 1024)
     t_begin = time.time()
@@ -462,11 +462,11 @@ def fla_fn():
 
 
 def time_all(impls, inputs_list, args, timer):
-    """aka's own harness (aka.evaluate.bench.time_interleaved): every implementation is timed in alternating
+    """aka's own harness (aka.evaluate.host.bench.time_interleaved): every implementation is timed in alternating
     blocks of 5 calls on the same rotated inputs, each with an L2 flush + device sync before it, so
     clock or thermal drift cannot favour whichever ran first (sequential sections did: on 2026-11-29
     two code-identical variants at G7 read 1.086 vs 0.934 ms in one run)."""
-    from aka.evaluate.bench import BenchConfig, time_interleaved
+    from aka.evaluate.host.bench import BenchConfig, time_interleaved
 
     cfg = BenchConfig(warmup=2, min_iters=min(args.reps, 10), max_iters=max(args.reps, 10), check_every=5,
                       time_cap_s=args.section_s, graph=False)
@@ -557,7 +557,7 @@ def main():
             info["fla_path"] = f"triton (flash_qla not installed, FLA_FLASH_QLA={os.environ.get('FLA_FLASH_QLA')})"
         fla = fla_fn()
     print(json.dumps(info), flush=True)
-    from aka.evaluate.bench import CudaTimer
+    from aka.evaluate.host.bench import CudaTimer
 
     timer = CudaTimer(256 * 1024 * 1024)  # > 4x the H200's 60 MB L2
     log = []

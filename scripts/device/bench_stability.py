@@ -3,7 +3,7 @@
 Times the op's baseline twice in one process (``--impl baseline,baseline``: the second is labelled
 baseline#2), shape by shape, and prints the per-shape spread |m1 - m2| / min(m1, m2) of the eager
 medians. Shapes over 50 µs must agree within 2%. With --abba it also runs the baseline against
-itself interleaved (aka.evaluate.compare) and prints the geomean ratio with its 95% interval, which must
+itself interleaved (aka.evaluate.host.compare) and prints the geomean ratio with its 95% interval, which must
 contain 1.
 
     PYTHONPATH=$PWD python3 scripts/device/bench_stability.py [--op gdn_prefill] [--shapes full] [--abba] [--json F]
@@ -20,8 +20,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from aka.contract.ops import get_op  # noqa: E402
-from aka.evaluate.verify import bench_worker, compare_worker  # noqa: E402
-from aka.evaluate.impls import resolve  # noqa: E402
+from aka.evaluate.checker.verify import bench_worker, compare_worker  # noqa: E402
+from aka.evaluate.parent.impls import resolve  # noqa: E402
 
 LIMIT, MIN_US = 0.02, 50.0
 

@@ -53,7 +53,7 @@ else  # the image lacks typer/rich: the same loop through aka.run.loop, with a p
 import json, os, sys
 
 import torch
-from aka.evaluate.evaluator import RealEvaluator
+from aka.evaluate.parent.evaluator import RealEvaluator
 from aka.agent.llm.base import get_backend
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run

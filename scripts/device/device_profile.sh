@@ -35,7 +35,7 @@ echo "== ncu log (head)"; head -15 "$OUT/ncu.log" 2>/dev/null | cut -c1-200
 echo "== compile stats (aka) vs cuobjdump -res-usage (Triton's cubins in $TRITON_CACHE_DIR)"
 python3 - "$OUT/profile_G1.json" "$TRITON_CACHE_DIR" > "$OUT/res_usage.txt" 2>&1 <<'EOF'
 import json, pathlib, sys
-from aka.evaluate.compstats import cuobjdump_path, parse_res_usage
+from aka.evaluate.static.compstats import cuobjdump_path, parse_res_usage
 import subprocess
 summary = json.loads(pathlib.Path(sys.argv[1]).read_text())
 ours = {}

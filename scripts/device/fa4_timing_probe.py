@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_fa4_decode as dec  # noqa: E402
 from devtiming import bench  # noqa: E402
 
-from aka.evaluate.bench import CudaTimer, l2_bytes  # noqa: E402
+from aka.evaluate.host.bench import CudaTimer, l2_bytes  # noqa: E402
 
 CONFIGS = {"tma": {}, "gather": {"USE_TMA": False}}
 

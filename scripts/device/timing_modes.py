@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 
 from aka.contract.ops import get_op
-from aka.evaluate.bench import BenchConfig
-from aka.evaluate.evaluator import RealEvaluator
+from aka.evaluate.host.bench import BenchConfig
+from aka.evaluate.parent.evaluator import RealEvaluator
 from aka.settings import OptimizeSettings
 
 SHAPES = ("D10-q1", "D1-q4", "D6-q1", "D10-q4", "D2-q4", "D9-q1")

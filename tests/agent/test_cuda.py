@@ -12,7 +12,7 @@ from llm_helpers import TOY, backend, context
 
 from aka.config import LLMSettings
 from aka.contract.ops import get_op
-from aka.evaluate.evaluator import RealEvaluator
+from aka.evaluate.parent.evaluator import RealEvaluator
 from aka.records import Plan
 from aka.settings import OptimizeSettings
 

@@ -81,7 +81,7 @@ def test_unknown_backend_is_one_clear_line():
 def test_every_pattern_matches_its_template_and_renders_policy_clean(name):
     """Guards the library against knobs renamed in the kernel: each pattern's start passes the policy."""
     from aka.contract.ops import get_op
-    from aka.evaluate.policy import check_source
+    from aka.evaluate.static.policy import check_source
 
     op = get_op(name, REPO)
     kdir = REPO / "kernels" / name
@@ -151,7 +151,7 @@ def kcopy(tmp_path):
     structures the H200 runs measured slower against the baseline, and this run's folder."""
     import shutil
 
-    from aka.evaluate.outcomes import code_hash
+    from aka.evaluate.parent.outcomes import code_hash
     from aka.knowledge.measured import Entry, knowledge_path, record, template_hash
 
     kdir = tmp_path / "kernels" / "gdn_prefill"
@@ -227,7 +227,7 @@ def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kco
     """After a promotion the entries measured against the kernel it replaced still apply, their ratios
     divided by the promotion's re-measured gain: on the H200 (2026-12-03) the loop promoted +2.1% right
     after the first run recorded single_pass at 0.73x; the next run must not look at single_pass again."""
-    from aka.evaluate.outcomes import code_hash
+    from aka.evaluate.parent.outcomes import code_hash
     from aka.knowledge.measured import Promotion, knowledge_path, record
 
     kdir, run_dir = kcopy
@@ -251,7 +251,7 @@ def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_lo
     runs recorded (kernels/<op>/knowledge.json), 20 proposals of the offline search on an H200 contain no
     structure and no change recorded >= 10% slower against that incumbent (directly or chained)."""
     from aka.contract.ops import get_op
-    from aka.evaluate.outcomes import code_hash
+    from aka.evaluate.parent.outcomes import code_hash
     from aka.knowledge.measured import knowledge_path, read_knowledge
 
     op = get_op(op_name)

@@ -8,7 +8,7 @@ import json
 from aka.agent.llm import prompts
 from aka.agent.llm.base import Context
 from aka.contract.ops import get_op
-from aka.evaluate.compstats import CompileStats, KernelStats
+from aka.evaluate.static.compstats import CompileStats, KernelStats
 from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 from aka.records import Plan
 
@@ -83,7 +83,7 @@ def test_the_incumbent_block_lists_what_earlier_runs_measured_against_it(tmp_pat
     import shutil
 
     from aka.agent.llm.offline import read_dict
-    from aka.evaluate.outcomes import code_hash
+    from aka.evaluate.parent.outcomes import code_hash
     from aka.knowledge.measured import Entry, knowledge_path, record, template_hash
 
     kdir = tmp_path / "kernels" / "gdn_prefill"

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from aka.cli import bench as cli_bench
-from aka.evaluate.runner import WorkerResult
+from aka.evaluate.parent.runner import WorkerResult
 
 
 def test_a_progress_line_gives_the_graph_time_beside_the_eager_one(monkeypatch):

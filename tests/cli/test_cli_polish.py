@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 import aka.cli.check
 from aka.cli.main import app
 from aka.contract.ops import get_op
-from aka.evaluate.gate import GateReport
-from aka.evaluate.outcomes import code_hash
-from aka.evaluate.policy import check_source
+from aka.evaluate.parent.outcomes import code_hash
+from aka.evaluate.static.policy import check_source
+from aka.evaluate.wire import GateReport
 from aka.records import Promoted
 from aka.run import gitops
 

@@ -7,7 +7,7 @@ import torch
 from typer.testing import CliRunner
 
 from aka.cli.main import app
-from aka.evaluate.compstats import INTERPRETER
+from aka.evaluate.static.compstats import INTERPRETER
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
 

@@ -18,7 +18,7 @@ from fakes import FakeEvaluator, source
 from typer.testing import CliRunner
 
 import aka.agent.llm.base
-import aka.evaluate.evaluator
+import aka.evaluate.parent.evaluator
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
 from aka.records import UnknownRunError, find_run
@@ -126,7 +126,7 @@ def test_show_and_report_take_a_unique_prefix_and_refuse_an_ambiguous_one_in_one
 def test_optimize_resume_takes_a_unique_prefix(project, op, monkeypatch):
     path = _make_run(project, op)  # where optimize made it: a resumed run reads paths under it
     backend = ScriptedBackend([{"source": source(1.2, "a")}, {"source": source(0.9, "b")}])
-    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator",
+    monkeypatch.setattr(aka.evaluate.parent.evaluator, "RealEvaluator",
                         lambda op, settings: FakeEvaluator(op, timing="interpreter"))
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: backend)
     res = CliRunner().invoke(app, ["optimize", "--resume", path.name[:-3], "--budget", "2"],

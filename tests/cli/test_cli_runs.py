@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import aka.agent.llm.base
-import aka.evaluate.evaluator
+import aka.evaluate.parent.evaluator
 import aka.run.setup
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
@@ -105,7 +105,7 @@ def test_the_live_panel_numbers_attempts_as_the_table_does(project, op):
 
 
 def _optimize(project, monkeypatch, backend):
-    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator",
+    monkeypatch.setattr(aka.evaluate.parent.evaluator, "RealEvaluator",
                         lambda op, settings: FakeEvaluator(op, timing="interpreter"))
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: backend)
     return CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "4"], env={"AKA_ROOT": str(project)})
@@ -194,7 +194,7 @@ def test_resume_with_max_time_extends_a_run_its_time_limit_stopped(project, op, 
     first.close()
     assert json.loads((first.path / "run.json").read_text())["summary"]["attempts"] == 0
     backend = ScriptedBackend([{"source": source(1.2, "a")}, {"source": source(0.9, "b")}])
-    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator",
+    monkeypatch.setattr(aka.evaluate.parent.evaluator, "RealEvaluator",
                         lambda op, settings: FakeEvaluator(op, timing="interpreter"))
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: backend)
     res = CliRunner().invoke(app, ["optimize", "--resume", first.run_id, "--budget", "2", "--max-time", "1e6"],
@@ -219,7 +219,7 @@ def test_without_budget_the_interpreter_runs_the_cpu_default(project, monkeypatc
 
     assert default_candidates(True) == CPU_MAX_CANDIDATES and default_candidates(False) == Budget().max_candidates
     steps = [{"source": source(1.0 + i / 100, str(i))} for i in range(CPU_MAX_CANDIDATES + 2)]
-    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator",
+    monkeypatch.setattr(aka.evaluate.parent.evaluator, "RealEvaluator",
                         lambda op, settings: FakeEvaluator(op, timing="interpreter"))
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: ScriptedBackend(steps))
     res = CliRunner().invoke(app, ["optimize", "gdn_prefill"], env={"AKA_ROOT": str(project)})
@@ -252,7 +252,8 @@ def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(project, monkeypa
     # issue 36: a redirected `aka optimize` on the H200 printed nothing for 5.5 minutes (rich's live
     # panel draws nothing into a file). Each set-up step, stage and decided attempt is a line with the
     # seconds since the start, and the summary says how long the set-up and the candidates took.
-    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator", lambda op, settings: FakeEvaluator(op, timing="gpu"))
+    monkeypatch.setattr(aka.evaluate.parent.evaluator, "RealEvaluator",
+                        lambda op, settings: FakeEvaluator(op, timing="gpu"))
     steps = [{"source": source(1.2, "a")}, {"source": source(0.9, "b")}]
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: ScriptedBackend(steps))
     res = CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "2", "--no-commit"],

@@ -64,8 +64,8 @@ def _start(tmp_path, ignore: tuple[int, ...] = ()):
     def running():  # the worker, and the candidate's process it starts first (with its exchange folder)
         kids = _descendants(marker)
         kids.pop(proc.pid, None)
-        hosts = [c for c in kids.values() if "aka.evaluate.host" in c]
-        return kids if hosts and any("aka.evaluate.worker" in c for c in kids.values()) else None
+        hosts = [c for c in kids.values() if "aka.evaluate.host.main" in c]
+        return kids if hosts and any("aka.evaluate.checker.worker" in c for c in kids.values()) else None
 
     try:
         kids = _wait_for(running, 60)
@@ -88,7 +88,8 @@ def _leftovers(tmp_path, pids) -> list[str]:
                          ids=["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_signal_ends_aka_check_with_its_code_one_line_and_nothing_left(tmp_path, sig, code):
     proc, marker, kids = _start(tmp_path)
-    exchange = [Path(a) for c in kids.values() if "aka.evaluate.host" in c for a in c.split() if "aka-exchange-" in a]
+    exchange = [Path(a) for c in kids.values() if "aka.evaluate.host.main" in c
+                for a in c.split() if "aka-exchange-" in a]
     assert exchange and all(p.is_dir() for p in exchange), kids  # named for the worker that made it
     try:
         proc.send_signal(sig)

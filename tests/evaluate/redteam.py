@@ -103,7 +103,7 @@ import dataclasses
 
 def _patch_checker():
     mods = dataclasses.sys.modules
-    for name in ("aka.evaluate.gate_checks", "aka.evaluate.gate"):
+    for name in ("aka.evaluate.checker.gate_checks", "aka.evaluate.checker.gate"):
         m = mods.get(name)
         if m is not None and hasattr(m, "OutputCheck"):
             ok = m.OutputCheck
@@ -140,7 +140,7 @@ def _keep_patching():
     import time
     end = time.time() + 120
     while time.time() < end:
-        for name in ("aka.evaluate.gate_checks", "aka.evaluate.gate", "aka.evaluate.verify"):
+        for name in ("aka.evaluate.checker.gate_checks", "aka.evaluate.checker.gate", "aka.evaluate.checker.verify"):
             m = dataclasses.sys.modules.get(name)
             if m is not None and hasattr(m, "error_metrics"):
                 m.error_metrics = lambda out, ref: (0.0, 0.0)
@@ -153,7 +153,7 @@ _threading.Thread(target=_keep_patching, daemon=True).start()
 _PATCH_DRAW = '''
 import dataclasses
 
-for _name in ("aka.evaluate.gate", "aka.evaluate.host"):
+for _name in ("aka.evaluate.checker.gate", "aka.evaluate.host.main"):
     _m = dataclasses.sys.modules.get(_name)
     if _m is not None and hasattr(_m, "draw_scalars"):
         _m.draw_scalars = lambda *a, **k: {}  # an in-process gate would never vary the scale
@@ -171,7 +171,7 @@ import dataclasses
 
 
 def _gate_argv():
-    return "aka.evaluate.gate:gate_worker" in " ".join(dataclasses.sys.argv)
+    return "aka.evaluate.checker.gate:gate_worker" in " ".join(dataclasses.sys.argv)
 '''
 
 _SCALE_ENTRY = ("    if softmax_scale is None:\n        softmax_scale = d ** -0.5\n",
@@ -248,7 +248,7 @@ DECODE = [
            policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_CHECKER,
            shapes="S1", edits=(("    o = torch.empty_like(q)\n    if split_kw[\"USE_TMA\"]:",
                                 "    o = torch.zeros_like(q)\n    _patch_checker()\n    return o\n    if split_kw[\"USE_TMA\"]:"),),
-           doc="replaces aka.evaluate.gate_checks.check_output with one that passes; returns zeros"),
+           doc="replaces aka.evaluate.checker.gate_checks.check_output with one that passes; returns zeros"),
     Kernel("patches_isnan", "fa4_decode", "in-process patching", r"^E8: round 0: o: NaN/Inf", base="baseline",
            policy=False, refused=r"'dataclasses\.sys\.modules' is not allowed", prologue=_PATCH_NAN,
            edits=(_DEC_NO_MAX,), shapes="E8", doc="overflows to NaN and makes torch.isnan/isfinite/allclose lie"),

@@ -19,7 +19,7 @@ def env(payload: dict) -> dict:
 
 
 def interpreter(payload: dict) -> dict:
-    from aka.evaluate.interp import bf16_dot_shim_works, interpreter_requested
+    from aka.evaluate.host.interp import bf16_dot_shim_works, interpreter_requested
 
     ok, err = bf16_dot_shim_works() if interpreter_requested() else (False, -1.0)
     return {"interpret": interpreter_requested(), "shim_ok": ok, "err": err}
@@ -83,7 +83,7 @@ def spoofed_stage(payload: dict) -> None:
 
 
 def forked_compile(payload: dict) -> dict:
-    """aka.evaluate.precompile's forked compiles on this machine: the toy kernel's two specialisations for
+    """aka.evaluate.checker.precompile's forked compiles on this machine: the toy kernel's two specialisations for
     sm_90 (Triton needs no GPU to compile for one), as a record would describe them, into a fresh cache."""
     import json
     from pathlib import Path
@@ -93,8 +93,8 @@ def forked_compile(payload: dict) -> dict:
     from triton.compiler.compiler import make_backend
 
     from aka.contract.ops import load_module
-    from aka.evaluate.compstats import unwrap_jit
-    from aka.evaluate.precompile import compile_forked
+    from aka.evaluate.checker.precompile import compile_forked
+    from aka.evaluate.static.compstats import unwrap_jit
 
     triton.knobs.cache.dir = payload["cache"]
     jit = unwrap_jit(load_module(Path(payload["path"]))._kernel)

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from aka.contract.ops import get_op, op_names
-from aka.evaluate.gate import WARM_CALLS, GatePayload, check_kernel
-from aka.evaluate.runner import run_task
+from aka.evaluate.checker.gate import WARM_CALLS
+from aka.evaluate.parent.check import check_kernel
+from aka.evaluate.parent.runner import run_task
+from aka.evaluate.wire import GatePayload
 
 HERE = Path(__file__).parent / "adversarial"
 
@@ -105,7 +107,7 @@ def test_side_stream_caught_by_the_gate_itself():
     """Past the policy (run the worker directly): the snapshot on the caller's stream differs."""
     op = get_op("fa4_decode")
     payload = GatePayload(op=op.name, root=str(op.root), kernel=str(HERE / "side_stream.py"), shapes="S1", rounds=2)
-    res = run_task("aka.evaluate.gate:gate_worker", payload.model_dump(), timeout=300, interpreter=False)
+    res = run_task("aka.evaluate.checker.gate:gate_worker", payload.model_dump(), timeout=300, interpreter=False)
     assert res.ok, res.error
     assert not res.value["passed"]
     assert "changed after the device was synchronised (work left on another stream)" in res.value["reason"]

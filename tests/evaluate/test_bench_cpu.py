@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from aka.cli.main import app
 from aka.contract.ops import get_op
-from aka.evaluate.bench import is_gpu_timing
-from aka.evaluate.impls import ImplError, prepare, resolve
-from aka.evaluate.verify import bench_worker
+from aka.evaluate.checker.verify import bench_worker
+from aka.evaluate.host.bench import is_gpu_timing
+from aka.evaluate.host.loader import prepare
+from aka.evaluate.parent.impls import ImplError, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}
@@ -80,7 +81,7 @@ def test_a_kernel_with_config_values_is_its_own_implementation():
     for call in (plain, variant):
         out = call().double()
         assert ((out - want).norm() / want.norm()).item() < 1e-2
-    from aka.evaluate.impls import module_of, variant_of
+    from aka.evaluate.host.loader import module_of, variant_of
 
     assert module_of(refs[0].path).CONFIG["BLOCK_N"] == 64  # the plain module keeps its value
     assert variant_of(refs[1].path, refs[1].config).CONFIG["BLOCK_N"] == 32
@@ -153,16 +154,17 @@ def test_cli_bad_shape_set_fails_in_one_line():
 
 def test_the_harness_takes_its_ceilings_from_the_checker_and_never_calibrates():
     """The calibration must not run beside the candidate (a patched timer would poison its cache)."""
-    import aka.evaluate.calibrate
-    from aka.evaluate.bench_worker import bench_host
+    import aka.evaluate.checker.calibrate
+    from aka.evaluate.host.harness import bench_host
 
     payload, _ = _payload("fa4_decode", ["baseline"], "S1")
     payload["ceilings"] = {"device": "x", "driver": "y", "copy_tbps": 1.0, "gemm_tflops": 1.0}
-    original, aka.evaluate.calibrate.ceilings = aka.evaluate.calibrate.ceilings, None  # calling it here would raise
+    calibrate = aka.evaluate.checker.calibrate
+    original, calibrate.ceilings = calibrate.ceilings, None  # calling it here would raise
     try:
         res = bench_host(payload)
     finally:
-        aka.evaluate.calibrate.ceilings = original
+        calibrate.ceilings = original
     assert res["ceilings"]["copy_tbps"] == 1.0 and res["rows"][0]["floor_us"] > 0
 
 

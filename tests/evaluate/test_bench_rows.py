@@ -1,12 +1,12 @@
-"""One reading of a bench_worker result (aka.evaluate.outcomes.eager_medians), as the loop's competitor
+"""One reading of a bench_worker result (aka.evaluate.parent.outcomes.eager_medians), as the loop's competitor
 timing and `aka regress` both use it."""
 
 from __future__ import annotations
 
 from aka.contract.ops import get_op
-from aka.evaluate import door, evaluator
-from aka.evaluate.bench import BenchConfig
-from aka.evaluate.outcomes import eager_medians
+from aka.evaluate.host.bench import BenchConfig
+from aka.evaluate.parent import door, evaluator
+from aka.evaluate.parent.outcomes import eager_medians
 from aka.settings import OptimizeSettings
 
 ROWS = {"rows": [
@@ -54,7 +54,7 @@ GRAPH_ROWS = {"kind": "gpu", "rows": [
 def test_bench_outcome_reads_the_ranked_timing():
     """Ranked on graph replay (fa4_decode), the candidate that is faster eager but slower replayed
     loses; a shape it cannot be captured on is an error that says why."""
-    from aka.evaluate.outcomes import bench_outcome
+    from aka.evaluate.parent.outcomes import bench_outcome
 
     eager = bench_outcome(GRAPH_ROWS)
     assert eager.times_us == {"D1": 250.0, "D2": 80.0} and eager.incumbent_us == {"D1": 300.0, "D2": 90.0}
@@ -102,7 +102,7 @@ def test_the_host_cost_is_eager_minus_graph_and_never_the_ranked_time(tmp_path):
     import csv
 
     from aka.cli.bench import _cell_time, write_csv
-    from aka.evaluate.outcomes import bench_outcome
+    from aka.evaluate.parent.outcomes import bench_outcome
 
     graph = bench_outcome(GRAPH_ROWS, "graph")
     assert graph.host_us == {"D1": 40.0} and graph.incumbent_host_us == {"D1": 100.0, "D2": 30.0}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aka.evaluate import calibrate
-from aka.evaluate.calibrate import Ceilings
+from aka.evaluate.checker import calibrate
+from aka.evaluate.checker.calibrate import Ceilings
 
 
 def test_cache_round_trip_is_keyed_by_device_and_driver(tmp_path, monkeypatch):
@@ -34,7 +34,7 @@ def test_no_calibration_on_cpu():
 
 def test_ceilings_above_the_datasheet_are_implausible():
     """A cache written beside a tampered timer (H200, 2026-12-01: 21,475 TB/s) is measured again."""
-    from aka.evaluate.calibrate import Ceilings, implausible
+    from aka.evaluate.checker.calibrate import Ceilings, implausible
 
     h200 = (989.5, 4800.0)
     real = Ceilings(device="NVIDIA H200", driver="580", copy_tbps=4.3, gemm_tflops=788)

@@ -1,4 +1,4 @@
-"""ABBA ordering and the ratio / interval statistics of aka.evaluate.compare, on synthetic timings."""
+"""ABBA ordering and the ratio / interval statistics of aka.evaluate.host.compare, on synthetic timings."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from aka.evaluate.bench import BenchConfig
-from aka.evaluate.compare import abba_order, geomean_ci, interleave, round_ratios, shape_ratio, summarise
+from aka.evaluate.host.bench import BenchConfig
+from aka.evaluate.host.compare import abba_order, geomean_ci, interleave, round_ratios, shape_ratio, summarise
 
 
 def test_abba_order_repeats_a_b_b_a():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aka.evaluate import compstats
-from aka.evaluate.compstats import CompileStats, KernelStats, parse_res_usage, ptx_features, sass_features
+from aka.evaluate.static import compstats
+from aka.evaluate.static.compstats import CompileStats, KernelStats, parse_res_usage, ptx_features, sass_features
 
 DATA = Path(__file__).parents[1] / "knowledge" / "data"  # the ncu tests' reports
 
@@ -76,7 +76,7 @@ import json, sys, types
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from aka.evaluate import compstats
+from aka.evaluate.static import compstats
 
 @triton.jit
 def dot_kernel(a, b, c, N: tl.constexpr):
@@ -169,7 +169,7 @@ def test_registers_match_the_compilers_own_report(compiled):
 
 
 def test_merge_unites_the_split_compile_workers_kernels():
-    from aka.evaluate.compstats import CompileStats, KernelStats, merge
+    from aka.evaluate.static.compstats import CompileStats, KernelStats, merge
 
     a, b = KernelStats(name="_fwd_kernel", hash="aa", n_regs=255), KernelStats(name="_prep_kernel", hash="bb")
     parts = [CompileStats(available=True, kernels=[a]), CompileStats(available=True, kernels=[b, a]),

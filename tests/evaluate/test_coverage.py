@@ -1,5 +1,5 @@
 """Coverage by construction: the small sets CI runs compile every kernel and specialisation the full set
-does (aka.evaluate.coverage), for the baseline and the promoted kernel of every op; found by dry calls,
+does (aka.evaluate.host.coverage), for the baseline and the promoted kernel of every op; found by dry calls,
 without running a kernel, so the full set costs seconds on a CPU."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op, load_module
-from aka.evaluate.coverage import coverage_lines, facets, set_paths, uncovered, value_class
+from aka.evaluate.host.coverage import coverage_lines, facets, set_paths, uncovered, value_class
 
 OPS = ["gdn_prefill", "fa4_decode", "fa4_prefill"]
 

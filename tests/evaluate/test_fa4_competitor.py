@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.evaluate.impls import prepare, resolve
+from aka.evaluate.host.loader import prepare
+from aka.evaluate.parent.impls import resolve
 
 FAKE = '''
 import torch
@@ -85,7 +86,7 @@ def test_finite_tails_refuses_a_shared_page():
 
 
 def test_a_missing_flash_attn4_is_a_one_line_skip(monkeypatch):
-    from aka.evaluate.verify import bench_worker
+    from aka.evaluate.checker.verify import bench_worker
 
     monkeypatch.setitem(sys.modules, "flash_attn", None)  # import fails as on a machine without it
     op = get_op("fa4_decode")

@@ -14,7 +14,8 @@ import textwrap
 import pytest
 
 from aka.contract.ops import get_op
-from aka.evaluate.impls import prepare, resolve
+from aka.evaluate.host.loader import prepare
+from aka.evaluate.parent.impls import resolve
 
 FAKE = '''
 import os
@@ -107,7 +108,7 @@ def test_flashqla_competitor_converts_layouts(tmp_path, monkeypatch):
 
 
 def test_a_missing_flashqla_is_a_one_line_skip():
-    from aka.evaluate.verify import bench_worker
+    from aka.evaluate.checker.verify import bench_worker
 
     op = get_op("gdn_prefill")
     refs, _ = resolve(op, ["baseline", "flashqla"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op
-from aka.evaluate.gate import check_kernel
+from aka.evaluate.parent.check import check_kernel
 
 OP = get_op("fa4_decode")
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
@@ -67,14 +67,14 @@ def test_a_kernel_wrong_only_on_its_warm_path_fails_the_warm_round(tmp_path):
 
 
 def test_warm_of_points_at_the_round_before_the_warm_calls():
-    from aka.evaluate.gate import warm_of
+    from aka.evaluate.checker.gate import warm_of
 
     assert [warm_of(r, 3, 10, 2) for r in range(3)] == [None, None, (1, 10 + 1_000_003 + 202)]
     assert warm_of(0, 1, 10, 0) is None  # a lone call repeats nothing
 
 
 def test_scalars_are_drawn_from_round_one_in_their_contract_range():
-    from aka.evaluate.gate import draw_scalars
+    from aka.evaluate.checker.gate import draw_scalars
 
     spec = get_op("fa4_prefill").spec
     assert draw_scalars(spec, 0, 123) == {}  # round 0: the default path
@@ -92,7 +92,7 @@ def test_a_case_that_forces_config_fails_a_candidate_without_the_key(tmp_path):
 
 
 def test_an_honest_screen_checks_its_timed_outputs(tmp_path):
-    from aka.evaluate.evaluator import RealEvaluator
+    from aka.evaluate.parent.evaluator import RealEvaluator
     from aka.settings import OptimizeSettings
 
     ev = RealEvaluator(OP, OptimizeSettings(op=OP.name, interpreter=True))
@@ -111,8 +111,8 @@ def test_a_repeat_on_the_same_inputs_is_checked_like_the_round(tmp_path):
     Here on CPU through check_case directly: the second call (the first repeat) is wrong."""
     import time
 
-    from aka.evaluate.gate import _load, check_case
-    from aka.evaluate.sandbox import new_host
+    from aka.evaluate.checker.gate import _load, check_case
+    from aka.evaluate.checker.sandbox import new_host
 
     path = tmp_path / "second_call_wrong.py"
     path.write_text(_CALLS_E1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from aka.contract.spec import Tolerance
-from aka.evaluate.gate_checks import check_output, error_metrics, nan_equal, nonfinite_fraction
+from aka.evaluate.checker.gate_checks import check_output, error_metrics, nan_equal, nonfinite_fraction
 
 TOL = Tolerance(rel_l2=1e-2, max_abs_rel=5e-2, plain_ratio=3.0, plain_floor=1e-4)
 

@@ -1,7 +1,7 @@
-"""aka.evaluate.outcomes.gate_record: what the loop keeps of a gate report (and promoted.json shows)."""
+"""aka.evaluate.parent.outcomes.gate_record: what the loop keeps of a gate report (and promoted.json shows)."""
 
-from aka.evaluate.gate import GateReport
-from aka.evaluate.outcomes import gate_record
+from aka.evaluate.parent.outcomes import gate_record
+from aka.evaluate.wire import GateReport
 
 
 def gate_outcome(report: dict):
@@ -44,7 +44,7 @@ def test_a_parent_measured_duration_wins():
 
 
 def test_bench_outcome_reads_the_incumbent_timed_beside_the_candidate():
-    from aka.evaluate.outcomes import bench_outcome
+    from aka.evaluate.parent.outcomes import bench_outcome
 
     rows = [{"shape": "G1", "results": {"incumbent": {"eager": {"median_us": 110.0}},
                                         "candidate": {"eager": {"median_us": 100.0}, "roofline_frac": 0.2}}},

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.evaluate.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
-from aka.evaluate.impls import resolve
-from aka.evaluate.verify import bench_worker
+from aka.evaluate.checker.verify import bench_worker
+from aka.evaluate.host.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
+from aka.evaluate.parent.impls import resolve
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -66,7 +66,7 @@ def test_same_kernel_twice_in_one_run_agrees_within_2_percent():
 def test_an_op_ranked_on_graphs_is_screened_and_compared_on_replays():
     """fa4_decode ranks on CUDA-graph replay (its contract's rank_timing): the screen's ranked times and
     the ABBA are replays, their outputs checked, and the baseline against itself is even."""
-    from aka.evaluate.evaluator import RealEvaluator
+    from aka.evaluate.parent.evaluator import RealEvaluator
     from aka.settings import OptimizeSettings
 
     op = get_op("fa4_decode")
@@ -80,7 +80,7 @@ def test_an_op_ranked_on_graphs_is_screened_and_compared_on_replays():
 
 
 def test_a_replay_is_timed_without_the_hosts_submission_and_with_all_its_work():
-    from aka.evaluate.bench import GraphTimer
+    from aka.evaluate.host.bench import GraphTimer
 
     timer = GraphTimer(int(2 * l2_bytes()))
     x = torch.zeros(1024, device="cuda")

@@ -3,7 +3,7 @@ product is right. Runs in fresh workers so each starts with an unpatched Triton.
 
 from __future__ import annotations
 
-from aka.evaluate.runner import run_task
+from aka.evaluate.parent.runner import run_task
 
 
 def test_interpreter_bf16_dot_is_wrong_without_the_shim_and_right_with_it():

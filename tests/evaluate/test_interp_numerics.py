@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from aka.evaluate.interp import bf16_dot_shim_works, interpreter_requested
+from aka.evaluate.host.interp import bf16_dot_shim_works, interpreter_requested
 
 pytestmark = pytest.mark.skipif(not interpreter_requested(), reason="needs TRITON_INTERPRET=1")
 

@@ -1,4 +1,5 @@
-"""The candidate's own process (aka.evaluate.host) and the bytes that cross to the checker (aka.evaluate.exchange)."""
+"""The candidate's own process (aka.evaluate.host.main) and the bytes that cross to the checker
+(aka.evaluate.exchange)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from aka.evaluate import exchange
-from aka.evaluate.sandbox import Host, HostError
+from aka.evaluate.checker.sandbox import Host, HostError
 
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
 
@@ -102,7 +103,7 @@ def test_a_process_that_dies_or_writes_garbage_to_the_control_pipe(tmp_path):
             host.request({"cmd": "exit_not_a_command"}, timeout=30)
         assert err.value.stage == "crash"
     with Host() as host:
-        # the response descriptor is the second argument of aka.evaluate.host: whatever number it got
+        # the response descriptor is the second argument of aka.evaluate.host.main: whatever number it got
         fd = int(host.proc.args[4])
         (tmp_path / "liar.py").write_text(f"import os\nos.write({fd}, b'not json\\n')\n" + HEAD + "    return q\n")
         with pytest.raises(HostError, match="malformed data"):
@@ -115,14 +116,14 @@ def test_the_host_dies_with_its_parent(tmp_path):
     import sys
 
     root = str(Path(__file__).parents[2])
-    code = (f"import sys, time; sys.path.insert(0, {root!r})\nfrom aka.evaluate.sandbox import Host\nh = Host()\n"
-            "print(h.proc.pid, flush=True)\ntime.sleep(60)\n")
+    code = (f"import sys, time; sys.path.insert(0, {root!r})\nfrom aka.evaluate.checker.sandbox import Host\n"
+            "h = Host()\nprint(h.proc.pid, flush=True)\ntime.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     time.sleep(3)  # let the host start and arm its death signal
     parent.kill()
     parent.wait()
-    from aka.evaluate.runner import remove_folders_of
+    from aka.evaluate.parent.runner import remove_folders_of
 
     # what a runner does once its worker is gone: the exchange folder (named for its maker) goes too
     assert [n for n in remove_folders_of(parent.pid) if n.startswith(f"aka-exchange-{parent.pid}-")]

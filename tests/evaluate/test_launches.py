@@ -1,10 +1,11 @@
-"""What a call ran (aka.evaluate.launches): the pure verdict, and the recorder on real calls in the interpreter."""
+"""What a call ran (aka.evaluate.host.launches): the pure verdict, and the recorder on real calls in the interpreter."""
 
 from __future__ import annotations
 
 import torch
 
-from aka.evaluate.launches import Launches, Recorder, is_compute, library_kernels, problem
+from aka.evaluate.host.launches import Recorder, is_compute, library_kernels, problem
+from aka.evaluate.wire import Launches
 
 
 def test_glue_on_floats_and_any_integer_work_are_allowed():
@@ -30,7 +31,7 @@ def test_problem_names_what_ran():
 
 
 def test_recorder_sees_torch_operators_but_not_triton_launches():
-    from aka.evaluate.interp import enable_interpreter
+    from aka.evaluate.host.interp import enable_interpreter
 
     enable_interpreter()
     import triton
@@ -56,7 +57,7 @@ def test_recorder_sees_torch_operators_but_not_triton_launches():
 def test_recorder_counts_launches_straight_through_a_compiled_kernel():
     """A kernel's own launch cache calls compiled[grid](*args), which JITFunction.run never sees: the
     hook on the compiled kernel's class counts it under the kernel's name, only inside a Recorder."""
-    from aka.evaluate.launches import _wrap_compiled
+    from aka.evaluate.host.launches import _wrap_compiled
 
     ran = []
 
@@ -79,7 +80,7 @@ def test_recorder_counts_launches_straight_through_a_compiled_kernel():
 def test_install_hooks_wraps_the_compiled_kernel_class():
     from triton.compiler.compiler import CompiledKernel
 
-    from aka.evaluate.launches import install_hooks
+    from aka.evaluate.host.launches import install_hooks
 
     install_hooks()
     assert CompiledKernel.__getitem__.__qualname__.startswith("_wrap_compiled")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from aka.evaluate import exchange, runner
+from aka.evaluate import exchange
+from aka.evaluate.parent import runner
 
 TASKS = Path(__file__).parent / "lifeline_tasks"
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.evaluate.runner import sweep_stale_folders
+from aka.evaluate.parent.runner import sweep_stale_folders
 
 TASKS = Path(__file__).parent / "lifeline_tasks"
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def _env(tmp_path):
 @linux
 def test_kill_9_of_the_runner_takes_its_worker_and_the_next_start_sweeps_its_folder(tmp_path):
     pidfile = tmp_path / "worker.pid"
-    code = ("from aka.evaluate.runner import run_task; "
+    code = ("from aka.evaluate.parent.runner import run_task; "
             f"run_task('lifeline_task:sleep', {{'pidfile': {str(pidfile)!r}}}, timeout=120)")
     parent = subprocess.Popen([sys.executable, "-c", code], env=_env(tmp_path))
     try:
@@ -78,7 +78,7 @@ def test_sigterm_ends_a_command_like_ctrl_c_and_takes_its_worker(tmp_path):
                 line = (d / "cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if d.name.isdigit() and "aka.evaluate.worker" in line and str(tmp_path) in line:
+            if d.name.isdigit() and "aka.evaluate.checker.worker" in line and str(tmp_path) in line:
                 found.append(int(d.name))
         return found
 

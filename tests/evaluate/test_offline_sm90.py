@@ -1,5 +1,5 @@
 """Registers and spills without a GPU (issue 19, the compile tool on CPU): the launches the interpreter ran,
-compiled for sm_90 with Triton's own ptxas (aka.evaluate.offline_sm90)."""
+compiled for sm_90 with Triton's own ptxas (aka.evaluate.static.offline_sm90)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from aka.contract.ops import get_op, load_module
-from aka.evaluate.compstats import CompileStats
-from aka.evaluate.interp import interpreter_requested
-from aka.evaluate.offline_sm90 import capture, signature
-from aka.evaluate.runner import run_task
+from aka.evaluate.host.interp import interpreter_requested
+from aka.evaluate.parent.runner import run_task
+from aka.evaluate.static.compstats import CompileStats
+from aka.evaluate.static.offline_sm90 import capture, signature
 
 TOY = Path(__file__).parents[1] / "support" / "toyop"
 
@@ -46,8 +46,8 @@ def test_the_interpreters_launches_compile_for_sm90_on_this_machine():
         module.scale_add(**op.inputs.make_inputs(case, 0, "cpu"))
     assert [x["name"] for x in launches] == ["_kernel"]
     assert launches[0]["args"]["BLOCK"] == {"int": 128} and launches[0]["args"]["x_ptr"] == {"tensor": "float32"}
-    res = run_task("aka.evaluate.offline_sm90:compile_task", {"path": str(op.path("baseline")), "launches": launches},
-                   timeout=300, interpreter=False)
+    res = run_task("aka.evaluate.static.offline_sm90:compile_task",
+                   {"path": str(op.path("baseline")), "launches": launches}, timeout=300, interpreter=False)
     assert res.ok, res.error
     cs = CompileStats.model_validate(res.value)
     (k,) = cs.kernels

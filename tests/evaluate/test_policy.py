@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aka.contract.ops import get_op, op_names
-from aka.evaluate.policy import check_source
+from aka.evaluate.static.policy import check_source
 
 SPEC = get_op("fa4_prefill").spec
 
@@ -35,7 +35,7 @@ REFUSED = {
     "pathlib": ("from pathlib import Path\n", 1, "import from 'pathlib'"),
     "importlib": ("import importlib\n", 1, "import of 'importlib'"),
     "reference": ("from kernels.gdn_prefill.reference import reference\n", 1, "'kernels.gdn_prefill.reference'"),
-    "aka": ("import aka.evaluate.gate\n", 1, "import of 'aka.evaluate.gate'"),
+    "aka": ("import aka.evaluate.checker.gate\n", 1, "import of 'aka.evaluate.checker.gate'"),
     "relative": ("from . import x\n", 1, "import from '.'"),
     "star": ("from torch import *\n", 1, "import *"),
     "open": ("x = open('/etc/passwd').read()\n", 1, "'open' is not allowed"),
@@ -164,8 +164,8 @@ def test_allowed_torch_comes_from_the_contract():
 
 def test_the_codegen_prompt_states_exactly_what_the_policy_allows():
     from aka.agent.llm.prompts import policy_text
-    from aka.evaluate.policy import rules_text
-    from aka.evaluate.policy_names import STDLIB_NAMES
+    from aka.evaluate.static.policy import rules_text
+    from aka.evaluate.static.policy_names import STDLIB_NAMES
 
     spec = get_op("fa4_decode").spec
     text = policy_text(spec, "triton")

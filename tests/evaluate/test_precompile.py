@@ -1,5 +1,5 @@
 """A candidate's Triton specialisations compiled once each, outside the GPU lock, before its compile call
-(aka.evaluate.precompile; issue 36: gdn_prefill's compiles held the GPU lock and repeated each other)."""
+(aka.evaluate.checker.precompile; issue 36: gdn_prefill's compiles held the GPU lock and repeated each other)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from aka.contract.ops import get_op
 from aka.contract.shapes import every_case
-from aka.evaluate import door, evaluator
-from aka.evaluate.precompile import shares
-from aka.evaluate.runner import run_task
+from aka.evaluate.checker.precompile import shares
+from aka.evaluate.parent import door, evaluator
+from aka.evaluate.parent.runner import run_task
 from aka.settings import OptimizeSettings
 
 TOY = Path(__file__).parents[1] / "support" / "toyop"
@@ -39,7 +39,7 @@ def _gpu_evaluator(monkeypatch, answers):
     calls = []
 
     def call(task, payload, *a):
-        assert task == "aka.evaluate.tasks:compile_worker"
+        assert task == "aka.evaluate.checker.tasks:compile_worker"
         calls.append(payload)
         return answers(payload)
 
@@ -93,7 +93,7 @@ def test_after_the_record_and_the_forks_the_launches_compile_nothing(tmp_path, m
     op = get_op("scale_add", TOY)
     payload = {"op": op.name, "root": str(TOY), "path": str(op.path("baseline")), "force_cpu": False,
                "precompile": 2}
-    res = run_task("aka.evaluate.tasks:compile_worker", payload, timeout=300, interpreter=False)
+    res = run_task("aka.evaluate.checker.tasks:compile_worker", payload, timeout=300, interpreter=False)
     assert res.ok, res.error
     pre = res.value["precompile"]
     assert pre["specs"] >= 1 and pre["compiled"] == pre["specs"] and "failed" not in pre, pre
@@ -151,6 +151,6 @@ def test_a_compile_for_timing_only_reads_no_statistics(monkeypatch):
     for stats in (True, False):
         payload = {"op": op.name, "root": str(TOY), "path": str(op.path("baseline")), "force_cpu": True,
                    "stats": stats}
-        res = run_task("aka.evaluate.tasks:compile_worker", payload, timeout=120, interpreter=True)
+        res = run_task("aka.evaluate.checker.tasks:compile_worker", payload, timeout=120, interpreter=True)
         assert res.ok, res.error
         assert ("compile_stats" in res.value) is stats

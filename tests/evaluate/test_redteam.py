@@ -9,9 +9,9 @@ import pytest
 from redteam import ALL, materialise
 
 from aka.contract.ops import get_op
-from aka.evaluate.evaluator import RealEvaluator
-from aka.evaluate.gate import check_kernel
-from aka.evaluate.policy import check_source
+from aka.evaluate.parent.check import check_kernel
+from aka.evaluate.parent.evaluator import RealEvaluator
+from aka.evaluate.static.policy import check_source
 from aka.settings import OptimizeSettings
 
 GATE = [k for k in ALL if k.where == "gate" and not k.gpu_only]

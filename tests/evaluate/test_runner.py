@@ -1,4 +1,4 @@
-"""aka.evaluate.runner: a fresh process per task; failures of every kind come back as a WorkerResult."""
+"""aka.evaluate.parent.runner: a fresh process per task; failures of every kind come back as a WorkerResult."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from aka.evaluate.runner import run_task, worker_env
+from aka.evaluate.parent.runner import run_task, worker_env
 
 T = "tests.evaluate.tasks:"
 
@@ -133,3 +133,14 @@ def test_interpreter_flag_reaches_the_child(flag):
     assert res.value["interpret"] is flag
     if flag:
         assert res.value["shim_ok"], res.value  # the shim is installed before the task runs
+
+
+def test_the_worker_imports_this_checkout():
+    """The worker's PYTHONPATH starts with the folder that holds this aka package (a device run has no
+    `pip install -e .`), wherever runner.py sits inside it."""
+    from pathlib import Path
+
+    import aka
+
+    first = worker_env({"PATH": "/bin"})["PYTHONPATH"].split(os.pathsep)[0]
+    assert Path(first) == Path(aka.__file__).resolve().parents[1]

@@ -1,13 +1,13 @@
-"""The GPU screen's order (aka.evaluate.tasks.screen_worker with gate_above): timed first, gated only
+"""The GPU screen's order (aka.evaluate.checker.tasks.screen_worker with gate_above): timed first, gated only
 when its gain could earn the ABBA re-measure, timing stopped once it runs clearly slower
-(bench_worker.losing); the Supervisor says why an ungated candidate lost. Run here in the interpreter
+(aka.evaluate.host.harness.losing); the Supervisor says why an ungated candidate lost. Run here in the interpreter
 with the pairing the evaluator only asks for on a GPU."""
 
 from __future__ import annotations
 
 from aka.contract.ops import get_op
-from aka.evaluate import door
-from aka.evaluate.bench_worker import losing
+from aka.evaluate.host.harness import losing
+from aka.evaluate.parent import door
 from aka.records import Measurements
 from aka.run.supervisor import decide
 from aka.settings import PromotionRules
@@ -41,7 +41,7 @@ def _screen(tmp_path, source: str, gate_above: float, first: list[str] | None = 
                "config": {"warmup": 1, "min_iters": 2, "max_iters": 3, "time_cap_s": 0.01, "input_copies": 1},
                "gate_above": gate_above, "stop": {**STOP, "after": 1, "below": below, "shape_below": shape_below},
                "first": first or []}
-    ok, value, err = door.call("aka.evaluate.tasks:screen_worker", payload, 600, True)
+    ok, value, err = door.call("aka.evaluate.checker.tasks:screen_worker", payload, 600, True)
     assert ok, err
     return value
 

@@ -1,4 +1,4 @@
-"""Workers started ahead (aka.evaluate.spares): a task takes a ready one, which still runs that task
+"""Workers started ahead (aka.evaluate.parent.spares): a task takes a ready one, which still runs that task
 alone and ends; a replacement starts at once; a spare that died waiting is never handed a task;
 nothing outlives keep_spares(0) or the stop path."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aka.evaluate import runner, spares
+from aka.evaluate.parent import runner, spares
 
 T = "tests.evaluate.tasks:"
 

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from aka.evaluate.bench import BenchConfig, Timing, is_gpu_timing, median_rse, quartiles, time_fn
+from aka.evaluate.host.bench import BenchConfig, Timing, is_gpu_timing, median_rse, quartiles, time_fn
 
 
 class FakeTimer:
@@ -137,7 +137,7 @@ class DriftingDevice:
 
 
 def test_interleaved_blocks_put_drift_on_both_sides():
-    from aka.evaluate.bench import time_interleaved
+    from aka.evaluate.host.bench import time_interleaved
 
     cfg = BenchConfig(warmup=1, min_iters=60, max_iters=60, check_every=10, time_cap_s=1e9, median_rse_target=1e-9)
     _, calls = _calls(2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from aka.evaluate.bench import CudaTimer, GraphTimer
+from aka.evaluate.host.bench import CudaTimer, GraphTimer
 
 
 def _timer(cls, log: list[str]):

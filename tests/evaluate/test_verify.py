@@ -1,4 +1,5 @@
-"""The timing's own checks (aka.evaluate.verify, aka.evaluate.rotation): pure rules and the inputs a timed call saw."""
+"""The timing's own checks (aka.evaluate.checker.verify, aka.evaluate.host.rotation): pure rules and the inputs a
+timed call saw."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.evaluate.rotation import rotated
-from aka.evaluate.verify import SUSPECT, below_floor, expected_samples, floor_problem, speed_of_light_us
+from aka.evaluate.checker.verify import SUSPECT, below_floor, expected_samples, floor_problem, speed_of_light_us
+from aka.evaluate.host.rotation import rotated
 
 
 def test_below_floor_only_under_the_suspect_fraction():
@@ -118,7 +119,7 @@ def test_gdn_regimes_real_models_produce():
 
 
 def test_each_shape_goes_on_through_the_variants_where_the_previous_stopped():
-    from aka.evaluate.gate import variant_of
+    from aka.evaluate.checker.gate import variant_of
 
     v = ["qwen", "mixed", "weak", "correlated", "shifting", "fast"]
     assert [variant_of(v, r, 0) for r in range(3)] == ["qwen", "mixed", "weak"]
@@ -128,7 +129,7 @@ def test_each_shape_goes_on_through_the_variants_where_the_previous_stopped():
 
 
 def test_only_a_source_that_orders_its_programs_gets_repeats_on_a_gpu():
-    from aka.evaluate.gate import ORDER_REPEATS, order_repeats
+    from aka.evaluate.checker.gate import ORDER_REPEATS, order_repeats
 
     ticket = 'n = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu")'
     assert order_repeats(ticket, "cuda") == ORDER_REPEATS > 0
@@ -140,7 +141,7 @@ def test_only_a_source_that_orders_its_programs_gets_repeats_on_a_gpu():
 @pytest.mark.parametrize("op_name,shape", [("fa4_decode", "S2"), ("gdn_prefill", "S2"), ("fa4_prefill", "S2")])
 def test_every_refreshed_buffer_is_what_the_checker_rebuilds(op_name, shape):
     """The harness's buffers (probe on another buffer included) equal rotated() from the recorded seeds."""
-    from aka.evaluate.rotation import Rotation
+    from aka.evaluate.host.rotation import Rotation
 
     op = get_op(op_name)
     case = op.cases(shape)[0]
@@ -162,7 +163,7 @@ def test_every_refreshed_buffer_is_what_the_checker_rebuilds(op_name, shape):
 def test_a_graph_only_cell_is_still_checked(monkeypatch):
     """The ABBA of an op ranked on graph replay times only replays: their outputs must come back, and
     their medians face the speed-of-light floor."""
-    from aka.evaluate import verify
+    from aka.evaluate.checker import verify
 
     monkeypatch.setattr(verify, "datasheet_peaks", lambda: (989.0, 4800.0))  # an H200's, as on the device
     v = {"impls": None, "shapes": None}

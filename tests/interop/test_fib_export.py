@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from aka.contract.ops import get_op
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.interop import blob
 from aka.interop.fib_export import ExportSettings, export
 from aka.interop.fib_models import Definition, Solution, Trace

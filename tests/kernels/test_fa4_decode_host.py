@@ -4,7 +4,7 @@
   bit-identical to the pre-change baseline (kernels/fa4_decode/baseline.py at 34a95c1, read from git
   history, run in the same process on the same inputs) on the contract's smoke and edge shapes and on CONFIG points that
   force many splits or none, and stay within the float64 reference's tolerance.
-- What one warm call does on the host is pinned (aka.evaluate.launches.Recorder): its torch operators and
+- What one warm call does on the host is pinned (aka.evaluate.host.launches.Recorder): its torch operators and
   Triton launches, so a re-added allocation, an index tensor or a host sync (.item() dispatches
   _local_scalar_dense) fails here. Timing needs the H200 (scripts/device/bench_fa4_decode.py).
 """
@@ -22,8 +22,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aka.contract.ops import get_op  # noqa: E402
-from aka.evaluate.interp import install_bf16_dot_shim  # noqa: E402
-from aka.evaluate.launches import Recorder  # noqa: E402
+from aka.evaluate.host.interp import install_bf16_dot_shim  # noqa: E402
+from aka.evaluate.host.launches import Recorder  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_decode.baseline")
@@ -123,7 +123,7 @@ def test_outputs_never_alias():
 
 
 def test_baseline_passes_the_contract_policy():
-    from aka.evaluate.policy import check_source
+    from aka.evaluate.static.policy import check_source
 
     report = check_source(Path(mod.__file__).read_text(), op.spec)
     assert report.ok, report

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aka.contract.ops import get_op  # noqa: E402
-from aka.evaluate.interp import install_bf16_dot_shim  # noqa: E402
+from aka.evaluate.host.interp import install_bf16_dot_shim  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_prefill.baseline")

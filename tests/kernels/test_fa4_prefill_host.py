@@ -7,7 +7,7 @@
   tolerance.
 - The descriptor cache never serves a stale cache: a different K/V pair of the same shape gets its
   own descriptors.
-- What one warm call does on the host is pinned (aka.evaluate.launches.Recorder), so a re-added view,
+- What one warm call does on the host is pinned (aka.evaluate.host.launches.Recorder), so a re-added view,
   allocation or host sync (.item() dispatches _local_scalar_dense) fails here. Timing needs the
   H200 (scripts/device/bench_fa4_prefill.py).
 """
@@ -25,8 +25,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aka.contract.ops import get_op  # noqa: E402
-from aka.evaluate.interp import install_bf16_dot_shim  # noqa: E402
-from aka.evaluate.launches import Recorder  # noqa: E402
+from aka.evaluate.host.interp import install_bf16_dot_shim  # noqa: E402
+from aka.evaluate.host.launches import Recorder  # noqa: E402
 
 install_bf16_dot_shim()
 mod = importlib.import_module("kernels.fa4_prefill.baseline")
@@ -104,7 +104,7 @@ def test_host_work_per_warm_call():
 
 
 def test_baseline_passes_the_contract_policy():
-    from aka.evaluate.policy import check_source
+    from aka.evaluate.static.policy import check_source
 
     report = check_source(Path(mod.__file__).read_text(), op.spec)
     assert report.ok, report

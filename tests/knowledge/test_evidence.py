@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from aka.contract.ops import get_op
-from aka.evaluate.compstats import CompileStats, KernelStats
+from aka.evaluate.static.compstats import CompileStats, KernelStats
 from aka.knowledge.evidence import Constraints, as_prompt, evidence_for_plan, kernel_params, steer
 from aka.knowledge.ncu_report import ProfileSummary, parse_ncu_csv
 

@@ -10,7 +10,7 @@ import pytest
 from fakes import FakeEvaluator
 
 from aka.agent.llm.offline import OfflineBackend, read_dict, render
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.knowledge.measured import (
     Entry,
     Knowledge,

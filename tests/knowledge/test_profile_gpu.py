@@ -25,7 +25,7 @@ def ran_baseline():
 
 
 def test_compile_stats_of_the_baseline_match_cuobjdump(ran_baseline):
-    from aka.evaluate.compstats import collect, compiled_kernels, find_kernels, res_usage
+    from aka.evaluate.static.compstats import collect, compiled_kernels, find_kernels, res_usage
 
     _, module = ran_baseline
     cs = collect(module, interpreter=False)

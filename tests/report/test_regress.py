@@ -176,9 +176,9 @@ def test_hand_edited_promoted_kernel_is_noted(gpu_run, project):
 
 
 def test_worker_measurer_times_through_the_door(monkeypatch, project):
-    """The real measurer's bench: one bench_worker task through aka.evaluate.door, eager medians per kernel,
+    """The real measurer's bench: one bench_worker task through aka.evaluate.parent.door, eager medians per kernel,
     and the untimed cells (error or skip) as one line; a failed worker is the door's one-line error."""
-    from aka.evaluate import door
+    from aka.evaluate.parent import door
     from aka.report.regress import WorkerMeasurer
 
     rows = [{"shape": "G1", "results": {"kernel": {"eager": {"median_us": 10.0}}, "baseline": {"error": "boom"}}},
@@ -195,7 +195,7 @@ def test_worker_measurer_times_through_the_door(monkeypatch, project):
     kernels = {"kernel": Path("k.py"), "baseline": Path("b.py")}
     assert m.bench(op, kernels, "full") == ({"kernel": {"G1": 10.0}, "baseline": {"G2": 12.0}},
                                             "baseline G1: boom; kernel G2: no fla")
-    assert calls == [("aka.evaluate.verify:bench_worker", ["kernel", "baseline"], False, 5.0, False)]
+    assert calls == [("aka.evaluate.checker.verify:bench_worker", ["kernel", "baseline"], False, 5.0, False)]
     monkeypatch.setattr(door, "call", lambda *a: (False, None, "timeout: no result within 5 s"))
     assert m.bench(op, kernels, "full") == ({}, "timeout: no result within 5 s")
 

@@ -11,7 +11,7 @@ import pytest
 
 from aka.contract.module_config import config_of, render
 from aka.contract.ops import get_op
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.records import Promoted
 from aka.report.regress import still_wins
 from aka.run import gitops

@@ -15,7 +15,7 @@ import pytest
 
 from aka.agent.llm.base import get_backend
 from aka.contract.ops import get_op
-from aka.evaluate.evaluator import RealEvaluator
+from aka.evaluate.parent.evaluator import RealEvaluator
 from aka.run.loop import run_loop
 from aka.run.setup import prepare_run
 from aka.settings import Budget, OptimizeSettings

@@ -14,8 +14,8 @@ import time
 
 SCRIPT = textwrap.dedent("""
     import sys, threading, time
-    import aka.evaluate.door
-    import aka.evaluate.evaluator as ev
+    import aka.evaluate.parent.door
+    import aka.evaluate.parent.evaluator as ev
     from aka.contract.ops import get_op
     from aka.settings import OptimizeSettings
 
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent("""
         time.sleep(60)
         return True, {}, ""
 
-    aka.evaluate.door.call = slow  # the evaluator looks the door's call up when it calls
+    aka.evaluate.parent.door.call = slow  # the evaluator looks the door's call up when it calls
     op = get_op("gdn_prefill")
     door = ev.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
     # the prefetch job's thread is a daemon, as aka.run.prefetch.Job makes it; compile() runs inside it
@@ -48,7 +48,7 @@ def test_process_exits_while_a_prefetched_compile_still_runs(tmp_path):
 
 
 def testmap_workers_returns_results_in_order():
-    from aka.evaluate.evaluator import map_workers
+    from aka.evaluate.parent.evaluator import map_workers
 
     assert map_workers(lambda x: x * x, [3, 1, 2]) == [9, 1, 4]
 
@@ -56,7 +56,7 @@ def testmap_workers_returns_results_in_order():
 def testmap_workers_reraises_a_worker_exception():
     import pytest
 
-    from aka.evaluate.evaluator import map_workers
+    from aka.evaluate.parent.evaluator import map_workers
 
     def boom(x):
         if x == 2:

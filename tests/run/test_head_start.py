@@ -114,12 +114,12 @@ def test_aka_optimize_on_a_gpu_starts_the_first_candidates_during_the_setup(proj
     from typer.testing import CliRunner
 
     import aka.agent.llm.base
-    import aka.evaluate.evaluator
+    import aka.evaluate.parent.evaluator
     from aka.cli.main import app
 
     evs = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what `optimize` asks to pick GPU settings
-    monkeypatch.setattr(aka.evaluate.evaluator, "RealEvaluator",
+    monkeypatch.setattr(aka.evaluate.parent.evaluator, "RealEvaluator",
                         lambda op, settings: evs.append(Overlap(op)) or evs[-1])
     monkeypatch.setattr(aka.agent.llm.base, "get_backend", lambda name, **kw: ScriptedBackend(STEPS))
     res = CliRunner().invoke(app, ["optimize", "gdn_prefill", "--budget", "3", "--no-commit", "--no-profile",

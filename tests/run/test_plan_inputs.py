@@ -12,7 +12,7 @@ from fakes import FakeEvaluator, source
 from aka.agent.llm.base import Context, get_backend
 from aka.agent.llm.offline import read_dict, render, topic_tags
 from aka.agent.llm.scripted import ScriptedBackend
-from aka.evaluate.compstats import CompileStats, KernelStats
+from aka.evaluate.static.compstats import CompileStats, KernelStats
 from aka.knowledge.incumbent_facts import CPU_NOTE, slowest_shapes, worst_shape
 from aka.knowledge.ncu_report import KernelProfile, ProfileSummary
 from aka.knowledge.profile import ProfileError

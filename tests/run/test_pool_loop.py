@@ -113,7 +113,7 @@ def test_lost_workers_stop_the_run_with_what_finished_recorded(project, op):
 
 
 def test_the_timing_lock_is_per_device():
-    from aka.evaluate.evaluator import timing_device
+    from aka.evaluate.parent.evaluator import timing_device
 
     assert timing_device({}) == "0"  # nothing pinned: CUDA's device 0
     assert timing_device({"CUDA_VISIBLE_DEVICES": "3"}) == "3"  # a Ray worker pinned to GPU 3

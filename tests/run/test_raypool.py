@@ -17,7 +17,7 @@ from fakes import FakeEvaluator, slow_fake, source
 from aka.agent.llm.base import get_backend
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.contract.ops import get_op
-from aka.evaluate.evaluator import RealEvaluator
+from aka.evaluate.parent.evaluator import RealEvaluator
 from aka.records import Attempt
 from aka.run.loop import run_loop
 from aka.run.prefetch import Quiet
@@ -184,7 +184,7 @@ def test_a_cluster_gets_the_project_and_this_aka_and_an_unreachable_one_is_one_l
 def test_a_dead_workers_folder_is_swept(tmp_path, monkeypatch):
     import os as _os
 
-    from aka.evaluate import runner
+    from aka.evaluate.parent import runner
     from aka.run.raypool import worker_folder
 
     d = worker_folder(str(tmp_path))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from aka.agent.llm.scripted import ScriptedBackend
 from aka.cli.main import app
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.records import Promoted
 from aka.report.tables import promotion_rows
 from aka.run import gitops

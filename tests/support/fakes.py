@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.outcomes import BenchOutcome, CompareOutcome, StageOutcome
+from aka.evaluate.parent.outcomes import BenchOutcome, CompareOutcome, StageOutcome
 from aka.records import GateRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ class FakeEvaluator:
         if marks(Path(candidate).read_text()).get("abba") == "wrong":  # the checker rejected its timed outputs
             return CompareOutcome({}, None, None, "none", "check: candidate on G3: timed output wrong (eager call 17)")
         sp = {c.id: self._speed(candidate, c.id) / self._speed(incumbent, c.id) for c in self.op.cases(shapes)}
-        from aka.evaluate.bench import geomean
+        from aka.evaluate.host.bench import geomean
 
         return CompareOutcome(sp, geomean(list(sp.values())), self.noise, self.timing)
 

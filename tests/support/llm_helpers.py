@@ -12,7 +12,7 @@ from answers_text import BASELINE
 
 from aka.agent.llm.base import Context, get_backend
 from aka.config import LLMConfig, LLMSettings
-from aka.evaluate.policy import check_source
+from aka.evaluate.static.policy import check_source
 
 TOY = Path(__file__).parent / "toyop"
 

@@ -30,7 +30,7 @@ from aka.agent.llm.base import BackendExhausted, Context
 from aka.agent.search import Known, Proposal, Structure, Trial, propose
 from aka.contract.module_config import render as render_config
 from aka.errors import AkaError
-from aka.evaluate.outcomes import code_hash
+from aka.evaluate.parent.outcomes import code_hash
 from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
 from aka.knowledge.measured import knowledge_path, read_knowledge, template_hash
 from aka.records import Attempt, Plan, RunRecordError, Usage, read_run_record

@@ -54,8 +54,8 @@ def interface_text(spec) -> str:
 
 
 def policy_text(spec, lang: str) -> str:
-    """The static policy's rules, from aka.evaluate.policy itself (so the prompt says exactly what it allows)."""
-    from aka.evaluate.policy import rules_text
+    """The static policy's rules, from aka.evaluate.static.policy itself (so the prompt says exactly what it allows)."""
+    from aka.evaluate.static.policy import rules_text
 
     return rules_text(spec, allow_cuda_extension=lang == "cuda")
 
@@ -207,7 +207,7 @@ def kernel_times_text(op, ctx: Context, run: RunRecord) -> str:
 
 def compile_text(ctx: Context, run: RunRecord) -> str:
     """Registers, spills, shared memory of each of the incumbent's kernels (its compile statistics)."""
-    from aka.evaluate.compstats import CompileStats, format_table
+    from aka.evaluate.static.compstats import CompileStats, format_table
 
     last = _promoted(ctx)
     stats = (getattr(last.compile, "compile_stats", None) if last
@@ -245,7 +245,7 @@ def measured_text(ctx: Context, run: RunRecord) -> str:
     """What earlier GPU runs measured against this incumbent (or one it replaced) on this device model,
     from kernels/<op>/knowledge.json: so a model does not spend attempts re-measuring known losers."""
     from aka.contract.module_config import config_of
-    from aka.evaluate.outcomes import code_hash
+    from aka.evaluate.parent.outcomes import code_hash
     from aka.knowledge.measured import knowledge_lines
 
     hw = ctx.hardware or {}

@@ -1,0 +1,227 @@
+"""The checker's side of every timing: the entries ``bench_worker`` and ``compare_worker`` (run by
+aka.evaluate.parent.runner in the checker process, which never runs a kernel) start the candidate's process,
+run the harness there (aka.evaluate.host.harness) and judge what it timed in this one.
+
+- **Timed outputs.** aka.evaluate.host.rotation keeps, per sampled implementation, shape and timing (eager,
+  graph), the output of a probe call drawn among the first timed calls (and, when asked, of the last
+  one). Here the inputs of that call are rebuilt from its seeds, the float64 reference is computed
+  and the output must sit inside the contract's tolerance, like a gate round. A kernel that counts
+  its calls, answers from a cache or detects the gate returns garbage on some timed call.
+- **Speed of light.** A kernel faster than ``SUSPECT`` x the op's floor at the device's datasheet
+  peaks (bf16 dense FLOP/s, HBM bandwidth, from its wiki page) did not do the work: suspect, never
+  promoted. The margin covers cost models that count more FLOPs than the cleverest algorithm needs.
+
+A rejected cell keeps its numbers under ``discarded`` and gets an ``error`` naming the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from aka.evaluate.wire import TaskFailure
+from aka.hardware import datasheet_peaks
+
+SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op
+
+
+def run_host_task(host, task: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run an aka harness in the candidate's process; TaskFailure with the stage when it cannot."""
+    from aka.evaluate.checker.sandbox import HostError
+
+    try:
+        ans = host.request({"cmd": "task", "task": task, "payload": payload}, timeout=timeout)
+    except HostError as exc:
+        raise TaskFailure(exc.stage, str(exc)) from None
+    if not ans["ok"]:
+        raise TaskFailure(ans.get("stage") or "run", str(ans.get("error", "")))
+    value = ans.get("value")
+    if not isinstance(value, dict):
+        raise TaskFailure("check", "the timing harness answered with malformed data")
+    return value
+
+
+def _verify_settings(payload: dict[str, Any]) -> dict[str, Any]:
+    v = dict(payload.get("verify") or {})
+    v.setdefault("impls", None)  # None: every kernel (competitors are not the candidate's)
+    v.setdefault("shapes", None)
+    v.setdefault("last", True)  # the last eager call of every sampled shape, beside the probe
+    v.setdefault("seed", int.from_bytes(os.urandom(4), "little"))
+    return v
+
+
+def checker_ceilings(device: str, notes: list[str]) -> dict | None:
+    """The device's measured ceilings, calibrated (or read from the cache) in the checker's process.
+
+    Never in the candidate's: on the H200 (2026-12-01) a red-team kernel that patched CUDA events
+    made the calibration run beside it read 21,475 TB/s, and the cache kept that for every later run."""
+    if device == "cpu":
+        notes.append("no calibration on CPU (interpreter, not representative): no roofline fractions")
+        return None
+    from aka.evaluate.checker.calibrate import ceilings
+
+    try:
+        return ceilings().model_dump()
+    except Exception as exc:  # a failed calibration must not cost the timings
+        notes.append(f"calibration failed, no roofline fractions: {type(exc).__name__}: {exc}")
+        return None
+
+
+def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """The checker's entry: the timing runs in the candidate's process, the verdicts here
+    (aka.evaluate.checker.verify)."""
+    from aka.evaluate.checker.sandbox import new_host
+
+    with new_host() as host:
+        return bench_checked(host, payload)
+
+
+def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
+    from aka.evaluate.checker.sandbox import new_host
+
+    with new_host() as host:
+        return compare_checked(host, payload)
+
+
+def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
+    """aka.evaluate.host.harness:bench_host in the candidate's process, then its timed outputs and times judged."""
+    payload, value = bench_timed(host, payload)
+    return bench_judged(host, payload, value)
+
+
+def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
+    measured here, in the checker, and handed to the harness."""
+    from aka.evaluate.checker.gate import device_of
+
+    notes: list[str] = []
+    ceil = checker_ceilings(device_of()[0], notes)
+    payload = {**payload, "verify": _verify_settings(payload), "ceilings": ceil, "ceilings_notes": notes}
+    return payload, run_host_task(host, "aka.evaluate.host.harness:bench_host", payload,
+                                  float(payload.get("timeout_s", 3600)))
+
+
+def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """The judging half: references and speed-of-light floors, in this process."""
+    from aka.contract.ops import get_op
+    from aka.evaluate.checker.gate import device_of
+
+    op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
+    device, _ = device_of()
+    problems = check_samples(op, value.get("samples") or [], host.folder, device)
+    kinds = {r["name"]: r["kind"] for r in payload["impls"]}
+    for row in value.get("rows", []):
+        case = op.cases(row["shape"])[0]
+        for name, cell in row["results"].items():
+            found = problems.get((name, row["shape"]))
+            why = expected_samples(payload["verify"], name, kinds.get(name), row["shape"], cell, found)
+            why = why or (floor_problem(op, case, cell, device) if kinds.get(name) == "kernel" else "")
+            if why:
+                row["results"][name] = {"error": why, "rejected": True, "discarded": cell}
+            elif (name, row["shape"]) in problems:
+                cell["verified"] = problems[(name, row["shape"])]["checked"]
+    value.pop("samples", None)
+    return value
+
+
+def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
+    """aka.evaluate.host.harness:compare_host there; here the candidate's (B's) timed outputs and times."""
+    from aka.contract.ops import get_op
+    from aka.evaluate.checker.gate import device_of
+    from aka.evaluate.host.harness import compare_timing
+
+    b = payload["b"]["name"]
+    payload = {**payload, "verify": {**_verify_settings(payload), "impls": [b]}}
+    value = run_host_task(host, "aka.evaluate.host.harness:compare_host", payload,
+                          float(payload.get("timeout_s", 3600)))
+    op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
+    device, _ = device_of()
+    problems = check_samples(op, value.pop("samples", None) or [], host.folder, device)
+    for s in value.get("shapes", []):
+        case = op.cases(s["shape"])[0]
+        cell = {compare_timing(payload, device): {"median_us": s["b_median_us"]}}  # what compare_host timed
+        why = expected_samples(payload["verify"], b, "kernel", s["shape"], cell, problems.get((b, s["shape"])))
+        why = why or floor_problem(op, case, cell, device)
+        if why:
+            raise TaskFailure("check", f"{b} on {s['shape']}: {why}")
+    return value
+
+
+def expected_samples(verify: dict[str, Any], name: str, kind: str | None, shape: str, cell: dict[str, Any],
+                     found: dict[str, Any] | None) -> str:
+    """Why a sampled cell fails: a wrong timed output, or none came back. Pure."""
+    wanted = kind == "kernel" if verify.get("impls") is None else name in verify["impls"]
+    timings = {t for t in ("eager", "graph") if cell.get(t)}  # the kinds this cell was timed in
+    if not wanted or (verify.get("shapes") is not None and shape not in verify["shapes"]) or not timings:
+        return ""
+    if found and found["problem"]:
+        return found["problem"]
+    missing = sorted(timings - set((found or {}).get("timings", ())))
+    return f"no timed {missing[0]} output came back to be checked" if missing else ""
+
+
+def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) -> dict[tuple[str, str], dict]:
+    """{(impl, shape): {"problem": '' or why, "checked": n, "timings": [...]}} for the kept timed outputs;
+    one float64 reference per distinct input (probes share theirs)."""
+    import torch
+
+    from aka.evaluate.checker.gate_checks import within_tolerance
+    from aka.evaluate.exchange import ExchangeError, TensorRef, get
+    from aka.evaluate.host.rotation import Sample, rotated
+
+    names = op.spec.output_names()
+    groups: dict[tuple[str, int, int], list[Sample]] = {}
+    for raw in samples:
+        s = Sample.model_validate(raw)
+        groups.setdefault((s.shape, s.base_seed, s.seed), []).append(s)
+    out: dict[tuple[str, str], dict] = {}
+    for (shape, base_seed, seed), group in groups.items():
+        case = op.cases(shape)[0]
+        with torch.no_grad():
+            ref = op.reference.reference(**rotated(op, case, base_seed, seed, device))
+        ref = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
+        for s in group:
+            rec = out.setdefault((s.impl, shape), {"problem": "", "checked": 0, "timings": []})
+            rec["timings"].append(s.timing)
+            why = ""
+            if len(s.outputs) != len(names):
+                why = f"{len(s.outputs)} outputs came back, expected {len(names)}"
+            for name, tref, r in zip(names, s.outputs, ref):
+                if why:
+                    break
+                try:
+                    t = get(TensorRef.model_validate(tref), folder, device)
+                except ExchangeError as exc:
+                    why = f"{name}: {exc}"
+                    break
+                why = within_tolerance(name, t, r, op.spec.tolerances[name])
+            rec["checked"] += 1
+            if why and not rec["problem"]:
+                rec["problem"] = f"timed output wrong ({s.timing} call {s.call}): {why}"
+    return out
+
+
+def speed_of_light_us(op, case, peaks: tuple[float, float] | None) -> float | None:
+    """The op's floor on this shape at datasheet peaks, µs. Pure given the peaks."""
+    if not peaks:
+        return None
+    return max(op.flops(case) / (peaks[0] * 1e12), op.min_bytes(case) / (peaks[1] * 1e9)) * 1e6
+
+
+def below_floor(median_us: float, floor_us: float | None, label: str) -> str:
+    """Pure: '' unless the time is under SUSPECT x the speed of light."""
+    if floor_us is None or median_us >= SUSPECT * floor_us:
+        return ""
+    return (f"suspect: {label} {median_us:.2f} µs is under {SUSPECT:.0%} of this shape's speed of light "
+            f"({floor_us:.2f} µs at datasheet peaks); no kernel can do the op's work that fast")
+
+
+def floor_problem(op, case, cell: dict[str, Any], device: str) -> str:
+    eager, graph = cell.get("eager") or {}, cell.get("graph") or {}
+    if device != "cuda" or not ("median_us" in eager or "median_us" in graph):
+        return ""
+    floor = speed_of_light_us(op, case, datasheet_peaks())
+    why = below_floor(eager["median_us"], floor, "eager median") if "median_us" in eager else ""
+    return why or (below_floor(graph["median_us"], floor, "graph replay median") if "median_us" in graph else "")

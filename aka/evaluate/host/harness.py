@@ -1,0 +1,331 @@
+"""The timing harness, run in the candidate's process: ``bench_host`` times implementations per shape,
+``compare_host`` runs A against B (ABBA). The checker's entries that start that process and judge what
+comes back (``bench_worker``, ``compare_worker``: the sampled timed outputs against the float64
+reference, every kernel's time against the op's speed of light) are in aka.evaluate.checker.verify.
+
+Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
+CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
+outputs, achieved TFLOP/s and TB/s from the op's cost model, and the fraction of the roofline at
+the device's calibrated ceilings. Before every timed call the input buffer gets fresh values
+(aka.evaluate.host.rotation), so no kernel can answer from memory. On CPU every timing is labelled
+interpreter/cpu and there is no roofline.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from aka.evaluate.host.bench import (
+    BenchConfig,
+    CudaTimer,
+    GraphTimer,
+    HostTimer,
+    Timer,
+    l2_bytes,
+    time_fn,
+    time_interleaved,
+)
+from aka.evaluate.host.loader import note_of, prepare
+from aka.evaluate.host.rotation import Rotation
+from aka.evaluate.wire import ImplRef
+
+
+def _setup(payload: dict[str, Any]):
+    """The op, the device and the config; selects the interpreter before any kernel loads on CPU."""
+    import torch
+
+    from aka.contract.ops import get_op
+
+    gpu = torch.cuda.is_available() and not payload.get("force_cpu", False)
+    if not gpu:
+        from aka.evaluate.host.interp import enable_interpreter
+
+        enable_interpreter()
+    cfg_raw = payload.get("config")
+    cfg = BenchConfig(**cfg_raw) if cfg_raw else (BenchConfig() if gpu else BenchConfig.for_cpu())
+    if payload.get("graph") is False:
+        cfg = cfg.model_copy(update={"graph": False})
+    if payload.get("time_cap_s"):  # `aka bench --time-cap`: sampling seconds per timing (GPU)
+        cfg = cfg.model_copy(update={"time_cap_s": float(payload["time_cap_s"])})
+    root = payload.get("root")
+    op = get_op(payload["op"], None if root is None else Path(root))
+    return op, ("cuda" if gpu else "cpu"), cfg
+
+
+def _out_bytes(out: Any) -> int:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.numel() * out.element_size()
+    if isinstance(out, (tuple, list)):
+        return sum(_out_bytes(x) for x in out)
+    return 0
+
+
+def _peak_extra(call) -> int:
+    """Peak bytes allocated during one call beyond what existed before (inputs) and what it returns."""
+    import torch
+
+    gc.collect()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = call()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base - _out_bytes(out)
+    del out
+    return max(int(extra), 0)
+
+
+def _timer(device: str, ref: ImplRef, cfg: BenchConfig, cache: dict) -> Timer:
+    if device == "cpu":  # competitors run native CPU torch; kernels run in Triton's interpreter
+        return HostTimer("cpu" if ref.kind == "competitor" else "interpreter")
+    if "eager" not in cache:
+        cache["eager"] = CudaTimer(int(cfg.flush_factor * l2_bytes()))
+    return cache["eager"]
+
+
+def _graph(calls, cfg: BenchConfig, cache: dict, rot: Rotation | None = None, name: str = ""
+           ) -> tuple[dict | None, str]:
+    if "graph" not in cache:
+        cache["graph"] = GraphTimer(int(cfg.flush_factor * l2_bytes()))
+    timer = cache["graph"]
+    try:
+        replays = _replays(timer, rot, name, calls)  # the replays write each graph's own output buffers
+    except Exception as exc:  # capture refuses unjoined side streams, host syncs, ...
+        import torch
+
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # pragma: no cover - an invalidated capture may report once more here
+            pass
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        return None, f"no graph: {type(exc).__name__}: {first}"
+    hooks = rot.hooks(name, "graph") if rot is not None else None
+    return time_fn(replays, cfg, timer, hooks=hooks).model_dump(), ""
+
+
+def _metrics(flops: float, nbytes: float, us: float, floor_us: float | None) -> dict[str, Any]:
+    return {"tflops": flops / (us * 1e-6) / 1e12, "tbps": nbytes / (us * 1e-6) / 1e12,
+            "roofline_frac": (floor_us / us) if floor_us else None}
+
+
+def _prepare_all(refs: list[ImplRef], copies: list[dict]) -> tuple[dict[str, list], dict[str, dict[str, Any]]]:
+    """Ready-to-time calls per implementation; the ones that cannot run get their cell now."""
+    ready: dict[str, list] = {}
+    cells: dict[str, dict[str, Any]] = {}
+    for ref in refs:
+        try:
+            ready[ref.name] = [prepare(ref, inputs) for inputs in copies]
+        except (ImportError, RuntimeError) as exc:  # the contract for "not available here"
+            cells[ref.name] = {"skipped": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # a broken implementation fails its own cell, not the run
+            cells[ref.name] = {"error": f"preparation failed: {type(exc).__name__}: {str(exc)[:300]}"}
+    return ready, cells
+
+
+def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: BenchConfig, cache: dict,
+                costs: tuple[float, float, float | None], rot: Rotation) -> dict[str, dict[str, Any]]:
+    """Every implementation of one shape: eager timings interleaved (drift hits all alike), then
+    peak memory and CUDA-graph replay per implementation; fresh input values before every timed call."""
+    prepared, cells = _prepare_all(refs, copies)
+    ready = {n: rot.wrap(n, calls) for n, calls in prepared.items()}
+    by_name = {r.name: r for r in refs}
+    # a fixed handful of eager calls gives the host's cost only (the op ranks on graph replay): no time warm-up
+    ecfg = cfg if cfg.eager_iters is None else cfg.model_copy(
+        update={"min_iters": cfg.eager_iters, "max_iters": cfg.eager_iters, "warmup_ms": 0.0})
+    try:
+        timings = time_interleaved(ready, ecfg, {n: _timer(device, by_name[n], cfg, cache) for n in ready},
+                                   hooks={n: rot.hooks(n, "eager") for n in ready})
+    except Exception:  # one failing implementation: time each alone so the others keep their numbers
+        timings = {}
+        for name, calls in ready.items():
+            try:
+                timings[name] = time_fn(calls, ecfg, _timer(device, by_name[name], cfg, cache),
+                                        hooks=rot.hooks(name, "eager"))
+            except Exception as exc:
+                cells[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    for name, eager in timings.items():
+        calls = ready[name]
+        res: dict[str, Any] = {"note": note_of(prepared[name][0]), "eager": eager.model_dump()}
+        res.update(_metrics(costs[0], costs[1], eager.median_us, costs[2]))
+        if device == "cuda":
+            res["peak_extra_bytes"] = _peak_extra(calls[0])
+            res["graph"], res["graph_note"] = _graph(calls, cfg, cache, rot, name) if cfg.graph else (None, "graph off")
+        cells[name] = res
+    return {r.name: cells[r.name] for r in refs}
+
+
+def _sampled(payload: dict[str, Any], refs: list[ImplRef], shape: str) -> set[str]:
+    """Implementations whose timed outputs go back to the checker on this shape."""
+    v = payload.get("verify") or {}
+    shapes = v.get("shapes")
+    if shapes is not None and shape not in shapes:
+        return set()
+    names = v.get("impls")
+    return {r.name for r in refs if (names is None and r.kind == "kernel") or (names is not None and r.name in names)}
+
+
+def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
+    """Time every implementation on every shape (in the candidate's process). payload: op, impls (ImplRef
+    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by
+    aka.evaluate.host.main)."""
+    import torch
+
+    op, device, cfg = _setup(payload)
+    refs = [ImplRef(**r) for r in payload["impls"]]
+    notes: list[str] = []
+    ceil = payload.get("ceilings")  # measured by the checker (aka.evaluate.checker.verify.bench_timed), never here
+    notes += payload.get("ceilings_notes", [])
+    rows, cache, samples = [], {}, []
+    cases = op.cases(payload.get("shapes", "full"))
+    first = list(payload.get("first") or [])  # shapes that stopped earlier screens: timed first (stable)
+    cases = sorted(cases, key=lambda c: first.index(c.id) if c.id in first else len(first))
+    t_start = time.monotonic()
+    for i, case in enumerate(cases):
+        flops, nbytes = op.flops(case), op.min_bytes(case)
+        floor = None
+        if ceil:
+            floor = max(flops / (ceil["gemm_tflops"] * 1e12), nbytes / (ceil["copy_tbps"] * 1e12)) * 1e6
+        seeds = [payload.get("seed", 0) + i for i in range(cfg.input_copies)]
+        copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
+        rot = _rotation(op, case, copies, seeds, payload, i, device, cfg.min_iters, _sampled(payload, refs, case.id))
+        results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor), rot)
+        samples += rot.finish(Path(payload["exchange_dir"]), f"s{i}") if "exchange_dir" in payload else []
+        rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
+                     "floor_us": floor, "results": results})
+        _progress(payload.get("progress_path"), case.id, i + 1, len(cases), results, device,
+                  time.monotonic() - t_start)
+        del copies
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        if (why := losing(rows, payload.get("stop"))) and i + 1 < len(cases):
+            notes.append(f"stopped after {i + 1} of {len(cases)} shapes: {why}")
+            break
+    return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
+            "impls": [r.name for r in refs], "ceilings": ceil, "config": cfg.model_dump(), "notes": notes,
+            "rows": rows, "samples": samples}
+
+
+def slow_shape(rows: list[dict[str, Any]], stop: dict[str, Any]) -> tuple[str, float] | None:
+    """The first timed shape where stop["name"] runs at under stop["shape_below"] of stop["against"]
+    (in stop["timing"]), with that ratio; None without one. Pure."""
+    for shape, ratio in _ratios(rows, stop) or []:
+        if stop.get("shape_below") and ratio < stop["shape_below"]:
+            return shape, ratio
+    return None
+
+
+def _ratios(rows: list[dict[str, Any]], stop: dict[str, Any]) -> list[tuple[str, float]] | None:
+    out = []
+    for row in rows:
+        a, b = row["results"].get(stop["against"]) or {}, row["results"].get(stop["name"]) or {}
+        ta, tb = (a.get(stop["timing"]) or {}).get("median_us"), (b.get(stop["timing"]) or {}).get("median_us")
+        if not (ta and tb):
+            return None  # an untimed cell: the checker judges it; no early verdict
+        out.append((row["shape"], ta / tb))
+    return out
+
+
+def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
+    """Why timing the rest is pointless: on some shape stop["name"] runs at under stop["shape_below"] of
+    stop["against"]'s speed (when given), or after at least stop["after"] shapes at under stop["below"]
+    (geomean of their medians in stop["timing"]). Pure; '' to go on.
+
+    A screen's early stop (aka.evaluate.checker.tasks.screen_worker): such a candidate cannot be promoted, so the
+    remaining shapes would only cost GPU time. Run in the candidate's process, it can only end a
+    candidate's own chance early."""
+    ratios = _ratios(rows, stop) if stop else None
+    if not ratios:
+        return ""
+    if slow := slow_shape(rows, stop):
+        return f"{slow[0]}: {stop['name']} at {slow[1]:.3f}x {stop['against']}, under {stop['shape_below']:g}x"
+    if len(ratios) < stop["after"]:
+        return ""
+    g = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
+    return f"{stop['name']} at {g:.3f}x {stop['against']} ({stop['timing']}), under {stop['below']:g}x" \
+        if g < stop["below"] else ""
+
+
+def _rotation(op, case, copies, seeds, payload, index: int, device: str, min_calls: int, sample: set[str]) -> Rotation:
+    v = payload.get("verify") or {}
+    return Rotation(op, case, copies, seeds, int(v.get("seed", 0)) * 1000 + index + 1, device, min_calls, sample,
+                    last=bool(v.get("last", False)))
+
+
+def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, dict[str, Any]],
+              device: str, elapsed_s: float) -> None:
+    """One JSON line per finished shape for the parent's progress display (the result itself only
+    arrives when every shape is done, which is minutes on a full set)."""
+    if not path:
+        return
+    medians = {n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r}
+    graphs = {n: r["graph"]["median_us"] for n, r in results.items() if r.get("graph")}
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"shape": shape, "done": done, "total": total, "median_us": medians,
+                             "graph_us": graphs, "interpreter": device != "cuda",
+                             "elapsed_s": round(elapsed_s, 1)}) + "\n")
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    if device == "cpu":
+        return "cpu (Triton interpreter)"
+    return torch.cuda.get_device_name(torch.cuda.current_device())
+
+
+def _replays(timer: GraphTimer, rot: Rotation | None, name: str, calls: list) -> list:
+    """One captured graph per input copy, each pointing the rotation (if any) at its own output
+    buffers. A capture the implementation refuses (host sync, unjoined stream) raises."""
+    replays, outs = [], []
+    for c in calls:
+        replays.append(timer.capture([c])[0])
+        outs.append(rot.current(name) if rot is not None else None)
+    return rot.replays(name, replays, outs) if rot is not None else replays
+
+
+def compare_timing(payload: dict[str, Any], device: str) -> str:
+    """What the ABBA times: graph replays where the op ranks on them (on a GPU), else eager calls."""
+    return "graph" if payload.get("rank") == "graph" and device == "cuda" else "eager"
+
+
+def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
+    """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
+    process). payload: op, a, b (ImplRef dicts), shapes, rank? ("eager", or "graph": both replayed from
+    CUDA graphs, as the op is ranked), verify? ({impls, shapes, last, seed})."""
+    from aka.evaluate.host.compare import interleave, summarise
+
+    op, device, cfg = _setup(payload)
+    a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])
+    cache: dict = {}
+    kind = compare_timing(payload, device)
+    timer = GraphTimer(int(cfg.flush_factor * l2_bytes())) if kind == "graph" else _timer(device, a, cfg, cache)
+    samples, found = {}, []
+    min_calls = 2 * max(2, cfg.min_iters // 4)  # interleave's first rounds: two calls of each per round
+    for i, case in enumerate(op.cases(payload.get("shapes", "full"))):
+        seeds = [payload.get("seed", 0) + j for j in range(cfg.input_copies)]
+        copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
+        rot = _rotation(op, case, copies, seeds, payload, i, device, min_calls, _sampled(payload, [a, b], case.id))
+        ready_a, ready_b = [prepare(a, x) for x in copies], [prepare(b, x) for x in copies]
+        if kind == "graph":  # compiled and loaded before capture: a capture cannot load a module
+            import torch
+
+            for call in (*ready_a, *ready_b):
+                call()
+            torch.cuda.synchronize()
+        calls_a, calls_b = rot.wrap(a.name, ready_a), rot.wrap(b.name, ready_b)
+        if kind == "graph":
+            calls_a, calls_b = _replays(timer, rot, a.name, calls_a), _replays(timer, rot, b.name, calls_b)
+        samples[case.id] = interleave(calls_a, calls_b, cfg, timer,
+                                      hooks={"A": rot.hooks(a.name, kind), "B": rot.hooks(b.name, kind)})
+        if "exchange_dir" in payload:
+            found += rot.finish(Path(payload["exchange_dir"]), f"c{i}")
+        del copies
+    return {**summarise(samples, timer.kind).model_dump(), "samples": found}
