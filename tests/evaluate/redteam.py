@@ -103,10 +103,13 @@ import dataclasses
 
 def _patch_checker():
     mods = dataclasses.sys.modules
+    checks = mods.get("aka.evaluate.checker.gate_checks")
+    if checks is None:
+        return
+    ok = checks.OutputCheck
     for name in ("aka.evaluate.checker.gate_checks", "aka.evaluate.checker.gate"):
         m = mods.get(name)
-        if m is not None and hasattr(m, "OutputCheck"):
-            ok = m.OutputCheck
+        if m is not None and hasattr(m, "check_output"):
             m.check_output = lambda name, *a, **k: ok(name=name, ok=True)
 
 
