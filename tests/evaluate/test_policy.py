@@ -175,3 +175,50 @@ def test_the_codegen_prompt_states_exactly_what_the_policy_allows():
     assert "get_type_hints" not in text and "torch.utils.cpp_extension" not in text
     assert "torch.utils.cpp_extension (load_inline only)" in policy_text(spec, "cuda")
     assert "integer index bookkeeping" in text  # the run-time launch rule is stated too
+
+
+GLUON = """
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+@gluon.jit
+def _copy(in_desc, out_desc):
+    smem = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_type.shape, in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(in_desc, [0, 0], bar, smem)
+    mbarrier.wait(bar, phase=0)
+    mbarrier.invalidate(bar)
+    fence_async_shared()
+    tma.async_copy_shared_to_global(out_desc, [0, 0], smem)
+    tma.store_wait(pendings=0)
+
+def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale=None):
+    o = torch.empty_like(q)
+    layout = gl.NVMMASharedLayout.get_default_for([64, 64], gl.bfloat16)
+    _copy[(1,)](TensorDescriptor.from_tensor(q, [64, 64], layout), TensorDescriptor.from_tensor(o, [64, 64], layout))
+    return o
+"""
+
+
+def test_a_gluon_kernel_passes_as_a_triton_one_does():
+    """Gluon (triton.experimental.gluon: TMA, mbarriers, warpgroup_mma, warp_specialize) is the path to
+    warp-specialised kernels (issue 39); its kernels are checked by the same rules."""
+    report = check_source(GLUON, SPEC)
+    assert report.ok, report.message
+
+
+@pytest.mark.parametrize("source,text", [
+    ("import triton.experimental\nx = triton.experimental.other\n", "only triton.experimental.gluon"),
+    ("from triton.experimental.gluon import language as gl\n\ndef f(x):\n    return x.exp()\n",
+     "tensor method '.exp()' is not allowed"),
+    ("from triton.experimental import gluon\n\n@gluon.jit\ndef k(x):\n    pass\n\ndef f(x):\n    return x @ x\n",
+     "the @ operator is not allowed"),
+])
+def test_gluon_opens_no_other_door(source, text):
+    report = check_source(source, SPEC)
+    assert any(text in v.message for v in report.violations), report.message

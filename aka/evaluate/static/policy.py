@@ -37,6 +37,7 @@ from aka.evaluate.static.policy_names import (
     OPERATOR_REFUSED,
     STDLIB_NAMES,
     TORCH_CUDA,
+    TRITON_EXPERIMENTAL,
     TRITON_TOOLS,
     TRITON_TOP,
 )
@@ -73,6 +74,8 @@ class PolicyReport:
 def rules_text(spec, allow_cuda_extension: bool = False) -> str:
     """What this policy allows, as the codegen prompt states it (built from the same constants)."""
     mods = ["torch", "triton", "triton.language (and triton.language.extra.*)", "triton.tools.tensor_descriptor",
+            "triton.experimental.gluon (Gluon kernels: gluon.language, gluon.language.nvidia.hopper's tma, mbarrier "
+            "and warpgroup_mma, gluon.nvidia.hopper.TensorDescriptor)",
             "operator (not matmul, attrgetter, methodcaller)"]
     for m in ("math", "itertools", "functools", "typing", "dataclasses"):
         names = STDLIB_NAMES[m]
@@ -82,7 +85,8 @@ def rules_text(spec, allow_cuda_extension: bool = False) -> str:
     return "\n".join([
         f"- imports allowed: {'; '.join(mods)}. Nothing else: no os, sys, subprocess, numpy, time, threading, "
         "inspect, importlib, the reference, kernels.* or aka.",
-        "- from triton: " + ", ".join(sorted(TRITON_TOP - {"tools", "language"})) + " and the language.",
+        "- from triton: " + ", ".join(sorted(TRITON_TOP - {"tools", "language", "experimental"}))
+        + ", the language and triton.experimental.gluon.",
         f"- torch calls allowed outside kernels: torch.{', torch.'.join(spec.allowed_torch)}; from torch.cuda only "
         f"{', '.join(sorted(TORCH_CUDA))}.",
         f"- tensor methods allowed outside kernels: {', '.join(spec.allowed_methods)}.",
@@ -330,6 +334,8 @@ class _Checker(ast.NodeVisitor):
             return "only triton.jit, autotune, heuristics, Config, cdiv, next_power_of_2 and triton.language"
         if parts[1] == "tools" and (len(parts) < 3 or parts[2] not in TRITON_TOOLS):
             return "only triton.tools.tensor_descriptor"
+        if parts[1] == "experimental" and len(parts) > 2 and parts[2] not in TRITON_EXPERIMENTAL:
+            return "only triton.experimental.gluon"
         # Walk the chain: it must not step out of triton into another module (tl.core.os, ...).
         for i in range(2, len(parts) + 1):
             obj = _resolve(parts[:i])

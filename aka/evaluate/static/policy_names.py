@@ -7,8 +7,11 @@ dynamic code, streams). The data behind aka.evaluate.static.policy's checker, in
 ALLOWED_MODULES = {
     "__future__", "torch", "triton", "triton.language", "math", "functools", "typing",
     "dataclasses", "itertools", "operator", "triton.tools.tensor_descriptor",
+    "triton.experimental", "triton.experimental.gluon",  # Gluon: the layouts, TMA and mbarriers Triton hides
 }
-ALLOWED_PREFIXES = ("triton.language.",)  # triton.language.extra.cuda.libdevice etc.
+# triton.language.extra.cuda.libdevice; gluon.language.nvidia.hopper (tma, mbarrier, warpgroup_mma),
+# gluon.nvidia.hopper.TensorDescriptor
+ALLOWED_PREFIXES = ("triton.language.", "triton.experimental.gluon.")
 FREE_MODULES = {"math", "functools", "typing", "dataclasses", "itertools", "__future__"}
 # Names a candidate may take from the standard modules it may import ("*": any public non-module name).
 STDLIB_NAMES = {
@@ -30,8 +33,9 @@ ATTRS_REFUSED = {"gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "
 DUNDER_DEFS_OK = {"__init__", "__post_init__", "__call__", "__repr__", "__str__", "__len__", "__iter__",
                    "__getitem__", "__eq__", "__hash__", "__lt__", "__le__", "__enter__", "__exit__"}
 TRITON_TOP = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language",
-               "constexpr", "tools", "set_allocator", "TensorDescriptor"}
+               "constexpr", "tools", "set_allocator", "TensorDescriptor", "experimental"}
 TRITON_TOOLS = {"tensor_descriptor"}
+TRITON_EXPERIMENTAL = {"gluon"}
 # torch.cuda: device queries only (no streams, graphs or events: work must stay on the caller's stream).
 TORCH_CUDA = {"is_available", "current_device", "device_count", "get_device_properties",
                "get_device_capability", "get_device_name", "synchronize", "current_stream", "device"}
