@@ -56,8 +56,9 @@ import triton.language as tl
 # in _fwd_kernel's first dots there, though they pass the interpreter). docs/perf/gdn_prefill.md.
 CONFIG = {
     # True: _fwd_kernel (O inside the serial loop; spills at every point, see SPACE); False: split into
-    # _rec_kernel (serial, no output math) + _out_kernel (parallel). Default stays True: the only
-    # structure measured on the H200 so far; the split is unmeasured there (docs/perf/gdn_prefill.md).
+    # _rec_kernel (serial, no output math) + _out_kernel (parallel). Default True: the split measured
+    # 0.53x (with context parallelism) and 0.44x (without) the fused kernel on the H200, paired screens
+    # of 2026-12-03 (docs/perf/gdn_prefill.md, kernels/gdn_prefill/knowledge.json).
     "fuse_output": True,
     "BV": 64,  # value-column block of _fwd_kernel (state block K x BV in registers)
     # 4 warps (ks, loop stages 2): 255 regs + 144 B spill (ptxas sm_90, Triton 3.6; 200 B with
@@ -72,7 +73,8 @@ CONFIG = {
     "fwd_loop_stages": 2,  # ks only: Triton's pipeliner on the serial loop (3: slower at 4 warps)
     # ks only: x = V - e^gamma K S as two bf16 parts (hi + lo) into Tb x, one 64x64xBV dot more per
     # chunk, so the order adds no rounding: bf16 x gave o/state rel L2 3.98e-3 / 3.34e-3 against fla's
-    # 3.79e-3 / 3.01e-3 and the "w" order's 3.68e-3 / 3.02e-3 at G1 (H200). Not yet timed on a GPU.
+    # 3.79e-3 / 3.01e-3 and the "w" order's 3.68e-3 / 3.02e-3 at G1 (H200); 5% slower there (425 vs
+    # 404 us, 2026-12-01), and since gate_f32 the errors are at fla's without it.
     "ks_split": False,
     # ks only (_fwdks_kernel, _seg_kernel): the gates scale the fp32 products Q S and V~ (state update)
     # instead of the bf16 operands Q and K, as FlashQLA's fused kernel does: two bf16 roundings fewer
@@ -113,7 +115,8 @@ CONFIG = {
     # inverses by forward substitution in registers, no fp32 A scratch (134 MB at G1). H200 end to end,
     # eager, vs sub16 at tf32: G1 0.859 / 0.860 ms, G4 2.641 / 2.687, G7 0.782 / 0.816, G9 1.172 / 1.211.
     # "sub16": _kkt_kernel + _solve_kernel (the A rows round-trip through memory). "blk16": _prep_kernel
-    # with series inverses (slowest). "sub16f": sub16's halves in one _prepf_kernel program,
+    # with series inverses in tf32, what the promoted kernel runs (aka optimize, 2026-12-02: +2.7% end
+    # to end over reg16, paired eager). "sub16f": sub16's halves in one _prepf_kernel program,
     # FlashQLA's kkt_solve shape. ptxas sm_90 (Triton 3.6), with P: 8 warps 156 regs no spill, 4 warps
     # 255 + 24 B, 2 warps 255 + 1456 B (reg16 at 2 warps: 255 + 776). Slower on the H200 all the same
     # (fifth session, graph, G1 prep 207 us at 4 warps, 302 at 8, against reg16's 159; geomean 1.13x /
