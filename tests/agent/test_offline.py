@@ -255,7 +255,9 @@ def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_lo
     from aka.knowledge.measured import knowledge_path, read_knowledge
 
     op = get_op(op_name)
-    kdir, source = op.path("baseline").parent, op.path("promoted").read_text()
+    promoted = op.promoted_kernel()  # gdn_prefill's: baseline.py with promoted.json's CONFIG values
+    assert promoted is not None
+    kdir, source = op.path("baseline").parent, promoted.read_text()
     inc = read_dict(source, "CONFIG")
     entries = read_knowledge(knowledge_path(kdir)).applicable("NVIDIA H200", "graph", code_hash(source), inc)
     assert entries  # the file holds H200 measurements that apply to the shipped kernel
