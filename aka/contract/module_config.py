@@ -45,7 +45,3 @@ def render(source: str, config: dict[str, Any]) -> str:
     new = f"CONFIG = {body}  # rendered by aka's offline search\n"
     return "".join(lines[: span[0] - 1]) + new + "".join(lines[span[1]:])
 
-
-def changed_values(base: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """The (key, value) pairs of `config` that differ from `base` or that `base` lacks."""
-    return {k: v for k, v in config.items() if k not in base or base[k] != v or type(base[k]) is not type(v)}

@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aka.contract.module_config import changed_values, config_of, render
+from aka.contract.module_config import config_of, render
 from aka.contract.ops import get_op
 from aka.errors import AkaError
-from aka.knowledge.measured import template_hash
+from aka.knowledge.measured import changes_from, template_hash
 from aka.records import ConfigPromotion, Promoted
 
 
@@ -82,13 +82,13 @@ def promoted_source(root: Path, op: str) -> str | None:
 def as_config_promotion(baseline: str, source: str) -> ConfigPromotion | None:
     """`source` as CONFIG values over `baseline` when that is all it is: the same code outside CONFIG
     and, rendered back, byte-identical (so the promoted kernel keeps its code hash); else None."""
-    base_config, config = config_of(baseline), config_of(source)
-    if base_config is None or config is None or template_hash(baseline) != template_hash(source):
+    base_config, config, code = config_of(baseline), config_of(source), template_hash(baseline)
+    if base_config is None or config is None or code != template_hash(source):
         return None
-    changes = changed_values(base_config, config)
-    if set(base_config) - set(config) or render(baseline, {**base_config, **changes}) != source:
+    changes = changes_from(base_config, config)
+    if render(baseline, {**base_config, **changes}) != source:  # also refuses a key the source dropped
         return None
-    return ConfigPromotion(baseline_code=template_hash(baseline), changes=changes)
+    return ConfigPromotion(baseline_code=code, changes=changes)
 
 
 def write_promoted(root: Path, op: str, source: str, meta: Promoted) -> None:
