@@ -64,7 +64,9 @@ for step in "$@"; do
       tail -5 "$L/opt$i-$op.err"
       run=$(ls -td "$SCRATCH/runs/$op"/*/ 2>/dev/null | head -1)
       [ -n "$run" ] && cp "$run/run.json" "$L/run$i-$op.json" && cp "$run/attempts.jsonl" "$L/attempts$i-$op.jsonl"
-      cp "$SCRATCH/kernels/$op/knowledge.json" "$L/knowledge$i-$op.json" 2>/dev/null ;;
+      cp "$SCRATCH/kernels/$op/knowledge.json" "$L/knowledge$i-$op.json" 2>/dev/null
+      for f in "$SCRATCH/kernels/$op"/promoted.*; do [ -f "$f" ] && cp "$f" "$L/$i-$op-$(basename "$f")"; done
+      (cd "$SCRATCH" && git log --oneline -3) ;;
     bench:*)
       op=${step#bench:}
       echo "== $i bench $op --impl promoted"
