@@ -12,16 +12,12 @@ Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (
 Kernels (default: 3 launches without CP, 5 with CP, one more when split; no host-device sync):
   _index_kernel  one program: per-sequence prefix sums of chunk and segment counts (device side,
                  so no .tolist() on cu_seqlens).
-  Prep, grid (HV, chunks), one of four algorithms with the same outputs: Tb = T diag(beta) as bf16
-                 [T, HV, 64] (1/4 of what fla stores for w+u) and P = scale Q K^T . Gamma (pre_p).
-  _prep_kernel   (prep_algo "reg16", the default) one launch: K K^T in 16x16 blocks, the four
-                 diagonal inverses by forward substitution in registers (_sub16_regs), the six
-                 off-diagonal blocks by block merges at prep_prec, and P; ("blk16") the same with
-                 series inverses. 255 regs + spills at 2 warps, 12% occupancy on the H200.
-                 (Measured and removed: a 63-step substitution over the whole 64x64 tile, 928 us,
-                 and ten 64x64x64 dots, block-diagonal series + nilpotent merge, 950 us.)
-  _kkt_kernel + _solve_kernel  (prep_algo "sub16") two launches: fp32 A rows (scratch, freed
-                 before the serial kernels), then 16x16 forward substitutions + merges.
+  _prep64_kernel grid (HV, chunks): Tb = T diag(beta) as bf16 [T, HV, 64] (1/4 of what fla stores for
+                 w+u) and P = scale Q K^T . Gamma (pre_p), every product a tensor-core dot: K K^T and
+                 Q K^T, the four diagonal 16x16 inverses as one batched series, two 64x64 doubling
+                 steps to the full inverse. (Measured slower and removed, docs/perf/gdn_prefill.md:
+                 16x16 blocks in registers by substitution or series, A through memory, a 63-step
+                 substitution over the whole tile, ten 64x64x64 dots.)
   _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
                  sequence, runs the chunk recurrence from [I | 0] (first segment: [- | h0]) giving
                  the segment's affine transition S_out = M S_in + C (M: K x K, C: K x V, fp32).
@@ -107,34 +103,17 @@ CONFIG = {
     "seg_algo": "ks",  # _seg_kernel's chunk step: "w" or "ks", as fwd_algo (G1 seg 85 -> 71 us)
     "seg_loop_stages": 3,
     "BVC": 32,  # column block of the chain kernel
-    "prep_warps": 2,  # _solve_kernel (sub16), _prepf_kernel (sub16f) or _prep_kernel (blk16, reg16)
-    # precision of the 16x16 merge dots: tf32 since 2026-12-01 (aka optimize promoted it on
-    # 2026-11-29, +6.8% end to end; the diagonal inverses are exact fp32 substitutions either way)
-    "prep_prec": "tf32",
-    # "reg16" (default since 2026-12-01): one _prep_kernel launch, K K^T in 16x16 blocks, diagonal
-    # inverses by forward substitution in registers, no fp32 A scratch (134 MB at G1). H200 end to end,
-    # eager, vs sub16 at tf32: G1 0.859 / 0.860 ms, G4 2.641 / 2.687, G7 0.782 / 0.816, G9 1.172 / 1.211.
-    # "sub16": _kkt_kernel + _solve_kernel (the A rows round-trip through memory). "blk16": _prep_kernel
-    # with series inverses in tf32, what the promoted kernel runs (aka optimize, 2026-12-02: +2.7% end
-    # to end over reg16, paired eager). "sub16f": sub16's halves in one _prepf_kernel program,
-    # FlashQLA's kkt_solve shape. ptxas sm_90 (Triton 3.6), with P: 8 warps 156 regs no spill, 4 warps
-    # 255 + 24 B, 2 warps 255 + 1456 B (reg16 at 2 warps: 255 + 776). Slower on the H200 all the same
-    # (fifth session, graph, G1 prep 207 us at 4 warps, 302 at 8, against reg16's 159; geomean 1.13x /
-    # 0.94x fla against 1.30x): the fusion alone is not what makes FlashQLA's 60. docs/perf/gdn_prefill.md
-    # Since 2026-12-02 (seventh session) reg16's substitution reads its coefficients from A^T, which
-    # leaves no shared-memory layout conversion in its loop (_sub16_regs): H200, graph, same run,
-    # G1 409.6 -> 390.7 us, G2 249.2 -> 240.1, G5 314.0 -> 296.3, G7 323.8 -> 304.5 (prep 162.6 -> 144.5)
-    "prep_algo": "reg16",
-    # blk16/reg16 with pre_p: P from _pmat_kernel (one program per key head and chunk) instead of
-    # inside _prep_kernel. (Sharing K K^T across those value heads too, in one prep program, was
-    # measured slower on the H200 at 2/4/8 warps: G1 220/398/876 us vs 159, spills.)
-    # H200, graph replay, same run: G1 412.7 (8 warps) / 403.7 (4) vs 402.7 us without; _prep_kernel
-    # drops 159 -> 125 us but _pmat_kernel costs 35-41: no gain, one launch more, so off
-    "p_kernel": False,
-    "p_warps": 8,  # 156 regs, no spill (4 warps: 255 + 24 B); _prep_kernel without P: 255 + 176 B (776 with)
-    "prep_bk": 32,  # reg16k only: the K step of its K K^T / Q K^T accumulation (fla autotunes 32 / 64)
-    "kkt_warps": 8,  # sub16 only: _kkt_kernel (prep_warps is then _solve_kernel's); 8: 127 regs, no spill
-    "prep_stages": 3,  # Triton's launch default, what ran; neither prep kernel has a load in a loop
+    # _prep64_kernel: the prep, every product a tensor-core dot (K K^T, Q K^T, the diagonal 16x16
+    # inverses as a batched series, two 64x64 doubling steps); since 2026-12-05. H100, one run, against
+    # the series-inverse prep it replaced (blk16, the promotion of 2026-12-02; -14 warm-up both): graph
+    # replay G1 339.1 / 352.3 us, G2 224.2 / 232.3, G4 1098.9 / 1133.9, G5 269.4 / 283.2, G7 281.5 /
+    # 294.5, G8 624.7 / 644.3; the prep alone (torch profiler) G1 110.3 / 124.5. Slower and removed (git
+    # history, docs/perf/gdn_prefill.md): blk16, reg16, sub16, sub16f and reg16k (16x16 blocks in
+    # registers, or A through memory), P in a kernel of its own, one program per key head for its
+    # value heads (G1 384.8, G8 757.6 us: spills), 8 warps (1.4x slower), fp32 FMA dots (8x slower).
+    "prep_warps": 4,  # 222 registers, no spill (ptxas sm_90, Triton 3.6): two programs per SM
+    "prep_prec": "tf32",  # the series and the doubling dots (tf32 since 2026-11-29: +6.8% end to end)
+    "prep_stages": 3,  # Triton's launch default, what ran; the prep has no load in a loop
     "cp": True,  # context parallelism on/off
     # use CP only when N*HV*(V/BV) is below this (one program per SM): at 264, G5 (4 x 2048, 256 programs)
     # ran 10% slower with CP than without on the H200 (0.973 vs 1.071 ms, sub16 prep)
@@ -148,7 +127,9 @@ CONFIG = {
     # (fourth session): more weak-gate heads qualify for the warm-up on long segments (H200, graph, one
     # run against 16: G4 1486 -> 1417 us, transition pass 222 -> 195; the other shapes within 1%)
     "cp_warm_chunks": 32,
-    "cp_warm_log_decay": -18.0,
+    # -14 (e^-14 ~ 8e-7 of |S_in|) since 2026-12-05: aka optimize promoted it over -18 on 2026-12-03
+    # (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated smoke+edge twice and full)
+    "cp_warm_log_decay": -14.0,
 }
 
 SPACE = {
@@ -180,13 +161,8 @@ SPACE = {
     "seg_algo": ["w", "ks"],
     "seg_loop_stages": [1, 2, 3],
     "BVC": [32, 64],
-    "prep_warps": [2, 4, 8],
-    "prep_prec": ["tf32x3", "tf32", "ieee"],  # ieee: fp32 FMA dots (8 warps: 255 regs, no spill, sm_90)
-    "prep_algo": ["blk16", "sub16", "sub16f", "reg16", "reg16k"],
-    "prep_bk": [32, 64],
-    "p_kernel": [False, True],
-    "p_warps": [4, 8],
-    "kkt_warps": [4, 8],
+    "prep_warps": [4],  # 8: 1.4x slower (H100, 2026-12-05)
+    "prep_prec": ["tf32x3", "tf32"],  # ieee (fp32 FMA): 8x slower prep
     "prep_stages": [1, 3],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
@@ -198,6 +174,7 @@ SPACE = {
 
 BT = 64  # chunk size: fixed, the inverse is written for 4 blocks of 16
 LOG2E = 1.4426950408889634
+LOG2E_F: tl.constexpr = tl.constexpr(LOG2E)  # the same constant inside kernels
 
 
 # ----------------------------------------------------------------------------------------------
@@ -235,82 +212,6 @@ def _index_kernel(cu_ptr, cuc_ptr, cus_ptr, N, SEG, BT: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
-def _inv16(D, PREC: tl.constexpr):
-    """(I + D)^-1 for strictly lower D [16,16]: (I-D)(I+D^2)(I+D^4)(I+D^8) since D^16 = 0."""
-    r = tl.arange(0, 16)
-    eye = (r[:, None] == r[None, :]).to(tl.float32)
-    D2 = tl.dot(D, D, input_precision=PREC)
-    D4 = tl.dot(D2, D2, input_precision=PREC)
-    D8 = tl.dot(D4, D4, input_precision=PREC)
-    T = tl.dot(eye - D, eye + D2, input_precision=PREC)
-    T = tl.dot(T, eye + D4, input_precision=PREC)
-    T = tl.dot(T, eye + D8, input_precision=PREC)
-    return T
-
-
-@triton.jit
-def _sub16_regs(A0, A1, A2, A3, B0, B1, B2, B3):
-    """(I + A_b)^-1 of four strictly lower 16x16 blocks by forward substitution held in registers,
-    exact in fp32, with B_b = A_b^T given (_diag_pair). Row i of Y = T - I is -A[i] + sum_k (-A[i, k])
-    Y[k]; the coefficients A[i, k] are needed as a vector indexed by k, the row index of Y. Reduced
-    out of A over axis 0 they come indexed by column and need a layout conversion through shared
-    memory with a barrier, four per step (fla's fused kkt-solve scheme, this kernel until 2026-12-02;
-    Triton TTGIR); reduced out of B over axis 1 they come indexed by row, and the loop has no
-    conversion left (H200, G1: _prep_kernel 162.6 -> 144.5 us). Rows 0 and 1 of Y = -A are final as
-    they are; row i before its step still holds -A[i, :], so the step adds sum_k (-A[i, k]) Y[k, :].
-    (Unrolling the 14 steps, tl.static_range, was slower: 187 us, a 577 KB cubin.)"""
-    r = tl.arange(0, 16)
-    eye = (r[:, None] == r[None, :]).to(tl.float32)
-    y0 = -A0
-    y1 = -A1
-    y2 = -A2
-    y3 = -A3
-    for i in range(2, 16):
-        y0, y1, y2, y3 = _sub16_step(i, r, y0, y1, y2, y3, B0, B1, B2, B3)
-    return y0 + eye, y1 + eye, y2 + eye, y3 + eye
-
-
-@triton.jit
-def _sub16_step(i, r, y0, y1, y2, y3, B0, B1, B2, B3):
-    col = (r == i)[None, :]
-    row = (r == i)[:, None]
-    c0 = tl.sum(tl.where(col, B0, 0.0), 1)  # A0[i, k], indexed by k
-    c1 = tl.sum(tl.where(col, B1, 0.0), 1)
-    c2 = tl.sum(tl.where(col, B2, 0.0), 1)
-    c3 = tl.sum(tl.where(col, B3, 0.0), 1)
-    y0 = tl.where(row, y0 - tl.sum(c0[:, None] * y0, 0)[None, :], y0)
-    y1 = tl.where(row, y1 - tl.sum(c1[:, None] * y1, 0)[None, :], y1)
-    y2 = tl.where(row, y2 - tl.sum(c2[:, None] * y2, 0)[None, :], y2)
-    y3 = tl.where(row, y3 - tl.sum(c3[:, None] * y3, 0)[None, :], y3)
-    return y0, y1, y2, y3
-
-
-@triton.jit
-def _diag_pair(a, g, b):
-    """A diagonal block and its transpose from the raw K K^T block a (symmetric): A[i, j] =
-    b_i a[i, j] 2^(g_i - g_j) for i > j, else 0, and B = A^T, in a's register layout."""
-    r = tl.arange(0, 16)
-    e = tl.exp2(tl.where(r[:, None] > r[None, :], g[:, None] - g[None, :], float("-inf")))
-    et = tl.exp2(tl.where(r[None, :] > r[:, None], g[None, :] - g[:, None], float("-inf")))
-    return a * e * b[:, None], a * et * b[None, :]
-
-
-@triton.jit
-def _akk(ka, kb, ga, gb, ba):
-    """beta_a (k_a k_b^T) . exp2(gamma_a - gamma_b) of an off-diagonal block (row block after column
-    block, so the exponent is <= 0); the diagonal blocks come from _diag_pair."""
-    a = tl.dot(ka, tl.trans(kb))
-    return a * tl.exp2(ga[:, None] - gb[None, :]) * ba[:, None]
-
-
-@triton.jit
-def _store_tb(tb_ptr, T, bcol, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.constexpr):
-    c = tl.arange(0, 16)
-    p = tb_ptr + (t_row[:, None] * HV + i_h) * 64 + COL + c[None, :]
-    tl.store(p, (T * bcol[None, :]).to(tl.bfloat16), mask=m_row[:, None])
-
-
-@triton.jit
 def _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT: tl.constexpr):
     """First token of chunk i_c (a global chunk index, inside sequence seq) and its sequence's end."""
     bos = tl.load(cu_ptr + seq).to(tl.int64)
@@ -319,458 +220,81 @@ def _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT: tl.constexpr):
     return bos + (i_c - c0).to(tl.int64) * BT, eos
 
 
-@triton.jit
-def _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV: tl.constexpr, HK: tl.constexpr,
-             K: tl.constexpr, BT: tl.constexpr, f_ptr=None, gl=None, PDEC: tl.constexpr = False):
-    """P = scale (Q K^T . Gamma . causal) for one chunk (kf its keys, gam the log2 cumsum), bf16.
-    PDEC (gate_q "pdec"): column j scaled by 2^-f_j before the rounding, f_j = frac(gl - gam_j) stored
-    fp32 in f_ptr [T, HV], so _fwdks_kernel can feed one tile, V~ 2^f (rounded once), to both the
-    output dot and the state update (their products P V~ and K^T diag(2^(gl - gam)) V~ unchanged)."""
-    rb = tl.arange(0, BT)
-    ck = tl.arange(0, K)
-    qf = tl.load(q_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    causal = rb[:, None] >= rb[None, :]
-    if PDEC:  # gam_i - gam_j - f_j = (gam_i - gl) + floor(gl - gam_j)
-        d = gl - gam
-        n = tl.floor(d)
-        tl.store(f_ptr + t_r * HV + i_h, d - n, mask=m_r)
-        lg = tl.where(causal, (gam - gl)[:, None] + n[None, :], float("-inf"))
-    else:
-        lg = tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))
-    pf = tl.dot(qf, tl.trans(kf)) * tl.exp2(lg)
-    tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16), mask=m_r[:, None])
-
-
-@triton.jit
-def _rows4(t0, eos):
-    """Token rows of a chunk's four 16-row sub-blocks (from token t0) and their masks (< eos)."""
-    r = tl.arange(0, 16)
-    t_0 = t0 + r
-    t_1 = t0 + 16 + r
-    t_2 = t0 + 32 + r
-    t_3 = t0 + 48 + r
-    return t_0, t_1, t_2, t_3, t_0 < eos, t_1 < eos, t_2 < eos, t_3 < eos
-
-
-@triton.jit
-def _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32,
-                 HV: tl.constexpr, PREC: tl.constexpr):
-    """From the four diagonal inverses T_ii and the off-diagonal blocks A_ij of a chunk: the six
-    off-diagonal blocks of T = (I + A)^-1 by block forward substitution, T_ij = -T_ii sum_{j<=m<i}
-    A_im T_mj, then Tb = T diag(beta) stored whole (upper zero blocks included: readers load 64x64)."""
-    t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3 = _rows4(t0, eos)
-    T10 = -tl.dot(T11, tl.dot(A10, T00, input_precision=PREC), input_precision=PREC)
-    T21 = -tl.dot(T22, tl.dot(A21, T11, input_precision=PREC), input_precision=PREC)
-    T32 = -tl.dot(T33, tl.dot(A32, T22, input_precision=PREC), input_precision=PREC)
-    T20 = -tl.dot(
-        T22, tl.dot(A20, T00, input_precision=PREC) + tl.dot(A21, T10, input_precision=PREC), input_precision=PREC
-    )
-    T31 = -tl.dot(
-        T33, tl.dot(A31, T11, input_precision=PREC) + tl.dot(A32, T21, input_precision=PREC), input_precision=PREC
-    )
-    T30 = -tl.dot(
-        T33,
-        tl.dot(A30, T00, input_precision=PREC)
-        + tl.dot(A31, T10, input_precision=PREC)
-        + tl.dot(A32, T20, input_precision=PREC),
-        input_precision=PREC,
-    )
-    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    Z = tl.zeros([16, 16], dtype=tl.float32)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 16)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 32)
-    _store_tb(tb_ptr, Z, b0, t_0, m_0, i_h, HV, 48)
-    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 32)
-    _store_tb(tb_ptr, Z, b0, t_1, m_1, i_h, HV, 48)
-    _store_tb(tb_ptr, Z, b0, t_2, m_2, i_h, HV, 48)
-    _store_tb(tb_ptr, T00, b0, t_0, m_0, i_h, HV, 0)
-    _store_tb(tb_ptr, T10, b0, t_1, m_1, i_h, HV, 0)
-    _store_tb(tb_ptr, T11, b1, t_1, m_1, i_h, HV, 16)
-    _store_tb(tb_ptr, T20, b0, t_2, m_2, i_h, HV, 0)
-    _store_tb(tb_ptr, T21, b1, t_2, m_2, i_h, HV, 16)
-    _store_tb(tb_ptr, T22, b2, t_2, m_2, i_h, HV, 32)
-    _store_tb(tb_ptr, T30, b0, t_3, m_3, i_h, HV, 0)
-    _store_tb(tb_ptr, T31, b1, t_3, m_3, i_h, HV, 16)
-    _store_tb(tb_ptr, T32, b2, t_3, m_3, i_h, HV, 32)
-    _store_tb(tb_ptr, T33, b3, t_3, m_3, i_h, HV, 48)
-
-
 # ----------------------------------------------------------------------------------------------
 # kernel 1: Tb = (I + A)^-1 diag(beta) per chunk and value head
 
 
 @triton.jit
-def _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV: tl.constexpr):
-    """The four 16-row sub-blocks' beta and chunk-local cumsum of g (log2 units) of one chunk."""
-    g0 = tl.load(g_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    g1 = tl.load(g_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    g2 = tl.load(g_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    g3 = tl.load(g_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    b0 = tl.load(beta_ptr + t_0 * HV + i_h, mask=m_0, other=0.0)
-    b1 = tl.load(beta_ptr + t_1 * HV + i_h, mask=m_1, other=0.0)
-    b2 = tl.load(beta_ptr + t_2 * HV + i_h, mask=m_2, other=0.0)
-    b3 = tl.load(beta_ptr + t_3 * HV + i_h, mask=m_3, other=0.0)
-    s0 = tl.sum(g0, 0)
-    s1 = s0 + tl.sum(g1, 0)
-    s2 = s1 + tl.sum(g2, 0)
-    y0 = tl.cumsum(g0, 0) * 1.4426950408889634
-    y1 = (tl.cumsum(g1, 0) + s0) * 1.4426950408889634
-    y2 = (tl.cumsum(g2, 0) + s1) * 1.4426950408889634
-    y3 = (tl.cumsum(g3, 0) + s2) * 1.4426950408889634
-    return y0, y1, y2, y3, b0, b1, b2, b3
-
-
-@triton.jit
-def _prep_kernel(
+def _prep64_kernel(
     q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, f_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr, SUBST: tl.constexpr, PDEC: tl.constexpr,
-):
-    """One launch: K K^T in 16x16 blocks, the diagonal inverses (SUBST: in-register forward
-    substitution, prep_algo "reg16"; else the series of _inv16, "blk16"), then the merges."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    i_hk = i_h // (HV // HK)
-    r = tl.arange(0, 16)
-    ck = tl.arange(0, K)
-    if PRE_P:  # P from the full 64x64 tile
-        t_r = t0 + tl.arange(0, BT)
-        m_r = t_r < eos
-        kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-        gv = tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
-        gf = tl.cumsum(gv, 0) * 1.4426950408889634
-        _store_p(q_ptr, p_ptr, kf, gf, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT, f_ptr,
-                 tl.sum(gv, 0) * 1.4426950408889634, PDEC)
-
-    t_0 = t0 + r
-    t_1 = t0 + 16 + r
-    t_2 = t0 + 32 + r
-    t_3 = t0 + 48 + r
-    m_0 = t_0 < eos
-    m_1 = t_1 < eos
-    m_2 = t_2 < eos
-    m_3 = t_3 < eos
-    k0 = tl.load(k_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
-    k1 = tl.load(k_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
-    k2 = tl.load(k_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
-    k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
-    y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
-
-    A00, B00 = _diag_pair(tl.dot(k0, tl.trans(k0)), y0, b0)
-    A11, B11 = _diag_pair(tl.dot(k1, tl.trans(k1)), y1, b1)
-    A22, B22 = _diag_pair(tl.dot(k2, tl.trans(k2)), y2, b2)
-    A33, B33 = _diag_pair(tl.dot(k3, tl.trans(k3)), y3, b3)
-    A10 = _akk(k1, k0, y1, y0, b1)
-    A21 = _akk(k2, k1, y2, y1, b2)
-    A32 = _akk(k3, k2, y3, y2, b3)
-    A20 = _akk(k2, k0, y2, y0, b2)
-    A31 = _akk(k3, k1, y3, y1, b3)
-    A30 = _akk(k3, k0, y3, y0, b3)
-
-    if SUBST:
-        T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33, B00, B11, B22, B33)
-    else:
-        T00 = _inv16(A00, PREC)
-        T11 = _inv16(A11, PREC)
-        T22 = _inv16(A22, PREC)
-        T33 = _inv16(A33, PREC)
-    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
-
-
-@triton.jit
-def _scale16(a, ga, gb, ba, DIAG: tl.constexpr, STRICT: tl.constexpr):
-    """ba[:, None] * a . exp2(ga - gb) for one 16x16 block; DIAG: a diagonal block, masked to the
-    strictly lower (STRICT) or lower triangle."""
-    r = tl.arange(0, 16)
-    if DIAG:
-        if STRICT:
-            m = r[:, None] > r[None, :]
-        else:
-            m = r[:, None] >= r[None, :]
-        e = tl.exp2(tl.where(m, ga[:, None] - gb[None, :], float("-inf")))
-    else:
-        e = tl.exp2(ga[:, None] - gb[None, :])
-    return a * e * ba[:, None]
-
-
-@triton.jit
-def _store16(p_ptr, X, t_row, m_row, i_h, HV: tl.constexpr, COL: tl.constexpr):
-    c = tl.arange(0, 16)
-    tl.store(p_ptr + (t_row[:, None] * HV + i_h) * 64 + COL + c[None, :], X.to(tl.bfloat16), mask=m_row[:, None])
-
-
-@triton.jit
-def _prepk_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """prep_algo "reg16k": reg16 in fla's kkt-solve shape. K K^T's ten 16x16 blocks (and, with PRE_P,
-    the ten blocks of Q K^T that P needs) accumulate over K in BK-wide steps, so the program holds
-    [16, BK] slices instead of the four full [16, 128] key rows and the [64, 128] q/k tiles
-    _prep_kernel keeps for P (ptxas sm_90, Triton 3.6, 2 warps: 255 regs + 776 B spill there).
-    The gates, the in-register substitutions and the merges are reg16's."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    i_hk = i_h // (HV // HK)
-    t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3 = _rows4(t0, eos)
-    R00 = tl.zeros([16, 16], dtype=tl.float32)
-    R11 = tl.zeros([16, 16], dtype=tl.float32)
-    R22 = tl.zeros([16, 16], dtype=tl.float32)
-    R33 = tl.zeros([16, 16], dtype=tl.float32)
-    R10 = tl.zeros([16, 16], dtype=tl.float32)
-    R21 = tl.zeros([16, 16], dtype=tl.float32)
-    R32 = tl.zeros([16, 16], dtype=tl.float32)
-    R20 = tl.zeros([16, 16], dtype=tl.float32)
-    R31 = tl.zeros([16, 16], dtype=tl.float32)
-    R30 = tl.zeros([16, 16], dtype=tl.float32)
-    Q00 = tl.zeros([16, 16], dtype=tl.float32)
-    Q11 = tl.zeros([16, 16], dtype=tl.float32)
-    Q22 = tl.zeros([16, 16], dtype=tl.float32)
-    Q33 = tl.zeros([16, 16], dtype=tl.float32)
-    Q10 = tl.zeros([16, 16], dtype=tl.float32)
-    Q21 = tl.zeros([16, 16], dtype=tl.float32)
-    Q32 = tl.zeros([16, 16], dtype=tl.float32)
-    Q20 = tl.zeros([16, 16], dtype=tl.float32)
-    Q31 = tl.zeros([16, 16], dtype=tl.float32)
-    Q30 = tl.zeros([16, 16], dtype=tl.float32)
-    for i_k in range(0, K, BK):
-        ck = i_k + tl.arange(0, BK)
-        k0 = tl.load(k_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
-        k1 = tl.load(k_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
-        k2 = tl.load(k_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
-        k3 = tl.load(k_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
-        R00 = tl.dot(k0, tl.trans(k0), R00)
-        R11 = tl.dot(k1, tl.trans(k1), R11)
-        R22 = tl.dot(k2, tl.trans(k2), R22)
-        R33 = tl.dot(k3, tl.trans(k3), R33)
-        R10 = tl.dot(k1, tl.trans(k0), R10)
-        R21 = tl.dot(k2, tl.trans(k1), R21)
-        R32 = tl.dot(k3, tl.trans(k2), R32)
-        R20 = tl.dot(k2, tl.trans(k0), R20)
-        R31 = tl.dot(k3, tl.trans(k1), R31)
-        R30 = tl.dot(k3, tl.trans(k0), R30)
-        if PRE_P:
-            q0 = tl.load(q_ptr + (t_0[:, None] * HK + i_hk) * K + ck[None, :], mask=m_0[:, None], other=0.0)
-            q1 = tl.load(q_ptr + (t_1[:, None] * HK + i_hk) * K + ck[None, :], mask=m_1[:, None], other=0.0)
-            q2 = tl.load(q_ptr + (t_2[:, None] * HK + i_hk) * K + ck[None, :], mask=m_2[:, None], other=0.0)
-            q3 = tl.load(q_ptr + (t_3[:, None] * HK + i_hk) * K + ck[None, :], mask=m_3[:, None], other=0.0)
-            Q00 = tl.dot(q0, tl.trans(k0), Q00)
-            Q11 = tl.dot(q1, tl.trans(k1), Q11)
-            Q22 = tl.dot(q2, tl.trans(k2), Q22)
-            Q33 = tl.dot(q3, tl.trans(k3), Q33)
-            Q10 = tl.dot(q1, tl.trans(k0), Q10)
-            Q21 = tl.dot(q2, tl.trans(k1), Q21)
-            Q32 = tl.dot(q3, tl.trans(k2), Q32)
-            Q20 = tl.dot(q2, tl.trans(k0), Q20)
-            Q31 = tl.dot(q3, tl.trans(k1), Q31)
-            Q30 = tl.dot(q3, tl.trans(k0), Q30)
-    y0, y1, y2, y3, b0, b1, b2, b3 = _gates4(g_ptr, beta_ptr, t_0, t_1, t_2, t_3, m_0, m_1, m_2, m_3, i_h, HV)
-    if PRE_P:  # P = scale (Q K^T . Gamma . causal), the upper blocks stored as zeros (readers load 64x64)
-        sc = tl.zeros([16], dtype=tl.float32) + scale
-        Z = tl.zeros([16, 16], dtype=tl.float32)
-        _store16(p_ptr, _scale16(Q00, y0, y0, sc, True, False), t_0, m_0, i_h, HV, 0)
-        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 16)
-        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 32)
-        _store16(p_ptr, Z, t_0, m_0, i_h, HV, 48)
-        _store16(p_ptr, _scale16(Q10, y1, y0, sc, False, False), t_1, m_1, i_h, HV, 0)
-        _store16(p_ptr, _scale16(Q11, y1, y1, sc, True, False), t_1, m_1, i_h, HV, 16)
-        _store16(p_ptr, Z, t_1, m_1, i_h, HV, 32)
-        _store16(p_ptr, Z, t_1, m_1, i_h, HV, 48)
-        _store16(p_ptr, _scale16(Q20, y2, y0, sc, False, False), t_2, m_2, i_h, HV, 0)
-        _store16(p_ptr, _scale16(Q21, y2, y1, sc, False, False), t_2, m_2, i_h, HV, 16)
-        _store16(p_ptr, _scale16(Q22, y2, y2, sc, True, False), t_2, m_2, i_h, HV, 32)
-        _store16(p_ptr, Z, t_2, m_2, i_h, HV, 48)
-        _store16(p_ptr, _scale16(Q30, y3, y0, sc, False, False), t_3, m_3, i_h, HV, 0)
-        _store16(p_ptr, _scale16(Q31, y3, y1, sc, False, False), t_3, m_3, i_h, HV, 16)
-        _store16(p_ptr, _scale16(Q32, y3, y2, sc, False, False), t_3, m_3, i_h, HV, 32)
-        _store16(p_ptr, _scale16(Q33, y3, y3, sc, True, False), t_3, m_3, i_h, HV, 48)
-    A00, B00 = _diag_pair(R00, y0, b0)
-    A11, B11 = _diag_pair(R11, y1, b1)
-    A22, B22 = _diag_pair(R22, y2, b2)
-    A33, B33 = _diag_pair(R33, y3, b3)
-    A10 = _scale16(R10, y1, y0, b1, False, True)
-    A21 = _scale16(R21, y2, y1, b2, False, True)
-    A32 = _scale16(R32, y3, y2, b3, False, True)
-    A20 = _scale16(R20, y2, y0, b2, False, True)
-    A31 = _scale16(R31, y3, y1, b3, False, True)
-    A30 = _scale16(R30, y3, y0, b3, False, True)
-    T00, T11, T22, T33 = _sub16_regs(A00, A11, A22, A33, B00, B11, B22, B33)
-    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
-
-
-@triton.jit
-def _pmat_kernel(
-    q_ptr, k_ptr, g_ptr, cu_ptr, cuc_ptr, p_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr,
+    PREC: tl.constexpr, PRE_P: tl.constexpr, PDEC: tl.constexpr,
 ):
-    """p_kernel: P = scale (Q K^T . Gamma . causal) of one chunk for the HV/HK value heads that read
-    one key head, Q K^T formed once for them. Out of _prep_kernel, whose 2-warp program otherwise
-    holds the full 64x128 q and k tiles for it (ptxas sm_90, Triton 3.6: 255 regs + 776 B spill)."""
-    i_g = tl.program_id(0)
+    """Tb [T, HV, BT] and (PRE_P) P [T, HV, BT] of one chunk and value head (q, k [T, HK, K] bf16;
+    g, beta [T, HV] fp32; fdec [T, HV] fp32 with PDEC), every product a tensor-core dot.
+
+    K K^T and Q K^T [BT, BT]; P first (Q K^T is then dead), then A. A's four diagonal 16x16 blocks
+    are taken out as [4, 16, 16] (a block's rows sit in one warp of the dot's layout at 4 warps) and
+    inverted together by the series (I - D)(I + D^2)(I + D^4)(I + D^8) (D^16 = 0) as batched dots;
+    the block-diagonal result is doubled to the full inverse by two steps of [BT, BT] dots,
+    T <- T - T (L T), L the blocks of A just below T's diagonal blocks (16 -> 32, then 32 -> 64):
+    T L T holds T_2 A_21 T_1 where the larger inverse has -T_2 A_21 T_1. Addresses: one 64-bit base
+    per tile plus int32 offsets (64-bit offset tensors cost ~90 registers here: ptxas sm_90, Triton 3.6)."""
+    i_h = tl.program_id(0)
     i_c = tl.program_id(1)
     seq = _locate(cuc_ptr, i_c, N, LOG_N)
     if seq >= N:
         return
     t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    GROUP: tl.constexpr = HV // HK
-    rb = tl.arange(0, BT)
-    ck = tl.arange(0, K)
-    t_r = t0 + rb
-    m_r = t_r < eos
-    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_g) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    qf = tl.load(q_ptr + (t_r[:, None] * HK + i_g) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    qk = tl.dot(qf, tl.trans(kf))
-    causal = rb[:, None] >= rb[None, :]
-    for gi in range(GROUP):
-        i_h = i_g * GROUP + gi
-        gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
-        pf = qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf")))
-        tl.store(p_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], (pf * scale).to(tl.bfloat16),
-                 mask=m_r[:, None])
-
-
-@triton.jit
-def _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV: tl.constexpr,
-              HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, PRE_P: tl.constexpr):
-    """One chunk's A rows (fp32, [T, HV, 64], upper part zeros) and, with PRE_P, its P."""
     i_hk = i_h // (HV // HK)
-    rb = tl.arange(0, BT)
-    ck = tl.arange(0, K)
-    t_r = t0 + rb
-    m_r = t_r < eos
-    kf = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
-    b = tl.load(beta_ptr + t_r * HV + i_h, mask=m_r, other=0.0)
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, K)
+    o_4 = tl.arange(0, 4)
+    o_16 = tl.arange(0, 16)
+    m_t = o_t < eos - t0
+    o_qk = o_t[:, None] * (HK * K) + o_k[None, :]
+    b_k = tl.load(k_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
+    b_kk = tl.dot(b_k, tl.trans(b_k))
     if PRE_P:
-        _store_p(q_ptr, p_ptr, kf, gam, t_r, m_r, i_h, i_hk, scale, HV, HK, K, BT)
-    lower = rb[:, None] > rb[None, :]
-    A = tl.dot(kf, tl.trans(kf)) * tl.exp2(tl.where(lower, gam[:, None] - gam[None, :], float("-inf")))
-    tl.store(a_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], A * b[:, None], mask=m_r[:, None])
-
-
-@triton.jit
-def _kkt_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, p_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """prep_algo "sub16", first half: A = strictly_lower(diag(beta) (K K^T . Gamma)) as fp32 rows
-    [T, HV, 64] (upper part stored as zeros), and P when PRE_P. One 64x64x128 dot (two with P)."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV, HK, K, BT, PRE_P)
-
-
-@triton.jit
-def _sub16x4(a_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr):
-    """_sub16 for the four diagonal blocks at once. Each step's four row loads and column sums are
-    independent, so their latencies overlap instead of adding up over four loops."""
-    r = tl.arange(0, 16)
-    low = r[:, None] > r[None, :]
-    eye = (r[:, None] == r[None, :]).to(tl.float32)
-    t_a = t0 + r
-    t_b = t0 + 16 + r
-    t_c = t0 + 32 + r
-    t_d = t0 + 48 + r
-    ya = -tl.where(low, tl.load(a_ptr + (t_a[:, None] * HV + i_h) * BT + r[None, :],
-                                mask=(t_a < eos)[:, None], other=0.0), 0.0)
-    yb = -tl.where(low, tl.load(a_ptr + (t_b[:, None] * HV + i_h) * BT + 16 + r[None, :],
-                                mask=(t_b < eos)[:, None], other=0.0), 0.0)
-    yc = -tl.where(low, tl.load(a_ptr + (t_c[:, None] * HV + i_h) * BT + 32 + r[None, :],
-                                mask=(t_c < eos)[:, None], other=0.0), 0.0)
-    yd = -tl.where(low, tl.load(a_ptr + (t_d[:, None] * HV + i_h) * BT + 48 + r[None, :],
-                                mask=(t_d < eos)[:, None], other=0.0), 0.0)
-    for i in range(2, 16):
-        sel = (r == i)[:, None]
-        ta = t0 + i + r * 0
-        aa = -tl.load(a_ptr + (ta * HV + i_h) * BT + r, mask=ta < eos, other=0.0)
-        ab = -tl.load(a_ptr + ((ta + 16) * HV + i_h) * BT + 16 + r, mask=ta + 16 < eos, other=0.0)
-        ac = -tl.load(a_ptr + ((ta + 32) * HV + i_h) * BT + 32 + r, mask=ta + 32 < eos, other=0.0)
-        ad = -tl.load(a_ptr + ((ta + 48) * HV + i_h) * BT + 48 + r, mask=ta + 48 < eos, other=0.0)
-        ya = tl.where(sel, (aa + tl.sum(aa[:, None] * ya, 0))[None, :], ya)
-        yb = tl.where(sel, (ab + tl.sum(ab[:, None] * yb, 0))[None, :], yb)
-        yc = tl.where(sel, (ac + tl.sum(ac[:, None] * yc, 0))[None, :], yc)
-        yd = tl.where(sel, (ad + tl.sum(ad[:, None] * yd, 0))[None, :], yd)
-    return ya + eye, yb + eye, yc + eye, yd + eye
-
-
-@triton.jit
-def _solve_kernel(
-    a_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, N,
-    HV: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr, PREC: tl.constexpr,
-):
-    """prep_algo "sub16", second half: Tb = (I + A)^-1 diag(beta) from _kkt_kernel's A rows.
-
-    The four diagonal 16x16 inverses by forward substitution (_sub16x4: exact in fp32, no series), then
-    the six off-diagonal blocks by block forward substitution with 16x16 dots at PREC (ieee: fp32 FMA,
-    what fla 0.6 uses by default for the same merges). Why two kernels: the substitution wants few
-    warps (small tiles, cheap reductions), the 64x64x128 K K^T dot wants many; fused, _prep_kernel
-    took 490 us of G1 on the H200."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV, BT, PREC)
-
-
-@triton.jit
-def _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV: tl.constexpr, BT: tl.constexpr, PREC: tl.constexpr):
-    """Tb of one chunk from its A rows (written by _kkt_rows)."""
-    r = tl.arange(0, 16)
-    t_1 = t0 + 16 + r
-    t_2 = t0 + 32 + r
-    t_3 = t0 + 48 + r
-    m_1 = t_1 < eos
-    m_2 = t_2 < eos
-    m_3 = t_3 < eos
-    T00, T11, T22, T33 = _sub16x4(a_ptr, t0, eos, i_h, HV, BT)
-    A10 = _ld(a_ptr + i_h * BT + 0, t_1, m_1, HV * BT, r)
-    A20 = _ld(a_ptr + i_h * BT + 0, t_2, m_2, HV * BT, r)
-    A30 = _ld(a_ptr + i_h * BT + 0, t_3, m_3, HV * BT, r)
-    A21 = _ld(a_ptr + i_h * BT + 16, t_2, m_2, HV * BT, r)
-    A31 = _ld(a_ptr + i_h * BT + 16, t_3, m_3, HV * BT, r)
-    A32 = _ld(a_ptr + i_h * BT + 32, t_3, m_3, HV * BT, r)
-    _merge_store(tb_ptr, beta_ptr, i_h, t0, eos, T00, T11, T22, T33, A10, A20, A30, A21, A31, A32, HV, PREC)
-
-
-@triton.jit
-def _prepf_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, a_ptr, tb_ptr, p_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr, PREC: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """prep_algo "sub16f": sub16's two halves in one program, FlashQLA's kkt_solve shape (one
-    64x64x128 dot for K K^T, the substitution reading the rows the same CTA just wrote, so they come
-    from L1/L2 rather than from the HBM round trip between two launches; one launch fewer). The
-    barrier orders the CTA's own global stores before its loads (CUDA: __syncthreads makes a block's
-    global writes visible to the block)."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    _kkt_rows(q_ptr, k_ptr, g_ptr, beta_ptr, a_ptr, p_ptr, t0, eos, i_h, scale, HV, HK, K, BT, PRE_P)
-    tl.debug_barrier()
-    _solve_rows(a_ptr, beta_ptr, tb_ptr, t0, eos, i_h, HV, BT, PREC)
+        b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
+        b_qk = tl.dot(b_q, tl.trans(b_k))
+    b_g = tl.load(g_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
+    b_beta = tl.load(beta_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
+    b_gam = tl.cumsum(b_g, 0) * LOG2E_F
+    b_gl = tl.sum(b_g, 0) * LOG2E_F
+    p_p = p_ptr + (t0 * HV + i_h) * BT  # this chunk's first row; o_tt: [BT, BT] int32 offsets from it
+    p_tb = tb_ptr + (t0 * HV + i_h) * BT
+    o_tt = o_t[:, None] * (HV * BT) + o_t[None, :]
+    if PRE_P:  # P = scale (Q K^T . Gamma . causal); PDEC: column j scaled by 2^-f_j (see _fwdks_kernel)
+        if PDEC:
+            b_dl = b_gl - b_gam
+            b_n = tl.floor(b_dl)
+            tl.store(f_ptr + (t0 * HV + i_h) + o_t * HV, b_dl - b_n, mask=m_t)
+            b_lg = (b_gam - b_gl)[:, None] + b_n[None, :]
+        else:
+            b_lg = b_gam[:, None] - b_gam[None, :]
+        b_lg = tl.where(o_t[:, None] >= o_t[None, :], b_lg, float("-inf"))
+        tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])
+    # A = strictly_lower(diag(beta) (K K^T . Gamma)); the exponent is <= 0 below the diagonal
+    b_lg = tl.where(o_t[:, None] > o_t[None, :], b_gam[:, None] - b_gam[None, :], float("-inf"))
+    b_a = b_kk * tl.exp2(b_lg) * b_beta[:, None]
+    m_diag4 = (o_4[:, None] == o_4[None, :])[:, None, :, None]
+    b_d = tl.sum(tl.where(m_diag4, tl.reshape(b_a, [4, 16, 4, 16]), 0.0), 2)
+    b_i = tl.where((o_16[:, None] == o_16[None, :])[None, :, :], 1.0, 0.0)
+    b_d2 = tl.dot(b_d, b_d, input_precision=PREC)
+    b_d4 = tl.dot(b_d2, b_d2, input_precision=PREC)
+    b_d8 = tl.dot(b_d4, b_d4, input_precision=PREC)
+    b_t4 = tl.dot(b_i - b_d, b_i + b_d2, input_precision=PREC)
+    b_t4 = tl.dot(b_t4, b_i + b_d4, input_precision=PREC)
+    b_t4 = tl.dot(b_t4, b_i + b_d8, input_precision=PREC)
+    b_t = tl.reshape(tl.where(m_diag4, b_t4[:, :, None, :], 0.0), [BT, BT])
+    i_row = o_t[:, None] // 16
+    i_col = o_t[None, :] // 16
+    b_l = tl.where((i_row == i_col + 1) & (i_row % 2 == 1), b_a, 0.0)
+    b_t = b_t - tl.dot(b_t, tl.dot(b_l, b_t, input_precision=PREC), input_precision=PREC)
+    b_l = tl.where((i_row >= 2) & (i_col < 2), b_a, 0.0)
+    b_t = b_t - tl.dot(b_t, tl.dot(b_l, b_t, input_precision=PREC), input_precision=PREC)
+    tl.store(p_tb + o_tt, (b_t * b_beta[None, :]).to(tl.bfloat16), mask=m_t[:, None])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1378,49 +902,17 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     return min(seg, no_cp)
 
 
-def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, ascr=None, fdec=None):
-    """The prep launches of cfg["prep_algo"]: Tb into tb and (pre_p) P into pbuf (fdec: gate_q "pdec"'s
-    column-scaled P and its fractions, _prep_kernel only; _resolved sees to that). Also what
-    scripts/bench_gdn_prefill.py --prep-only times and the Tb tests call (with a NaN-filled ``ascr``,
-    sub16's fp32 scratch, to prove no unwritten row is read)."""
+def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, fdec=None):
+    """_prep64_kernel: Tb [T, HV, BT] into tb and, with pre_p, P [T, HV, BT] into pbuf (fdec [T, HV]:
+    gate_q "pdec"'s column-scaled P and its fractions). Also what scripts/device/bench_gdn_prefill.py
+    --prep-only times and the Tb tests call."""
     T, HK, K = q.shape
     HV = g.shape[1]
-    if cfg["prep_algo"] in ("sub16", "sub16f") and ascr is None:
-        # A rows, read back by _solve_kernel / the second half of _prepf_kernel; freed on return
-        ascr = torch.empty(T, HV, BT, dtype=torch.float32, device=q.device)
-    if cfg["prep_algo"] == "sub16f":
-        _prepf_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, ascr, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"], num_stages=1,
-        )
-        return
-    if cfg["prep_algo"] == "sub16":
-        _kkt_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, ascr, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PRE_P=cfg["pre_p"], num_warps=cfg["kkt_warps"], num_stages=1,
-        )
-        _solve_kernel[(HV, nt_bound)](
-            ascr, beta, cu, cuc, tb, N, HV=HV, BT=BT, LOG_N=log_n, PREC=cfg["prep_prec"],
-            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
-        )
-    else:
-        if cfg["prep_algo"] == "reg16k":
-            _prepk_kernel[(HV, nt_bound)](
-                q, k, g, beta, cu, cuc, tb, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, BK=cfg["prep_bk"],
-                LOG_N=log_n, PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], num_warps=cfg["prep_warps"],
-                num_stages=cfg["prep_stages"],
-            )
-            return
-        own_p = cfg["pre_p"] and cfg["p_kernel"]
-        if own_p:
-            _pmat_kernel[(HK, nt_bound)](q, k, g, cu, cuc, pbuf, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-                                         num_warps=cfg["p_warps"], num_stages=1)
-        _prep_kernel[(HV, nt_bound)](
-            q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-            PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"] and not own_p, SUBST=cfg["prep_algo"] == "reg16",
-            PDEC=fdec is not None,
-            num_warps=cfg["prep_warps"], num_stages=cfg["prep_stages"],
-        )
+    _prep64_kernel[(HV, nt_bound)](
+        q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
+        PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], PDEC=fdec is not None, num_warps=cfg["prep_warps"],
+        num_stages=cfg["prep_stages"],
+    )
 
 
 def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
@@ -1435,8 +927,8 @@ def _resolved(cfg: dict) -> dict:
     if out["fuse_output"] and out["fwd_algo"] == "ks":
         out["pre_p"] = True  # _fwdks_kernel reads P; a search point with pre_p off means the same kernel
     pdec_ok = out["fuse_output"] and out["fwd_algo"] == "ks" and out["gate_f32"]
-    if out["gate_q"] == "pdec" and not (pdec_ok and out["prep_algo"] in ("reg16", "blk16") and not out["p_kernel"]):
-        out["gate_q"] = "pow2"  # pdec's scaled P comes from _prep_kernel alone; the same rounding otherwise
+    if out["gate_q"] == "pdec" and not pdec_ok:
+        out["gate_q"] = "pow2"  # pdec's scaled P is read by _fwdks_kernel alone; the same rounding otherwise
     return out
 
 
@@ -1546,9 +1038,7 @@ def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg:
         later += nt_bound * HV * K * V * 2 + T * HV * V * 2
         if cfg["rec_algo"] == "wu":
             later += T * HV * (K + V) * 2
-    # sub16's fp32 A rows are freed before anything later is allocated: the peak is the larger of the two
-    scratch = T * HV * BT * 4 if cfg["prep_algo"] in ("sub16", "sub16f") else 0
-    return b + max(later, scratch)
+    return b + later
 
 
 _ = math  # math is whitelisted; kept for callers that compute scales

@@ -58,8 +58,6 @@ PUBLISHED = {
 }
 VARIANTS = {  # name: CONFIG overrides
     "default": {},
-    # the default before 2026-11-29's second device call (blk16 prep at 4 warps, CP below 264 programs)
-    "old_default": {"prep_algo": "blk16", "prep_warps": 4, "cp_min_programs": 264},
     # split structure (_rec_kernel + _out_kernel); P from the prep kernel, or computed in _out_kernel
     "split": {"fuse_output": False},
     "split_nopp": {"fuse_output": False, "pre_p": False},
@@ -68,7 +66,6 @@ VARIANTS = {  # name: CONFIG overrides
     "fused": {"fuse_output": True},
     "nocp_": {"cp": False},
     "bv64w8": {"BV": 64, "fwd_warps": 8},
-    "prep_tf32": {"prep_algo": "blk16", "prep_prec": "tf32"},
     "nocp": {"cp": False},
     "cp1024": {"cp_target_programs": 1024, "cp_min_seg_chunks": 4},
     "no_pre_p": {"pre_p": False},
@@ -82,31 +79,12 @@ VARIANTS = {  # name: CONFIG overrides
     "st3": {"fwd_stages": 3, "seg_stages": 3},
     "bva128w8": {"BVA": 128, "seg_warps": 8},
     "bva32": {"BVA": 32},
-    # prep kernel options (docs/perf/gdn_prefill.md, "prep kernel: options for the next device session")
-    "prep_ieee_w8": {"prep_algo": "blk16", "prep_prec": "ieee", "prep_warps": 8},  # fp32 FMA dots: 255 regs, no spill
-    "prep_tf32_w8": {"prep_algo": "blk16", "prep_prec": "tf32", "prep_warps": 8},  # Tb err 3e-2, correlated keys
-    "prep_w8": {"prep_algo": "blk16", "prep_warps": 8},  # tf32x3, 8 warps: 255 regs, 256 B spill
-    # sub16: _kkt_kernel (fp32 A rows) + _solve_kernel (16x16 forward substitutions, 16x16 merges)
-    # sm_90 offline (Triton 3.9): _solve_kernel ieee 4 warps 236 regs / 0 spill, 2 warps 255 / 232 B;
-    # tf32x3 2 warps 252 / 0, 4 warps 228 / 0. _kkt_kernel 8 warps 127 regs (4 warps: 255 + 32 B spill)
-    "sub16": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee"},
-    "sub16_w2": {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"},
-    "sub16_t3w2": {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "tf32x3"},
-    "sub16_t3w4": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "tf32x3"},
-    "sub16_k4": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "kkt_warps": 4},
-    "sub16_cp132": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "cp_min_programs": 132},
-    "sub16_nocp": {"prep_algo": "sub16", "prep_warps": 4, "prep_prec": "ieee", "cp": False},
     # CP warm-up (2026-12-01): the exact [M | C] path for every segment, as before the warm-up
     "nowarm": {"cp_warm_chunks": 0},
     "warm32": {"cp_warm_chunks": 32},
     "cp2048": {"cp_target_programs": 2048, "cp_min_seg_chunks": 4},
     "cpall2048": {"cp_min_programs": 1056, "cp_target_programs": 2048, "cp_min_seg_chunks": 4},
-    # promoted attempt 30's change, and the one-launch prep with in-register substitution (reg16)
     "tf32": {"prep_prec": "tf32"},
-    "reg16w4": {"prep_algo": "reg16", "prep_warps": 4, "prep_prec": "tf32"},
-    "reg16w2": {"prep_algo": "reg16", "prep_warps": 2, "prep_prec": "tf32"},
-    "reg16w4i": {"prep_algo": "reg16", "prep_warps": 4, "prep_prec": "ieee"},
-    "reg16w8": {"prep_algo": "reg16", "prep_warps": 8, "prep_prec": "tf32"},
     # split with rec_algo "wu" (prepared 2026-12-01, to time first next session): W / U made in
     # parallel, the state kernel shaped like fla's (two 64-row halves, K^T loaded transposed)
     "split_wu": {"fuse_output": False, "rec_algo": "wu"},
@@ -140,10 +118,6 @@ VARIANTS = {  # name: CONFIG overrides
     "old_w": {"fwd_algo": "w", "fwd_warps": 8, "fwd_loop_stages": 1, "seg_algo": "w", "seg_loop_stages": 1},
     # prepared 2026-12-01 (third session), interpreter-tested, not timed: time these first
     "ks_split": {"ks_split": True},  # x = V - e^gamma K S in bf16 hi + lo (fla-level error)
-    "reg16k": {"prep_algo": "reg16k"},  # K K^T / Q K^T over K in 32-wide steps (2 warps: 272 B spill vs 776)
-    "reg16k_w4": {"prep_algo": "reg16k", "prep_warps": 4},  # 128 B spill
-    "reg16k_bk64": {"prep_algo": "reg16k", "prep_bk": 64},
-    "reg16k_split": {"prep_algo": "reg16k", "ks_split": True},
     # knob screen of 2026-12-01 (fourth session), run with --set '{"ks_split": true}'
     "seg_ls2": {"seg_loop_stages": 2},
     "pst1": {"prep_stages": 1},
@@ -156,16 +130,6 @@ VARIANTS = {  # name: CONFIG overrides
     "ls3": {"fwd_loop_stages": 3},
     "warm8": {"cp_warm_chunks": 8},
     "warm16": {"cp_warm_chunks": 16},  # the default before the screen above
-    # prepared 2026-12-01 (fourth session), interpreter-tested, not timed: sub16's halves in one
-    # program (FlashQLA's kkt_solve shape)
-    "sub16f_w2": {"prep_algo": "sub16f", "prep_warps": 2},
-    "sub16f_w4": {"prep_algo": "sub16f", "prep_warps": 4},
-    "sub16f_w8": {"prep_algo": "sub16f", "prep_warps": 8},
-    "sub16f_w4_split": {"prep_algo": "sub16f", "prep_warps": 4, "ks_split": True},
-    "sub16f_w8_split": {"prep_algo": "sub16f", "prep_warps": 8, "ks_split": True},
-    "reg16k_w4_split": {"prep_algo": "reg16k", "prep_warps": 4, "ks_split": True},
-    "nopk": {"p_kernel": False},  # P inside _prep_kernel, as before
-    "pk4": {"p_kernel": True, "p_warps": 4},
     "new_sw": {"fwd_algo": "ks", "fwd_loop_stages": 2, "fwd_warps": 4, "seg_loop_stages": 2},
     "new_bva128": {"fwd_algo": "ks", "fwd_loop_stages": 2, "fwd_warps": 4, "seg_algo": "ks", "seg_loop_stages": 2,
                    "BVA": 128, "seg_warps": 8},
@@ -271,13 +235,8 @@ def offline_regs(prep_only=False):
     for pp in (True, False):
         for warps in (2, 4, 8):
             for stages in (3, 1):
-                pts = [(f"blk16 {p}", mod._prep_kernel, dict(pshape, PREC=p, PRE_P=pp))
-                       for p in ("tf32x3", "tf32", "ieee")]
-                pts.append(("sub16: _kkt_kernel", mod._kkt_kernel, dict(pshape, PRE_P=pp)))
-                if pp:  # _solve_kernel has no pre_p; its warps matter more than stages
-                    sshape = {k: v for k, v in pshape.items() if k in ("HV", "BT", "LOG_N")}
-                    for p in ("ieee", "tf32x3"):
-                        pts.append((f"sub16: _solve_kernel {p}", mod._solve_kernel, dict(sshape, PREC=p)))
+                pts = [(f"_prep64_kernel {p}", mod._prep64_kernel, dict(pshape, PREC=p, PRE_P=pp, PDEC=pp))
+                       for p in ("tf32x3", "tf32")]
                 for name, fn, c in pts:
                     cell = compile_one(fn, c, warps, stages)
                     print(f"| {name} | {pp} | {warps} | {stages} | {cell} |", flush=True)

@@ -38,7 +38,7 @@ def test_patterns_pin_structure_and_respect_the_kernel_space():
     space = read_dict(BASELINE.read_text(), "SPACE")
     single = structure_of(pats["single_pass"], {"sms": 132}, {})
     single_knobs = {"BV", "fwd_algo", "fwd_warps", "fwd_stages", "fwd_loop_stages", "fwd_prefetch", "ks_split",
-                    "reload_k", "pre_p", "prep_algo", "prep_warps", "prep_prec", "prep_bk", "p_kernel", "p_warps"}
+                    "reload_k", "pre_p", "prep_warps", "prep_prec"}
     assert single.start["cp"] is False and single.start["fuse_output"] is True
     assert set(single.space) <= single_knobs  # no dead knob: every mutation changes the kernel
     split = structure_of(pats["split_single_pass"], {"sms": 132}, {})
@@ -46,7 +46,7 @@ def test_patterns_pin_structure_and_respect_the_kernel_space():
     assert "cp_min_programs" not in single.space and not any(k.startswith("seg_") for k in single.space)
     cp = structure_of(pats["context_parallel"], {"sms": 132}, {})
     assert cp.start["cp"] is True and "cp" not in cp.space
-    assert {"cp_warm_chunks", "cp_warm_log_decay", "prep_algo"} <= set(cp.space)  # the warm-up is searched
+    assert {"cp_warm_chunks", "cp_warm_log_decay", "prep_prec"} <= set(cp.space)  # the warm-up is searched
     assert cp.space["cp_min_programs"] == [132, 264, 528]  # the H200 region
     assert structure_of(pats["context_parallel"], {"sms": 0}, {}).space["cp_min_programs"] == space["cp_min_programs"]
     for s in (single, cp):
@@ -245,7 +245,13 @@ def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kco
     assert plan.pattern == "single_pass"  # unrelated code: the records say nothing about it
 
 
-@pytest.mark.parametrize("op_name", ["gdn_prefill", "fa4_decode"])
+# gdn_prefill's entries were measured against the kernel before the tc64 prep (2026-12-05): an edit of
+# baseline.py's code makes them stale by design (aka.knowledge.measured), so until an H200 run records
+# against the new code they do not apply. strict: the day they apply again, this marker must go.
+_GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge predates the tc64 baseline")
+
+
+@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode"])
 def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
     """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
     runs recorded (kernels/<op>/knowledge.json), 20 proposals of the offline search on an H200 contain no
@@ -255,9 +261,7 @@ def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_lo
     from aka.knowledge.measured import knowledge_path, read_knowledge
 
     op = get_op(op_name)
-    promoted = op.promoted_kernel()  # gdn_prefill's: baseline.py with promoted.json's CONFIG values
-    assert promoted is not None
-    kdir, source = op.path("baseline").parent, promoted.read_text()
+    kdir, source = op.path("baseline").parent, op.default_kernel().read_text()
     inc = read_dict(source, "CONFIG")
     entries = read_knowledge(knowledge_path(kdir)).applicable("NVIDIA H200", "graph", code_hash(source), inc)
     assert entries  # the file holds H200 measurements that apply to the shipped kernel

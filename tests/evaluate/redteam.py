@@ -45,10 +45,10 @@ def source_of(k: Kernel) -> str:
         return (HERE / f"{k.id}.py").read_text()
     if k.base.startswith("adv:"):
         src = (HERE / f"{k.base[4:]}.py").read_text()
-    elif k.base == "promoted":  # promoted.py, or baseline.py with promoted.json's CONFIG values
+    elif k.base == "promoted":  # the shipped kernel: promoted.py, baseline.py with promoted.json's values, or baseline.py
         from aka.contract.ops import get_op
 
-        src = get_op(k.op, ROOT).promoted_kernel().read_text()
+        src = get_op(k.op, ROOT).default_kernel().read_text()
     else:
         src = (ROOT / "kernels" / k.op / f"{k.base}.py").read_text()
     for search, replace in k.edits:

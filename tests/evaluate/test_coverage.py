@@ -14,7 +14,7 @@ OPS = ["gdn_prefill", "fa4_decode", "fa4_prefill"]
 
 def _paths(name: str, impl: str, sets: str):
     op = get_op(name)
-    path = op.promoted_kernel() if impl == "promoted" else op.path(impl)  # gdn_prefill's: CONFIG values
+    path = op.default_kernel() if impl == "promoted" else op.path(impl)  # the baseline where none is promoted
     module = load_module(path, f"aka_coverage_{name}_{impl}")
     cases = [c for s in sets.split(",") for c in op.cases(s)]
     return set_paths(op, getattr(module, op.spec.entry), module, cases)
@@ -35,7 +35,7 @@ def test_removing_an_edge_case_that_holds_a_path_fails_coverage():
     3) no small shape compiles the segment kernel for a head count that is not a power of two, which
     the full set's G9 (48 value heads) does."""
     op = get_op("gdn_prefill")
-    module = load_module(op.promoted_kernel(), "aka_coverage_gdn_e8")
+    module = load_module(op.default_kernel(), "aka_coverage_gdn_e8")
     fn = getattr(module, op.spec.entry)
     full = set_paths(op, fn, module, op.cases("full"))
     small = set_paths(op, fn, module, [c for c in op.cases("smoke") + op.cases("edge") if c.id != "E8"])

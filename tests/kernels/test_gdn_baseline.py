@@ -124,15 +124,13 @@ def test_cp_strong_decay():
         {"fwd_algo": "w", "fwd_warps": 8, "fwd_loop_stages": 1, "seg_algo": "w", "seg_loop_stages": 1},
         {"ks_split": True},
         {"fwd_prefetch": True, "fwd_loop_stages": 1},
-        {"prep_algo": "reg16k", "prep_bk": 32},
-        {"prep_algo": "reg16k", "prep_bk": 64, "prep_warps": 4},
-        {"p_kernel": True, "p_warps": 4},
+        {"prep_prec": "tf32x3"},
         {"gate_f32": False},
         {"gate_q": "pdec"},
         {"gate_q": "row"},
     ],
-    ids=["bv32", "bv128", "nocp", "no_pre_p", "w_order", "ks_split", "prefetch", "reg16k", "reg16k_bk64", "p_kernel",
-         "gate_bf16", "gate_pdec", "gate_row"],
+    ids=["bv32", "bv128", "nocp", "no_pre_p", "w_order", "ks_split", "prefetch", "prep_tf32x3", "gate_bf16",
+         "gate_pdec", "gate_row"],
 )
 def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
@@ -150,36 +148,25 @@ def test_gate_f32_removes_roundings():
         assert es <= 0.93 * es0 and eo <= eo0, (gq, eo, es, eo0, es0)
 
 
-# prep algorithms (docs/perf/gdn_prefill.md): reg16 (the default: one launch, in-register substitution),
-# sub16 (A rows through memory, two launches) and blk16 (one launch, series inverses)
-REG = {"prep_algo": "reg16", "prep_warps": 2, "prep_prec": "tf32"}
-SUB = {"prep_algo": "sub16", "prep_warps": 2, "prep_prec": "ieee"}
-SUBF = {"prep_algo": "sub16f", "prep_warps": 4, "prep_prec": "tf32"}  # sub16's halves in one program
-BLK = {"prep_algo": "blk16", "prep_warps": 4}
-
-
+# the prep (_prep64_kernel) beside the serial kernels' options: P from the prep or not, precisions, and
+# HV = HK with context parallelism forced on (segments of one chunk)
 @pytest.mark.parametrize(
     "cfg",
     [
-        SUB,
-        SUBF,
-        dict(REG, pre_p=False, prep_warps=4, prep_prec="ieee"),
-        dict(SUB, pre_p=False, prep_warps=4, kkt_warps=4, prep_prec="tf32x3"),
-        dict(SUB, pre_p=False, fuse_output=False),
-        dict(BLK, prep_prec="ieee", prep_warps=8, prep_stages=1),
-        pytest.param(dict(BLK, prep_prec="tf32", prep_warps=8), marks=pytest.mark.slow),
+        {"pre_p": False, "fwd_algo": "w", "prep_prec": "ieee"},
+        {"fuse_output": False, "pre_p": False},
+        {"prep_prec": "tf32x3", "prep_stages": 1},
+        {"gate_q": "pow2"},
     ],
-    ids=["sub16", "sub16f", "reg16_nopp_w4_ieee", "sub16_nopp_w4_tf32x3", "sub16_split_nopp", "blk16_ieee",
-         "blk16_tf32"],
+    ids=["nopp_w_ieee", "split_nopp", "tf32x3_st1", "pow2"],
 )
 def test_prep_options_ragged_h0(cfg):
     # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
     check([1, 63, 65, 129], 1, 2, cfg=cfg, h0=True, seed=12)
 
 
-@pytest.mark.parametrize("cfg", [SUB, SUBF, BLK], ids=["sub16", "sub16f", "blk16"])
-def test_prep_hv_equals_hk_cp(cfg):
-    check([129, 40], 2, 2, cfg=dict(CP, **cfg), seed=13)
+def test_prep_hv_equals_hk_cp():
+    check([129, 40], 2, 2, cfg=CP, seed=13)
 
 
 def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
@@ -201,9 +188,8 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
     mod._index_kernel[(1,)](cu, cuc, cus, N, 10**6, BT=64, BLOCK=16)
     tb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
     pb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
-    ascr = torch.full((T, hv, 64), float("nan"))  # sub16's scratch: rows nobody writes must never be read
     mod._prep(q, k, g, beta, cu, cuc, tb, pb, N, D**-0.5, max(1, N.bit_length()) + 1, int(cuc[-1]),
-              dict(cfg, pre_p=True), ascr=ascr)
+              dict(cfg, pre_p=True))
     ref = torch.zeros(T, hv, 64, dtype=torch.float64)
     heads = torch.arange(hv) // (hv // hk)
     cl = cu.tolist()
@@ -223,12 +209,11 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
 
 @pytest.mark.parametrize("corr", [0.0, 0.9], ids=["random_keys", "correlated_keys"])
 def test_prep_tb_vs_float64(corr):
-    # Tb straight from the prep kernel vs the float64 triangular solve, both algorithms; the bf16 store
-    # alone costs ~2e-3 relative, so both must sit at that floor (the interpreter's dots are fp32, so
-    # tf32 rounding cannot show here: see the emulation in scripts/device/bench_gdn_prefill.py --emulate-prep)
+    # Tb straight from the prep kernel vs the float64 triangular solve; the bf16 store alone costs ~2e-3
+    # relative, so it must sit at that floor (the interpreter's dots are fp32, so tf32 rounding cannot
+    # show here: see the emulation in scripts/device/bench_gdn_prefill.py --emulate-prep)
     errs = {}
-    for name, cfg in (("blk16", BLK), ("sub16", SUB), ("sub16_tf32x3", dict(SUB, prep_prec="tf32x3")),
-                      ("reg16", REG), ("sub16f", SUBF)):
+    for name, cfg in (("tf32", {}), ("ieee", {"prep_prec": "ieee"})):
         tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
         errs[name] = rel(tb, ref)
         assert errs[name] <= 4e-3, (name, errs)
@@ -262,22 +247,10 @@ def test_split_wu_ragged_lengths_h0_and_cp():
 
 def test_split_extra_memory_g1():
     # G1 (T 8192, N 1, HV 32): split adds bf16 states (129 chunk slots, bound T/64 + N) and V~
-    blk = {"prep_algo": "blk16"}  # no prep scratch: the split's buffers simply add up
-    fused = mod.extra_memory_bytes(8192, 1, 32, cfg={"fuse_output": True, **blk})
-    split = mod.extra_memory_bytes(8192, 1, 32, cfg={**SPLIT, **blk})
+    fused = mod.extra_memory_bytes(8192, 1, 32, cfg={"fuse_output": True})
+    split = mod.extra_memory_bytes(8192, 1, 32, cfg=SPLIT)
     assert split - fused == 129 * 32 * 128 * 128 * 2 + 8192 * 32 * 128 * 2
     assert mod.extra_memory_bytes(8192, 1, 32, cfg=SPLIT) < 370e6  # fla 0.6.0's intermediates at G1
-
-
-def test_sub16_scratch_counts_against_the_later_buffers():
-    # sub16's fp32 A rows (T x HV x 64 x 4 B) are freed before the CP transitions are allocated, so
-    # the peak is Tb + P + indices + the larger of the two (H200, 2026-11-29: 134 MB measured at G1)
-    tb_p = 8192 * 32 * 64 * 2 * 2 + 2 * 2 * 4
-    scratch = 8192 * 32 * 64 * 4
-    blk = mod.extra_memory_bytes(8192, 1, 32, cfg={"prep_algo": "blk16"})
-    sub = mod.extra_memory_bytes(8192, 1, 32, cfg={"prep_algo": "sub16"})
-    assert sub == tb_p + max(blk - tb_p, scratch)
-    assert sub > blk and abs(sub - 134e6) < 1e6
 
 
 @pytest.mark.slow
