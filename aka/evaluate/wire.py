@@ -6,19 +6,31 @@ the checker (the worker process, aka.evaluate.checker) and the candidate's proce
 - ``ImplRef``: an implementation as the parent names it and the candidate's process loads it;
 - how a failure reads on the way back: ``TaskFailure`` and :func:`failure` (a task that raised: its
   stage and one line), :func:`death` (a process that exited without a result);
+- the candidate's process's protocol (aka.evaluate.host.main, one JSON object a line each way): the
+  checker's requests (``LoadRequest``, ``CallRequest`` with its ``ExpectedOutput``, ``TaskRequest``,
+  ``ExitRequest``; parsed by ``HOST_REQUEST``) and the one answer type, ``HostAnswer``;
+- ``TaskResult``: what a worker writes to its result file (aka.evaluate.checker.worker) and the runner
+  reads back (aka.evaluate.parent.runner);
 - ``SPARE_FLAG``: the command line of a worker started ahead (aka.evaluate.parent.spares).
+
+Every such type is built by its sender and parsed by its receiver at the boundary (``model_dump`` then
+``json.dumps`` on the way out, ``json.loads`` then ``model_validate`` on the way in): inside a process
+the typed object travels, never a dict.
 
 Nothing here starts a process or imports another part of aka.evaluate.
 """
 
 from __future__ import annotations
 
+import inspect
 import signal
 import traceback
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from aka.evaluate.exchange import TensorRef
 from aka.settings import OptimizeSettings
 
 DEFAULT_ROUNDS = OptimizeSettings.model_fields["gate_rounds"].default  # `aka check` gates as the loop does
@@ -122,6 +134,120 @@ class ImplRef(BaseModel):
     config: dict[str, JsonValue] = Field(default_factory=dict, description="CONFIG values set (kernels only)")
 
 
+# ---------------------------------------------------------------------------------------------
+# the candidate's process (aka.evaluate.host.main): the checker's requests and its answers
+
+
+class ExpectedOutput(BaseModel):
+    """One output the checker expects a call to return (from the float64 reference)."""
+
+    name: str = Field(description="the contract's output name")
+    shape: list[int] = Field(description="the reference's shape")
+    dtype: str = Field(description="torch dtype name the contract promises, e.g. bfloat16")
+
+
+class LoadRequest(BaseModel):
+    """Import the candidate module; its entry function must exist."""
+
+    cmd: Literal["load"] = "load"
+    kernel: str = Field(description="path of the candidate module")
+    entry: str = Field(description="the contract's entry function name")
+
+
+class CallRequest(BaseModel):
+    """Call the candidate once on inputs from the exchange folder; its outputs go back there."""
+
+    cmd: Literal["call"] = "call"
+    device: str = Field(description="'cuda' or 'cpu': where the inputs go and the outputs must be")
+    inputs: dict[str, TensorRef | None] = Field(default_factory=dict,
+                                                description="tensor inputs by name, as exchange files")
+    scalars: dict[str, Any] = Field(default_factory=dict,
+                                    description="every other keyword argument (JSON-able): non-tensor inputs and "
+                                    "the round's drawn scalars")
+    expected: list[ExpectedOutput] = Field(default_factory=list, description="the outputs, in order")
+    config: dict[str, JsonValue] | None = Field(None, description="CONFIG keys the shape case forces for this call")
+    profile: bool = Field(False, description="list the device kernels the call ran (GPU profiler)")
+    reuse_inputs: bool = Field(False, description="the previous call's inputs again (the gate's repeats): no file "
+                               "reads")
+
+
+class TaskRequest(BaseModel):
+    """Run one of aka's own harnesses (``module:function``, module under aka.) beside the candidate."""
+
+    cmd: Literal["task"] = "task"
+    task: str = Field(description="'module:function'; the function takes the payload and returns JSON-able data")
+    payload: dict[str, Any] = Field(default_factory=dict, description="the harness's JSON-able argument; the host "
+                                    "adds exchange_dir")
+
+
+class ExitRequest(BaseModel):
+    """End the candidate's process."""
+
+    cmd: Literal["exit"] = "exit"
+
+
+HostRequest = Annotated[LoadRequest | CallRequest | TaskRequest | ExitRequest, Field(discriminator="cmd")]
+HOST_REQUEST: TypeAdapter[HostRequest] = TypeAdapter(HostRequest)  # parses one request line's object
+
+
+class HostAnswer(BaseModel):
+    """The candidate's process's answer to one request: ``ok`` false with stage and error when it raised;
+    otherwise the fields of the request's kind."""
+
+    ok: bool = Field(description="the request was handled (a call may still carry a problem)")
+    stage: str | None = Field(None, description="when not ok: where it failed (aka.evaluate.wire.STAGES)")
+    error: str = Field("", description="when not ok: one line")
+    problem: str = Field("", description="call: why its outputs are refused (what only the candidate's side sees)")
+    launches: Launches | None = Field(None, description="call: what it ran")
+    outputs: list[TensorRef] = Field(default_factory=list, description="call: the outputs, as exchange files")
+    dtypes: list[str] = Field(default_factory=list, description="call: the outputs' dtype names")
+    value: Any = Field(None, description="task: the harness's JSON-able return value")
+
+
+class CoveragePayload(BaseModel):
+    """aka.evaluate.host.coverage:host_coverage's argument, sent by the gate after a pass (``aka check``)."""
+
+    op: str = Field(description="operator line")
+    root: str = Field(description="project root holding workloads/")
+    kernel: str = Field(description="path of the module the gate loaded in this process")
+    ids: list[str] = Field(description="the shape ids the gate checked")
+    exchange_dir: str | None = Field(None, description="set by the candidate's process (unused here)")
+
+
+class CoverageAnswer(BaseModel):
+    """What the full set compiles that the checked shapes never do."""
+
+    missing: dict[str, list[str]] = Field(description="kernel or specialisation path -> the full set's shape ids "
+                                          "that reach it")
+    n_full: int = Field(description="how many kernels and specialisations the full set compiles")
+
+
+def call_typed(fn: Callable[[Any], Any], payload: dict[str, Any]) -> Any:
+    """``fn(payload)`` at a process boundary (a worker task, a harness in the candidate's process): the
+    payload parsed into the model fn's first parameter is annotated with (passed as it came when that is
+    no model), a model it returns dumped to JSON-able data."""
+    params = list(inspect.signature(fn).parameters.values())
+    kind = params[0].annotation if params else None
+    if isinstance(kind, str):  # `from __future__ import annotations`: resolve it where fn was defined
+        try:
+            kind = eval(kind, getattr(fn, "__globals__", {}))  # noqa: S307 - aka's own annotation text
+        except NameError:  # a name imported for type checking only: no model to parse into
+            kind = None
+    arg = kind.model_validate(payload) if isinstance(kind, type) and issubclass(kind, BaseModel) else payload
+    out = fn(arg)
+    return out.model_dump() if isinstance(out, BaseModel) else out
+
+
+class TaskResult(BaseModel):
+    """What a worker task became, as the worker writes it to its result file (aka.evaluate.checker.worker)
+    and the runner reads it back (aka.evaluate.parent.runner.WorkerResult adds what the runner saw)."""
+
+    ok: bool = Field(description="the task returned (its value may still say 'failed')")
+    stage: str | None = Field(None, description="when not ok: where it failed (STAGES)")
+    value: Any = Field(None, description="when ok: the task's JSON-able return value")
+    error: str = Field("", description="when not ok: one line")
+
+
 class TaskFailure(Exception):
     """Raised by a task to fail with a specific stage (e.g. "import" when a candidate won't load)."""
 
@@ -159,11 +285,11 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text}"[:limit]
 
 
-def failure(exc: BaseException) -> dict:
+def failure(exc: BaseException) -> TaskResult:
     """The result record of a task that raised (its traceback goes to the log)."""
     traceback.print_exc()
     told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
-    return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
+    return TaskResult(ok=False, stage=classify(exc), error=str(exc)[:300] if told else one_line(exc))
 
 
 def death(code: int | None, tail: str, who: str = "worker") -> tuple[str, str, str | None]:

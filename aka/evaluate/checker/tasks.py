@@ -10,6 +10,7 @@ from typing import Any
 
 from aka.contract.shapes import every_case
 from aka.evaluate.checker.gpulock import gpu_lock
+from aka.evaluate.wire import GatePayload
 
 
 def compile_worker(payload: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +97,7 @@ def screen_worker(payload: dict[str, Any]) -> dict[str, Any]:
         bench = _timed(host, payload) if paired else None
         if paired and (why := _cannot_win(bench, payload)):
             return {"gate": None, "gate_skipped": why, "bench": bench}
-        report = gate_on(host, {**payload, "shapes": payload["gate_shapes"]})
+        report = gate_on(host, GatePayload.model_validate({**payload, "shapes": payload["gate_shapes"]}))
         report.stderr_tail = host.log_tail()
         if report.passed and not paired:
             bench = _timed(host, payload)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.wire import TaskFailure
+from aka.evaluate.wire import TaskFailure, TaskRequest
 from aka.hardware import datasheet_peaks
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op
@@ -31,12 +31,12 @@ def run_host_task(host, task: str, payload: dict[str, Any], timeout: float) -> d
     from aka.evaluate.checker.sandbox import HostError
 
     try:
-        ans = host.request({"cmd": "task", "task": task, "payload": payload}, timeout=timeout)
+        ans = host.request(TaskRequest(task=task, payload=payload), timeout=timeout)
     except HostError as exc:
         raise TaskFailure(exc.stage, str(exc)) from None
-    if not ans["ok"]:
-        raise TaskFailure(ans.get("stage") or "run", str(ans.get("error", "")))
-    value = ans.get("value")
+    if not ans.ok:
+        raise TaskFailure(ans.stage or "run", ans.error)
+    value = ans.value
     if not isinstance(value, dict):
         raise TaskFailure("check", "the timing harness answered with malformed data")
     return value

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from aka.evaluate.parent import spares
-from aka.evaluate.wire import death
+from aka.evaluate.wire import TaskResult, death
 
 Stage = Literal["policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"]
 
@@ -104,7 +104,7 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
         return WorkerResult(ok=False, stage="timeout", error=f"no result within {timeout:g} s: killed", **base)
     if result is not None:
         try:
-            return WorkerResult(**result, **base)
+            return WorkerResult(**TaskResult.model_validate(result).model_dump(), **base)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             return WorkerResult(ok=False, stage="crash", error=f"malformed worker result: {exc}"[:300], **base)
     return _death(proc.returncode, tail, base)
@@ -282,13 +282,12 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     return timed_out
 
 
-def _read_result(path: Path) -> dict | None:
+def _read_result(path: Path) -> object | None:
+    """The result file's JSON (a TaskResult as aka.evaluate.checker.worker writes it); None when there is none."""
     try:
-        raw = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    keys = ("ok", "stage", "value", "error")
-    return {k: raw[k] for k in keys if k in raw}
 
 
 def _death(code: int | None, tail: str, base: dict) -> WorkerResult:
