@@ -26,7 +26,7 @@ import inspect
 import signal
 import traceback
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
@@ -222,6 +222,176 @@ class CoverageAnswer(BaseModel):
     n_full: int = Field(description="how many kernels and specialisations the full set compiles")
 
 
+# ---------------------------------------------------------------------------------------------
+# the timing tasks: the parent's payloads to the checker's bench_worker, compare_worker and screen_worker
+# (aka.evaluate.checker.verify, .tasks), which send them on, with the checker's additions, to the harness in
+# the candidate's process (aka.evaluate.host.harness)
+
+
+class Ceilings(BaseModel):
+    """The two measured rates a roofline divides by (calibrated in the checker, aka.evaluate.checker.calibrate)."""
+
+    device: str = Field(description="device name as the driver reports it")
+    driver: str = Field(description="driver version the numbers were measured under")
+    copy_tbps: float = Field(gt=0, description="device-to-device copy, (read + written bytes) / time, TB/s")
+    gemm_tflops: float = Field(gt=0, description="bf16 GEMM rate, 2 M N K / time, TFLOP/s")
+
+    def floor_us(self, flops: float, nbytes: float) -> float:
+        """The roofline time: the larger of compute time and memory time at the measured rates."""
+        return max(flops / (self.gemm_tflops * 1e12), nbytes / (self.copy_tbps * 1e12)) * 1e6
+
+
+class VerifySettings(BaseModel):
+    """Which timed outputs go back to the checker to be checked against the float64 reference."""
+
+    impls: list[str] | None = Field(None, description="implementations sampled; None: every kernel (competitors "
+                                    "are not the candidate's)")
+    shapes: list[str] | None = Field(None, description="shape ids sampled; None: every shape")
+    last: bool = Field(True, description="also the last eager call of every sampled shape, beside the probe")
+    seed: int | None = Field(None, description="draws the probe calls; None: the checker draws one")
+
+
+class StopRule(BaseModel):
+    """When a screen stops timing (aka.evaluate.host.harness.losing): `name` runs clearly slower than
+    `against`."""
+
+    name: str = Field(description="the implementation judged (the candidate)")
+    against: str = Field(description="the one it is measured against (the incumbent)")
+    timing: str = Field(description="'eager' or 'graph': the medians compared")
+    after: int = Field(description="shapes timed at least before the geomean rule applies")
+    below: float = Field(description="stop once the geomean ratio against/name is under this")
+    shape_below: float | None = Field(None, description="stop at once when one shape's ratio is under this")
+
+
+class TimingPayload(BaseModel):
+    """What every timing task reads (bench and compare). Extra keys are ignored: a screen's payload is
+    sent on to the bench as it is."""
+
+    model_config = ConfigDict(extra="ignore")
+    op: str = Field(description="operator line, e.g. gdn_prefill")
+    root: str | None = Field(None, description="project root holding workloads/ (None: aka's own)")
+    shapes: str = Field("full", description="shape sets or ids, comma-separated")
+    config: dict[str, JsonValue] | None = Field(None, description="aka.evaluate.host.bench.BenchConfig's fields; "
+                                                "None: its defaults (for_cpu() without a GPU)")
+    graph: bool | None = Field(None, description="False: no CUDA-graph timing, whatever the config says")
+    time_cap_s: float | None = Field(None, description="sampling seconds per timing (`aka bench --time-cap`)")
+    force_cpu: bool = Field(False, description="time on the CPU (Triton's interpreter) even with a GPU")
+    seed: int = Field(0, description="base seed of the input copies")
+    rank: str = Field("eager", description="the timing the op ranks on: 'eager' or 'graph'")
+    verify: VerifySettings | None = Field(None, description="timed outputs sent back to be checked; the checker "
+                                          "always sets it before the harness runs")
+    timeout_s: float = Field(3600.0, gt=0, description="the harness's deadline in the candidate's process")
+    exchange_dir: str | None = Field(None, description="set by the candidate's process: where sampled outputs go")
+
+
+class BenchPayload(TimingPayload):
+    """bench_worker's (and the harness's bench_host's) argument: every implementation on every shape."""
+
+    impls: list[ImplRef] = Field(description="the implementations timed, in table order")
+    first: list[str] = Field(default_factory=list, description="shapes timed first (they stopped earlier screens)")
+    stop: StopRule | None = Field(None, description="a screen's early stop; None: every shape is timed")
+    ceilings: Ceilings | None = Field(None, description="measured by the checker, never in the candidate's process")
+    ceilings_notes: list[str] = Field(default_factory=list, description="why there are no ceilings, when not")
+    progress_path: str | None = Field(None, description="a file the harness appends a ProgressLine to per shape")
+
+
+class ComparePayload(TimingPayload):
+    """compare_worker's (and compare_host's) argument: A against B, ABBA-interleaved."""
+
+    a: ImplRef = Field(description="A: the incumbent")
+    b: ImplRef = Field(description="B: the candidate, whose timed outputs are checked")
+
+
+class ScreenPayload(BenchPayload):
+    """screen_worker's argument: the small sets' gate and the timing in one candidate process."""
+
+    kernel: str = Field(description="path of the candidate module (gated)")
+    gate_shapes: str = Field(description="the sets the gate checks, comma-separated")
+    rounds: int = Field(DEFAULT_ROUNDS, ge=1, description="gate rounds per shape")
+    gate_above: float | None = Field(None, description="paired with the incumbent (GPU): timed first, gated only "
+                                     "when its gain is above this; None: gated first")
+    gpu_lock: str | None = Field(None, description="the GPU's lock file; the timing holds it exclusively")
+
+    def gate(self) -> GatePayload:
+        """The gate's payload: the candidate on the gate's sets."""
+        return GatePayload(op=self.op, root=self.root or "", kernel=self.kernel, shapes=self.gate_shapes,
+                           rounds=self.rounds, seed=self.seed, timeout_s=self.timeout_s)
+
+
+class ScreenResult(BaseModel):
+    """What screen_worker returns: the gate's report (None when skipped) and the bench value."""
+
+    gate: GateReport | None = Field(None, description="None: not gated (gate_skipped says why), or not reached")
+    gate_skipped: str | None = Field(None, description="why the candidate was not gated (it cannot win)")
+    bench: dict[str, Any] | None = Field(None, description="bench_worker's value (rows of cells); None when the "
+                                         "gate failed first")
+
+
+class ProgressLine(BaseModel):
+    """One line per finished shape that bench_host appends to BenchPayload.progress_path."""
+
+    shape: str
+    done: int = Field(description="shapes finished")
+    total: int = Field(description="shapes to time")
+    median_us: dict[str, float] = Field(default_factory=dict, description="implementation -> eager median")
+    graph_us: dict[str, float] = Field(default_factory=dict, description="implementation -> graph replay median")
+    interpreter: bool = False
+    elapsed_s: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the compile call (aka.evaluate.checker.tasks.compile_worker)
+
+
+class CompilePayload(BaseModel):
+    """compile_worker's argument: call the candidate once per shape case, untimed."""
+
+    op: str = Field(description="operator line")
+    root: str = Field(description="project root holding workloads/")
+    path: str = Field(description="path of the candidate module")
+    force_cpu: bool = Field(False, description="the interpreter even with a GPU")
+    cases: list[str] | None = Field(None, description="this worker's share of the shape ids; None: every case")
+    precompile: int | None = Field(None, description="compile every specialisation first on this many forked "
+                                   "children (aka.evaluate.checker.precompile); None: not ahead")
+    gpu_lock: str | None = Field(None, description="the GPU's lock file; each call holds it shared")
+    stats: bool = Field(True, description="read the compiled kernels' registers and SASS")
+
+
+class Precompiled(BaseModel):
+    """The precompile's record (aka.evaluate.checker.precompile.ahead); unset fields are left out on the wire."""
+
+    OMIT_UNSET: ClassVar[bool] = True  # wire_dump leaves None fields out, as the dicts before these types did
+
+    specs: int = Field(description="distinct specialisations recorded")
+    record_s: float = Field(description="seconds the record took")
+    tainted: list[str] | None = Field(None, description="cases that raised while recorded: start over elsewhere")
+    compiled: int | None = Field(None, description="specialisations compiled by the children")
+    workers: int | None = Field(None, description="forked children")
+    failed: list[str] | None = Field(None, description="the first compile failures")
+    seconds: float | None = Field(None, description="record and compile, seconds")
+
+
+class ChildCompiled(BaseModel):
+    """What one forked compile child writes to its pipe."""
+
+    compiled: int
+    failed: list[str] = Field(default_factory=list, description="the first two failures, one line each")
+
+
+class CompileResult(BaseModel):
+    """compile_worker's value; unset fields are left out on the wire."""
+
+    OMIT_UNSET: ClassVar[bool] = True
+
+    seconds: float = Field(description="the calls' own work")
+    cases: int | None = Field(None, description="cases called; None when the precompile was tainted")
+    compile_stats: dict[str, JsonValue] | None = Field(None, description="aka.evaluate.static.compstats.CompileStats")
+    launches: list[dict[str, JsonValue]] = Field(default_factory=list, description="the interpreter's Triton "
+                                                 "launches (aka.evaluate.static.offline_sm90.capture)")
+    stats_s: float | None = Field(None, description="seconds reading the kernels' registers and SASS")
+    precompile: Precompiled | None = None
+
+
 def call_typed(fn: Callable[[Any], Any], payload: dict[str, Any]) -> Any:
     """``fn(payload)`` at a process boundary (a worker task, a harness in the candidate's process): the
     payload parsed into the model fn's first parameter is annotated with (passed as it came when that is
@@ -235,7 +405,13 @@ def call_typed(fn: Callable[[Any], Any], payload: dict[str, Any]) -> Any:
             kind = None
     arg = kind.model_validate(payload) if isinstance(kind, type) and issubclass(kind, BaseModel) else payload
     out = fn(arg)
-    return out.model_dump() if isinstance(out, BaseModel) else out
+    return wire_dump(out) if isinstance(out, BaseModel) else out
+
+
+def wire_dump(model: BaseModel) -> dict[str, Any]:
+    """A model as the JSON-able dict that crosses (json.dumps next): a model marked OMIT_UNSET leaves its
+    None fields out, nested ones too, so readers of the files older versions wrote see the same keys."""
+    return model.model_dump(exclude_none=getattr(model, "OMIT_UNSET", False))
 
 
 class TaskResult(BaseModel):
