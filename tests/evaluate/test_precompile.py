@@ -58,7 +58,8 @@ def test_one_call_compiles_every_specialisation_on_forks_then_runs_every_case(mo
 
 
 def test_a_tainted_record_or_a_dead_worker_is_never_the_candidates(monkeypatch):
-    for first in ((True, {"seconds": 1.0, "precompile": {"specs": 3, "record_s": 0.2, "tainted": ["D1: RuntimeError: x"]}}, ""),
+    tainted = {"specs": 3, "record_s": 0.2, "tainted": ["D1: RuntimeError: x"]}
+    for first in ((True, {"seconds": 1.0, "precompile": tainted}, ""),
                   (False, None, "crash: worker died of SIGSEGV"), (False, None, "timeout: no result within 300 s")):
         def answers(p, first=first):
             return first if p.precompile is not None else (True, {"seconds": 0.5, "cases": len(p.cases)}, "")
