@@ -255,7 +255,7 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     refs, extra = write_inputs(host.folder, inputs)
     req = CallRequest(device=device, inputs=refs, scalars={**extra, **scalars}, expected=expected,
                       config=case.config, profile=r == 0 and device == "cuda")
-    head = dict(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None)
+    head = RoundResult(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None, ok=False)
     rr, outs, stage = _call_checked(host, req, head, spec, ref, plain, prev, deadline)
     for k in range(repeats if rr.ok else 0):  # the same inputs again: a race between programs shows on some calls
         again, _, stage = _call_checked(host, req.model_copy(update={"profile": False, "reuse_inputs": True}), head,
@@ -267,8 +267,9 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     return rr, outs, stage
 
 
-def _call_checked(host, req: CallRequest, head: dict[str, Any], spec, ref, plain, prev, deadline: float):
-    """One call of the candidate and the checks of its outputs: (RoundResult, outputs, stage)."""
+def _call_checked(host, req: CallRequest, head: RoundResult, spec, ref, plain, prev, deadline: float):
+    """One call of the candidate and the checks of its outputs: (RoundResult, outputs, stage); `head` holds
+    the round's own fields (round, seed, variant, scalars, warm), the rest is this call's."""
     import torch
 
     from aka.evaluate import exchange
@@ -282,21 +283,22 @@ def _call_checked(host, req: CallRequest, head: dict[str, Any], spec, ref, plain
         if stage in ("oom", "device-fault"):
             raise HostError(stage, ans.error)
         why = f"raised {ans.error}" if stage == "run" else f"{stage} error: {ans.error}"
-        return RoundResult(**head, ok=False, reason=why), None, stage
+        return head.model_copy(update={"ok": False, "reason": why}), None, stage
     launches = ans.launches
     if ans.problem:
-        return RoundResult(**head, ok=False, reason=ans.problem, launches=launches), None, "check"
+        return head.model_copy(update={"ok": False, "reason": ans.problem, "launches": launches}), None, "check"
     try:
         outs = [_read_output(host.folder, ans.outputs[i], req.expected[i], req.device) for i in range(len(names))]
     except (exchange.ExchangeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        return RoundResult(**head, ok=False, reason=f"outputs came back malformed: {exc}"), None, "check"
+        return head.model_copy(update={"ok": False, "reason": f"outputs came back malformed: {exc}"}), None, "check"
     checks = [
         check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], req.device, {},
                      prev[i] if prev else None)
         for i, (name, out) in enumerate(zip(names, outs))
     ]
     bad = [c for c in checks if not c.ok]
-    return (RoundResult(**head, ok=not bad, reason=bad[0].reason if bad else "", outputs=checks, launches=launches),
+    return (head.model_copy(update={"ok": not bad, "reason": bad[0].reason if bad else "", "outputs": checks,
+                                    "launches": launches}),
             outs, "check")
 
 
