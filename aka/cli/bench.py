@@ -24,6 +24,7 @@ from aka.evaluate.host.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
 from aka.evaluate.parent import door
 from aka.evaluate.parent.impls import resolve
 from aka.evaluate.parent.outcomes import host_cost
+from aka.evaluate.wire import BenchPayload, ProgressLine
 
 console = Console()
 WORKER = "aka.evaluate.checker.verify:bench_worker"
@@ -38,7 +39,7 @@ class BenchUsageError(AkaError):
     """A bad `aka bench` argument."""
 
 
-def run_worker(payload: dict[str, Any], timeout: float, total: int | None = None) -> dict[str, Any]:
+def run_worker(payload: BenchPayload, timeout: float, total: int | None = None) -> dict[str, Any]:
     """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone.
 
     With ``total`` (the number of shapes) a progress bar follows the worker, and each finished shape
@@ -52,7 +53,7 @@ def run_worker(payload: dict[str, Any], timeout: float, total: int | None = None
     return res.value
 
 
-def _with_progress(payload: dict[str, Any], timeout: float, total: int):
+def _with_progress(payload: BenchPayload, timeout: float, total: int):
     with tempfile.TemporaryDirectory(prefix=f"aka-bench-{os.getpid()}-") as tmp:
         path = Path(tmp) / "progress.jsonl"
         path.touch()
@@ -61,20 +62,21 @@ def _with_progress(payload: dict[str, Any], timeout: float, total: int):
             TimeElapsedColumn(), TextColumn("{task.description}"), console=console, transient=True,
         ) as bar:
             task = bar.add_task("starting the worker", total=total)
-            fut = pool.submit(door.run, WORKER, {**payload, "progress_path": str(path)}, timeout=timeout)
+            fut = pool.submit(door.run, WORKER, payload.model_copy(update={"progress_path": str(path)}),
+                              timeout=timeout)
             seen = 0
             while True:
                 finished = fut.done()  # read the file after this, so the last line is never missed
                 lines = path.read_text().splitlines()
                 for line in lines[seen:]:
-                    rec = json.loads(line)
-                    graph = rec.get("graph_us") or {}
+                    rec = ProgressLine.model_validate(json.loads(line))
+                    graph = rec.graph_us
                     times = ", ".join(f"{n} {us:,.1f} µs" + (f" (graph {graph[n]:,.1f})" if n in graph else "")
-                                      for n, us in rec["median_us"].items())
-                    label = f" ({NOT_REPRESENTATIVE})" if rec.get("interpreter") else ""
-                    at = f"  [{rec['elapsed_s']:.0f} s]" if "elapsed_s" in rec else ""
-                    bar.console.print(f"  {rec['shape']:<6} {times}{label}{at}", highlight=False, soft_wrap=True)
-                    bar.update(task, completed=rec["done"], description=f"last: {rec['shape']}")
+                                      for n, us in rec.median_us.items())
+                    label = f" ({NOT_REPRESENTATIVE})" if rec.interpreter else ""
+                    at = f"  [{rec.elapsed_s:.0f} s]"
+                    bar.console.print(f"  {rec.shape:<6} {times}{label}{at}", highlight=False, soft_wrap=True)
+                    bar.update(task, completed=rec.done, description=f"last: {rec.shape}")
                 seen = len(lines)
                 if finished:
                     return fut.result()
@@ -235,11 +237,8 @@ def bench(
                           "insist; interpreter times are not representative)[/yellow]")
     n_shapes = len(o.cases(shapes))  # a bad shape set fails here, in one line, before any process starts
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
-    payload = {"op": o.name, "root": str(o.root), "impls": [r.model_dump() for r in refs], "shapes": shapes}
-    if not graph:
-        payload["graph"] = False
-    if time_cap:
-        payload["time_cap_s"] = time_cap
+    payload = BenchPayload(op=o.name, root=str(o.root), impls=refs, shapes=shapes, graph=False if not graph else None,
+                           time_cap_s=time_cap or None)
     result = run_worker(payload, timeout, total=n_shapes)
     console.print(render(result, speedup))
     for line in notes(result, [s.model_dump() for s in skipped]):

@@ -19,6 +19,7 @@ from aka.cli.runs import attempt_row, console, cpu_note, print_summary, ratio_te
 from aka.config import LLMSettings
 from aka.contract.ops import get_op, project_root
 from aka.errors import AkaError, WorkersLost
+from aka.evaluate.wire import ProgressLine
 from aka.run.store import RunStore
 from aka.settings import Budget, OptimizeSettings, PromotionRules, default_candidates
 
@@ -73,11 +74,11 @@ class LineView:
                       soft_wrap=True)
         console.file.flush()
 
-    def shape(self, rec: dict[str, Any]) -> None:
-        times = rec.get("graph_us") or rec.get("median_us") or {}
-        kind = "graph replay" if rec.get("graph_us") else "eager"
-        label = " (interpreter, not representative)" if rec.get("interpreter") else ""
-        self.say(f"  {rec['shape']} ({rec['done']}/{rec['total']}): "
+    def shape(self, rec: ProgressLine) -> None:
+        times = rec.graph_us or rec.median_us
+        kind = "graph replay" if rec.graph_us else "eager"
+        label = " (interpreter, not representative)" if rec.interpreter else ""
+        self.say(f"  {rec.shape} ({rec.done}/{rec.total}): "
                  + ", ".join(f"{n} {us:,.1f} µs" for n, us in times.items()) + f" {kind}{label}")
 
     def update(self, **fields: Any) -> None:

@@ -6,19 +6,31 @@ the checker (the worker process, aka.evaluate.checker) and the candidate's proce
 - ``ImplRef``: an implementation as the parent names it and the candidate's process loads it;
 - how a failure reads on the way back: ``TaskFailure`` and :func:`failure` (a task that raised: its
   stage and one line), :func:`death` (a process that exited without a result);
+- the candidate's process's protocol (aka.evaluate.host.main, one JSON object a line each way): the
+  checker's requests (``LoadRequest``, ``CallRequest`` with its ``ExpectedOutput``, ``TaskRequest``,
+  ``ExitRequest``; parsed by ``HOST_REQUEST``) and the one answer type, ``HostAnswer``;
+- ``TaskResult``: what a worker writes to its result file (aka.evaluate.checker.worker) and the runner
+  reads back (aka.evaluate.parent.runner);
 - ``SPARE_FLAG``: the command line of a worker started ahead (aka.evaluate.parent.spares).
+
+Every such type is built by its sender and parsed by its receiver at the boundary (``model_dump`` then
+``json.dumps`` on the way out, ``json.loads`` then ``model_validate`` on the way in): inside a process
+the typed object travels, never a dict.
 
 Nothing here starts a process or imports another part of aka.evaluate.
 """
 
 from __future__ import annotations
 
+import inspect
 import signal
 import traceback
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from aka.evaluate.exchange import TensorRef
 from aka.settings import OptimizeSettings
 
 DEFAULT_ROUNDS = OptimizeSettings.model_fields["gate_rounds"].default  # `aka check` gates as the loop does
@@ -122,6 +134,296 @@ class ImplRef(BaseModel):
     config: dict[str, JsonValue] = Field(default_factory=dict, description="CONFIG values set (kernels only)")
 
 
+# ---------------------------------------------------------------------------------------------
+# the candidate's process (aka.evaluate.host.main): the checker's requests and its answers
+
+
+class ExpectedOutput(BaseModel):
+    """One output the checker expects a call to return (from the float64 reference)."""
+
+    name: str = Field(description="the contract's output name")
+    shape: list[int] = Field(description="the reference's shape")
+    dtype: str = Field(description="torch dtype name the contract promises, e.g. bfloat16")
+
+
+class LoadRequest(BaseModel):
+    """Import the candidate module; its entry function must exist."""
+
+    cmd: Literal["load"] = "load"
+    kernel: str = Field(description="path of the candidate module")
+    entry: str = Field(description="the contract's entry function name")
+
+
+class CallRequest(BaseModel):
+    """Call the candidate once on inputs from the exchange folder; its outputs go back there."""
+
+    cmd: Literal["call"] = "call"
+    device: str = Field(description="'cuda' or 'cpu': where the inputs go and the outputs must be")
+    inputs: dict[str, TensorRef | None] = Field(default_factory=dict,
+                                                description="tensor inputs by name, as exchange files")
+    scalars: dict[str, Any] = Field(default_factory=dict,
+                                    description="every other keyword argument (JSON-able): non-tensor inputs and "
+                                    "the round's drawn scalars")
+    expected: list[ExpectedOutput] = Field(default_factory=list, description="the outputs, in order")
+    config: dict[str, JsonValue] | None = Field(None, description="CONFIG keys the shape case forces for this call")
+    profile: bool = Field(False, description="list the device kernels the call ran (GPU profiler)")
+    reuse_inputs: bool = Field(False, description="the previous call's inputs again (the gate's repeats): no file "
+                               "reads")
+
+
+class TaskRequest(BaseModel):
+    """Run one of aka's own harnesses (``module:function``, module under aka.) beside the candidate."""
+
+    cmd: Literal["task"] = "task"
+    task: str = Field(description="'module:function'; the function takes the payload and returns JSON-able data")
+    payload: dict[str, Any] = Field(default_factory=dict, description="the harness's JSON-able argument; the host "
+                                    "adds exchange_dir")
+
+
+class ExitRequest(BaseModel):
+    """End the candidate's process."""
+
+    cmd: Literal["exit"] = "exit"
+
+
+HostRequest = Annotated[LoadRequest | CallRequest | TaskRequest | ExitRequest, Field(discriminator="cmd")]
+HOST_REQUEST: TypeAdapter[HostRequest] = TypeAdapter(HostRequest)  # parses one request line's object
+
+
+class HostAnswer(BaseModel):
+    """The candidate's process's answer to one request: ``ok`` false with stage and error when it raised;
+    otherwise the fields of the request's kind."""
+
+    ok: bool = Field(description="the request was handled (a call may still carry a problem)")
+    stage: str | None = Field(None, description="when not ok: where it failed (aka.evaluate.wire.STAGES)")
+    error: str = Field("", description="when not ok: one line")
+    problem: str = Field("", description="call: why its outputs are refused (what only the candidate's side sees)")
+    launches: Launches | None = Field(None, description="call: what it ran")
+    outputs: list[TensorRef] = Field(default_factory=list, description="call: the outputs, as exchange files")
+    dtypes: list[str] = Field(default_factory=list, description="call: the outputs' dtype names")
+    value: Any = Field(None, description="task: the harness's JSON-able return value")
+
+
+class CoveragePayload(BaseModel):
+    """aka.evaluate.host.coverage:host_coverage's argument, sent by the gate after a pass (``aka check``)."""
+
+    op: str = Field(description="operator line")
+    root: str = Field(description="project root holding workloads/")
+    kernel: str = Field(description="path of the module the gate loaded in this process")
+    ids: list[str] = Field(description="the shape ids the gate checked")
+    exchange_dir: str | None = Field(None, description="set by the candidate's process (unused here)")
+
+
+class CoverageAnswer(BaseModel):
+    """What the full set compiles that the checked shapes never do."""
+
+    missing: dict[str, list[str]] = Field(description="kernel or specialisation path -> the full set's shape ids "
+                                          "that reach it")
+    n_full: int = Field(description="how many kernels and specialisations the full set compiles")
+
+
+# ---------------------------------------------------------------------------------------------
+# the timing tasks: the parent's payloads to the checker's bench_worker, compare_worker and screen_worker
+# (aka.evaluate.checker.verify, .tasks), which send them on, with the checker's additions, to the harness in
+# the candidate's process (aka.evaluate.host.harness)
+
+
+class Ceilings(BaseModel):
+    """The two measured rates a roofline divides by (calibrated in the checker, aka.evaluate.checker.calibrate)."""
+
+    device: str = Field(description="device name as the driver reports it")
+    driver: str = Field(description="driver version the numbers were measured under")
+    copy_tbps: float = Field(gt=0, description="device-to-device copy, (read + written bytes) / time, TB/s")
+    gemm_tflops: float = Field(gt=0, description="bf16 GEMM rate, 2 M N K / time, TFLOP/s")
+
+    def floor_us(self, flops: float, nbytes: float) -> float:
+        """The roofline time: the larger of compute time and memory time at the measured rates."""
+        return max(flops / (self.gemm_tflops * 1e12), nbytes / (self.copy_tbps * 1e12)) * 1e6
+
+
+class VerifySettings(BaseModel):
+    """Which timed outputs go back to the checker to be checked against the float64 reference."""
+
+    impls: list[str] | None = Field(None, description="implementations sampled; None: every kernel (competitors "
+                                    "are not the candidate's)")
+    shapes: list[str] | None = Field(None, description="shape ids sampled; None: every shape")
+    last: bool = Field(True, description="also the last eager call of every sampled shape, beside the probe")
+    seed: int | None = Field(None, description="draws the probe calls; None: the checker draws one")
+
+
+class StopRule(BaseModel):
+    """When a screen stops timing (aka.evaluate.host.harness.losing): `name` runs clearly slower than
+    `against`."""
+
+    name: str = Field(description="the implementation judged (the candidate)")
+    against: str = Field(description="the one it is measured against (the incumbent)")
+    timing: str = Field(description="'eager' or 'graph': the medians compared")
+    after: int = Field(description="shapes timed at least before the geomean rule applies")
+    below: float = Field(description="stop once the geomean ratio against/name is under this")
+    shape_below: float | None = Field(None, description="stop at once when one shape's ratio is under this")
+
+
+class TimingPayload(BaseModel):
+    """What every timing task reads (bench and compare). Extra keys are ignored: a screen's payload is
+    sent on to the bench as it is."""
+
+    model_config = ConfigDict(extra="ignore")
+    op: str = Field(description="operator line, e.g. gdn_prefill")
+    root: str | None = Field(None, description="project root holding workloads/ (None: aka's own)")
+    shapes: str = Field("full", description="shape sets or ids, comma-separated")
+    config: dict[str, JsonValue] | None = Field(None, description="aka.evaluate.host.bench.BenchConfig's fields; "
+                                                "None: its defaults (for_cpu() without a GPU)")
+    graph: bool | None = Field(None, description="False: no CUDA-graph timing, whatever the config says")
+    time_cap_s: float | None = Field(None, description="sampling seconds per timing (`aka bench --time-cap`)")
+    force_cpu: bool = Field(False, description="time on the CPU (Triton's interpreter) even with a GPU")
+    seed: int = Field(0, description="base seed of the input copies")
+    rank: str = Field("eager", description="the timing the op ranks on: 'eager' or 'graph'")
+    verify: VerifySettings | None = Field(None, description="timed outputs sent back to be checked; the checker "
+                                          "always sets it before the harness runs")
+    timeout_s: float = Field(3600.0, gt=0, description="the harness's deadline in the candidate's process")
+    exchange_dir: str | None = Field(None, description="set by the candidate's process: where sampled outputs go")
+
+
+class BenchPayload(TimingPayload):
+    """bench_worker's (and the harness's bench_host's) argument: every implementation on every shape."""
+
+    impls: list[ImplRef] = Field(description="the implementations timed, in table order")
+    first: list[str] = Field(default_factory=list, description="shapes timed first (they stopped earlier screens)")
+    stop: StopRule | None = Field(None, description="a screen's early stop; None: every shape is timed")
+    ceilings: Ceilings | None = Field(None, description="measured by the checker, never in the candidate's process")
+    ceilings_notes: list[str] = Field(default_factory=list, description="why there are no ceilings, when not")
+    progress_path: str | None = Field(None, description="a file the harness appends a ProgressLine to per shape")
+
+
+class ComparePayload(TimingPayload):
+    """compare_worker's (and compare_host's) argument: A against B, ABBA-interleaved."""
+
+    a: ImplRef = Field(description="A: the incumbent")
+    b: ImplRef = Field(description="B: the candidate, whose timed outputs are checked")
+
+
+class ScreenPayload(BenchPayload):
+    """screen_worker's argument: the small sets' gate and the timing in one candidate process."""
+
+    kernel: str = Field(description="path of the candidate module (gated)")
+    gate_shapes: str = Field(description="the sets the gate checks, comma-separated")
+    rounds: int = Field(DEFAULT_ROUNDS, ge=1, description="gate rounds per shape")
+    gate_above: float | None = Field(None, description="paired with the incumbent (GPU): timed first, gated only "
+                                     "when its gain is above this; None: gated first")
+    gpu_lock: str | None = Field(None, description="the GPU's lock file; the timing holds it exclusively")
+
+    def gate(self) -> GatePayload:
+        """The gate's payload: the candidate on the gate's sets."""
+        return GatePayload(op=self.op, root=self.root or "", kernel=self.kernel, shapes=self.gate_shapes,
+                           rounds=self.rounds, seed=self.seed, timeout_s=self.timeout_s)
+
+
+class ScreenResult(BaseModel):
+    """What screen_worker returns: the gate's report (None when skipped) and the bench value."""
+
+    gate: GateReport | None = Field(None, description="None: not gated (gate_skipped says why), or not reached")
+    gate_skipped: str | None = Field(None, description="why the candidate was not gated (it cannot win)")
+    bench: dict[str, Any] | None = Field(None, description="bench_worker's value (rows of cells); None when the "
+                                         "gate failed first")
+
+
+class ProgressLine(BaseModel):
+    """One line per finished shape that bench_host appends to BenchPayload.progress_path."""
+
+    shape: str
+    done: int = Field(description="shapes finished")
+    total: int = Field(description="shapes to time")
+    median_us: dict[str, float] = Field(default_factory=dict, description="implementation -> eager median")
+    graph_us: dict[str, float] = Field(default_factory=dict, description="implementation -> graph replay median")
+    interpreter: bool = False
+    elapsed_s: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the compile call (aka.evaluate.checker.tasks.compile_worker)
+
+
+class CompilePayload(BaseModel):
+    """compile_worker's argument: call the candidate once per shape case, untimed."""
+
+    op: str = Field(description="operator line")
+    root: str = Field(description="project root holding workloads/")
+    path: str = Field(description="path of the candidate module")
+    force_cpu: bool = Field(False, description="the interpreter even with a GPU")
+    cases: list[str] | None = Field(None, description="this worker's share of the shape ids; None: every case")
+    precompile: int | None = Field(None, description="compile every specialisation first on this many forked "
+                                   "children (aka.evaluate.checker.precompile); None: not ahead")
+    gpu_lock: str | None = Field(None, description="the GPU's lock file; each call holds it shared")
+    stats: bool = Field(True, description="read the compiled kernels' registers and SASS")
+
+
+class Precompiled(BaseModel):
+    """The precompile's record (aka.evaluate.checker.precompile.ahead); unset fields are left out on the wire."""
+
+    OMIT_UNSET: ClassVar[bool] = True  # wire_dump leaves None fields out, as the dicts before these types did
+
+    specs: int = Field(description="distinct specialisations recorded")
+    record_s: float = Field(description="seconds the record took")
+    tainted: list[str] | None = Field(None, description="cases that raised while recorded: start over elsewhere")
+    compiled: int | None = Field(None, description="specialisations compiled by the children")
+    workers: int | None = Field(None, description="forked children")
+    failed: list[str] | None = Field(None, description="the first compile failures")
+    seconds: float | None = Field(None, description="record and compile, seconds")
+
+
+class ChildCompiled(BaseModel):
+    """What one forked compile child writes to its pipe."""
+
+    compiled: int
+    failed: list[str] = Field(default_factory=list, description="the first two failures, one line each")
+
+
+class CompileResult(BaseModel):
+    """compile_worker's value; unset fields are left out on the wire."""
+
+    OMIT_UNSET: ClassVar[bool] = True
+
+    seconds: float = Field(description="the calls' own work")
+    cases: int | None = Field(None, description="cases called; None when the precompile was tainted")
+    compile_stats: dict[str, JsonValue] | None = Field(None, description="aka.evaluate.static.compstats.CompileStats")
+    launches: list[dict[str, JsonValue]] = Field(default_factory=list, description="the interpreter's Triton "
+                                                 "launches (aka.evaluate.static.offline_sm90.capture)")
+    stats_s: float | None = Field(None, description="seconds reading the kernels' registers and SASS")
+    precompile: Precompiled | None = None
+
+
+def call_typed(fn: Callable[[Any], Any], payload: dict[str, Any]) -> Any:
+    """``fn(payload)`` at a process boundary (a worker task, a harness in the candidate's process): the
+    payload parsed into the model fn's first parameter is annotated with (passed as it came when that is
+    no model), a model it returns dumped to JSON-able data."""
+    params = list(inspect.signature(fn).parameters.values())
+    kind = params[0].annotation if params else None
+    if isinstance(kind, str):  # `from __future__ import annotations`: resolve it where fn was defined
+        try:
+            kind = eval(kind, getattr(fn, "__globals__", {}))  # noqa: S307 - aka's own annotation text
+        except NameError:  # a name imported for type checking only: no model to parse into
+            kind = None
+    arg = kind.model_validate(payload) if isinstance(kind, type) and issubclass(kind, BaseModel) else payload
+    out = fn(arg)
+    return wire_dump(out) if isinstance(out, BaseModel) else out
+
+
+def wire_dump(model: BaseModel) -> dict[str, Any]:
+    """A model as the JSON-able dict that crosses (json.dumps next): a model marked OMIT_UNSET leaves its
+    None fields out, nested ones too, so readers of the files older versions wrote see the same keys."""
+    return model.model_dump(exclude_none=getattr(model, "OMIT_UNSET", False))
+
+
+class TaskResult(BaseModel):
+    """What a worker task became, as the worker writes it to its result file (aka.evaluate.checker.worker)
+    and the runner reads it back (aka.evaluate.parent.runner.WorkerResult adds what the runner saw)."""
+
+    ok: bool = Field(description="the task returned (its value may still say 'failed')")
+    stage: str | None = Field(None, description="when not ok: where it failed (STAGES)")
+    value: Any = Field(None, description="when ok: the task's JSON-able return value")
+    error: str = Field("", description="when not ok: one line")
+
+
 class TaskFailure(Exception):
     """Raised by a task to fail with a specific stage (e.g. "import" when a candidate won't load)."""
 
@@ -159,11 +461,11 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text}"[:limit]
 
 
-def failure(exc: BaseException) -> dict:
+def failure(exc: BaseException) -> TaskResult:
     """The result record of a task that raised (its traceback goes to the log)."""
     traceback.print_exc()
     told = getattr(exc, "stage", None) in STAGES  # a TaskFailure's message is already the reason
-    return {"ok": False, "stage": classify(exc), "error": str(exc)[:300] if told else one_line(exc)}
+    return TaskResult(ok=False, stage=classify(exc), error=str(exc)[:300] if told else one_line(exc))
 
 
 def death(code: int | None, tail: str, who: str = "worker") -> tuple[str, str, str | None]:

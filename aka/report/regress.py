@@ -302,12 +302,13 @@ class WorkerMeasurer:
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]:
         from aka.evaluate.parent import door
         from aka.evaluate.parent.outcomes import eager_medians
+        from aka.evaluate.wire import BenchPayload, ImplRef
 
-        impls = [{"name": n, "kind": "kernel", "path": str(p), "function": op.spec.entry} for n, p in kernels.items()]
+        impls = [ImplRef(name=n, kind="kernel", path=str(p), function=op.spec.entry) for n, p in kernels.items()]
         # The timing the loop recorded the numbers in (the contract's rank_timing); no graph capture
         # where they are eager medians, which would double the bench time.
         rank = "eager" if self.interpreter else op.spec.rank_timing
-        payload = {"op": op.name, "root": str(op.root), "impls": impls, "shapes": shapes, "graph": rank == "graph"}
+        payload = BenchPayload(op=op.name, root=str(op.root), impls=impls, shapes=shapes, graph=rank == "graph")
         ok, value, err = door.call("aka.evaluate.checker.verify:bench_worker", payload, self.timeout, self.interpreter)
         if not ok:
             return {}, err

@@ -16,6 +16,7 @@ from aka.evaluate.checker.verify import bench_worker
 from aka.evaluate.host.bench import is_gpu_timing
 from aka.evaluate.host.loader import prepare
 from aka.evaluate.parent.impls import ImplError, resolve
+from aka.evaluate.wire import BenchPayload, Ceilings
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph": False}
@@ -23,8 +24,7 @@ FAST = {"warmup": 1, "min_iters": 1, "max_iters": 2, "input_copies": 1, "graph":
 
 def _payload(op, names, shapes):
     refs, skipped = resolve(get_op(op), names)
-    return {"op": op, "impls": [r.model_dump() for r in refs], "shapes": shapes, "config": FAST,
-            "force_cpu": True}, skipped
+    return BenchPayload(op=op, impls=refs, shapes=shapes, config=FAST, force_cpu=True), skipped
 
 
 def test_interpreter_run_is_labelled_and_never_a_gpu_timing():
@@ -158,7 +158,8 @@ def test_the_harness_takes_its_ceilings_from_the_checker_and_never_calibrates():
     from aka.evaluate.host.harness import bench_host
 
     payload, _ = _payload("fa4_decode", ["baseline"], "S1")
-    payload["ceilings"] = {"device": "x", "driver": "y", "copy_tbps": 1.0, "gemm_tflops": 1.0}
+    payload = payload.model_copy(update={"ceilings": Ceilings(device="x", driver="y", copy_tbps=1.0,
+                                                              gemm_tflops=1.0)})
     calibrate = aka.evaluate.checker.calibrate
     original, calibrate.ceilings = calibrate.ceilings, None  # calling it here would raise
     try:

@@ -88,7 +88,7 @@ def test_an_op_ranked_on_graphs_times_and_compares_graph_replays(monkeypatch):
     sent = []
     monkeypatch.setattr(door, "call", lambda entry, payload, *a: (sent.append(payload), (False, None, "x"))[1])
     ev.compare(op.path("baseline"), op.path("baseline"), "D1-q1")
-    assert sent[-1]["rank"] == "graph"
+    assert sent[-1].rank == "graph"
     for name in ("gdn_prefill", "fa4_prefill"):  # issue 36: every op ranks on the kernel's GPU time
         other = evaluator.RealEvaluator(get_op(name), OptimizeSettings(op=name, interpreter=False))
         assert other.rank == "graph" and other.screen_cfg["graph"] and other.compare_cfg["graph"]

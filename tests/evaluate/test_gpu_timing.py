@@ -9,6 +9,7 @@ from aka.contract.ops import get_op
 from aka.evaluate.checker.verify import bench_worker
 from aka.evaluate.host.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
 from aka.evaluate.parent.impls import resolve
+from aka.evaluate.wire import BenchPayload
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -54,8 +55,7 @@ def test_side_stream_work_is_timed():
 def test_same_kernel_twice_in_one_run_agrees_within_2_percent():
     op = get_op("gdn_prefill")
     refs, _ = resolve(op, ["baseline", "baseline"])
-    res = bench_worker({"op": "gdn_prefill", "impls": [r.model_dump() for r in refs], "shapes": "G1,G2,G5,G10",
-                        "config": {"graph": False}})
+    res = bench_worker(BenchPayload(op="gdn_prefill", impls=refs, shapes="G1,G2,G5,G10", config={"graph": False}))
     for row in res["rows"]:
         m1 = row["results"]["baseline"]["eager"]["median_us"]
         m2 = row["results"]["baseline#2"]["eager"]["median_us"]

@@ -12,6 +12,7 @@ import torch
 
 from aka.evaluate import exchange
 from aka.evaluate.checker.sandbox import Host, HostError
+from aka.evaluate.wire import CallRequest, ExpectedOutput, LoadRequest
 
 HEAD = "import torch\n\n\ndef fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"
 
@@ -45,17 +46,18 @@ def _host_with(tmp_path, body: str) -> tuple[Host, str]:
 def test_host_loads_calls_and_exits(tmp_path):
     host, path = _host_with(tmp_path, "    return q.clone()\n")
     with host:
-        assert host.request({"cmd": "load", "kernel": path, "entry": "fa4_decode"}, timeout=120)["ok"]
+        assert host.request(LoadRequest(kernel=path, entry="fa4_decode"), timeout=120).ok
         q = torch.randn(2, 3, 4).to(torch.bfloat16)
-        refs = {"q": exchange.put(q, host.folder, "q.bin").model_dump()}
+        refs = {"q": exchange.put(q, host.folder, "q.bin")}
         for k in ("k_cache", "v_cache", "page_table", "kv_lens"):
-            refs[k] = exchange.put(torch.zeros(1, dtype=torch.int32), host.folder, f"{k}.bin").model_dump()
-        ans = host.request({"cmd": "call", "device": "cpu", "inputs": refs, "scalars": {},
-                            "expected": [{"name": "o", "shape": [2, 3, 4], "dtype": "bfloat16"}]}, timeout=60)
-        assert ans["ok"] and not ans.get("problem"), ans
-        out = exchange.get(exchange.TensorRef(**ans["outputs"][0]), host.folder)
+            refs[k] = exchange.put(torch.zeros(1, dtype=torch.int32), host.folder, f"{k}.bin")
+        ans = host.request(CallRequest(device="cpu", inputs=refs,
+                                       expected=[ExpectedOutput(name="o", shape=[2, 3, 4], dtype="bfloat16")]),
+                           timeout=60)
+        assert ans.ok and not ans.problem, ans
+        out = exchange.get(ans.outputs[0], host.folder)
         assert torch.equal(out, q)
-        assert ans["launches"]["torch_ops"] == {"clone": 1} and not ans["launches"]["torch_compute"]
+        assert ans.launches.torch_ops == {"clone": 1} and not ans.launches.torch_compute
     assert host.proc.poll() is not None and not host.folder.exists()
 
 
@@ -64,18 +66,17 @@ def test_calls_of_a_shape_hand_fresh_values_over_in_the_same_buffers(tmp_path):
     host, path = _host_with(tmp_path, "    return q.clone(), torch.full((1,), float(q.data_ptr() % 2**20))\n")
     seen = []
     with host:
-        assert host.request({"cmd": "load", "kernel": path, "entry": "fa4_decode"}, timeout=120)["ok"]
+        assert host.request(LoadRequest(kernel=path, entry="fa4_decode"), timeout=120).ok
         for shape, first in (((2, 3, 4), 1.0), ((2, 3, 4), 2.0), ((5, 3, 4), 3.0)):
             q = torch.full(shape, first)
-            refs = {"q": exchange.put(q, host.folder, "q.bin").model_dump()}
+            refs = {"q": exchange.put(q, host.folder, "q.bin")}
             for k in ("k_cache", "v_cache", "page_table", "kv_lens"):
-                refs[k] = exchange.put(torch.zeros(1, dtype=torch.int32), host.folder, f"{k}.bin").model_dump()
-            expected = [{"name": "o", "shape": list(shape), "dtype": "float32"},
-                        {"name": "addr", "shape": [1], "dtype": "float32"}]
-            ans = host.request({"cmd": "call", "device": "cpu", "inputs": refs, "scalars": {}, "expected": expected},
-                               timeout=60)
-            assert ans["ok"] and not ans.get("problem"), ans
-            o, addr = (exchange.get(exchange.TensorRef(**r), host.folder) for r in ans["outputs"])
+                refs[k] = exchange.put(torch.zeros(1, dtype=torch.int32), host.folder, f"{k}.bin")
+            expected = [ExpectedOutput(name="o", shape=list(shape), dtype="float32"),
+                        ExpectedOutput(name="addr", shape=[1], dtype="float32")]
+            ans = host.request(CallRequest(device="cpu", inputs=refs, expected=expected), timeout=60)
+            assert ans.ok and not ans.problem, ans
+            o, addr = (exchange.get(r, host.folder) for r in ans.outputs)
             seen.append((o.unique().item(), addr.item()))
     assert [v for v, _ in seen] == [1.0, 2.0, 3.0]  # the values are each call's own
     assert seen[0][1] == seen[1][1]  # at the same address for the same shape
@@ -86,10 +87,10 @@ def test_a_hung_call_is_killed_with_its_process(tmp_path):
     path.write_text("def fa4_decode(**kw):\n    while True:\n        pass\n")
     host, path = Host(), str(path)
     with host:
-        host.request({"cmd": "load", "kernel": path, "entry": "fa4_decode"}, timeout=120)
+        host.request(LoadRequest(kernel=path, entry="fa4_decode"), timeout=120)
         t0 = time.monotonic()
         with pytest.raises(HostError) as err:
-            host.request({"cmd": "call", "device": "cpu", "inputs": {}, "scalars": {}, "expected": []}, timeout=3)
+            host.request(CallRequest(device="cpu"), timeout=3)
         assert err.value.stage == "timeout" and time.monotonic() - t0 < 10
         assert host.proc.wait(timeout=10) is not None
 
@@ -97,17 +98,17 @@ def test_a_hung_call_is_killed_with_its_process(tmp_path):
 def test_a_process_that_dies_or_writes_garbage_to_the_control_pipe(tmp_path):
     host, path = _host_with(tmp_path, "    return q\n")
     with host:
-        host.request({"cmd": "load", "kernel": path, "entry": "fa4_decode"}, timeout=120)
+        host.request(LoadRequest(kernel=path, entry="fa4_decode"), timeout=120)
         os.kill(host.proc.pid, 11)
         with pytest.raises(HostError, match="died of SIGSEGV") as err:
-            host.request({"cmd": "exit_not_a_command"}, timeout=30)
+            host.request(CallRequest(device="cpu"), timeout=30)
         assert err.value.stage == "crash"
     with Host() as host:
         # the response descriptor is the second argument of aka.evaluate.host.main: whatever number it got
         fd = int(host.proc.args[4])
         (tmp_path / "liar.py").write_text(f"import os\nos.write({fd}, b'not json\\n')\n" + HEAD + "    return q\n")
         with pytest.raises(HostError, match="malformed data"):
-            host.request({"cmd": "load", "kernel": str(tmp_path / "liar.py"), "entry": "fa4_decode"}, timeout=120)
+            host.request(LoadRequest(kernel=str(tmp_path / "liar.py"), entry="fa4_decode"), timeout=120)
 
 
 def test_the_host_dies_with_its_parent(tmp_path):

@@ -54,20 +54,21 @@ def test_one_call_compiles_every_specialisation_on_forks_then_runs_every_case(mo
     assert out.ok and out.detail["precompile"] == ahead and out.detail["workers"] == 1
     assert out.detail["call_s"] >= 0 and out.detail["stats_s"] == 0.0
     (sent,) = calls
-    assert sent["precompile"] == 2 and sent["cases"] == sorted(every_case(op))
+    assert sent.precompile == 2 and sent.cases == sorted(every_case(op))
 
 
 def test_a_tainted_record_or_a_dead_worker_is_never_the_candidates(monkeypatch):
-    for first in ((True, {"seconds": 1.0, "precompile": {"specs": 3, "tainted": ["D1: RuntimeError: x"]}}, ""),
+    tainted = {"specs": 3, "record_s": 0.2, "tainted": ["D1: RuntimeError: x"]}
+    for first in ((True, {"seconds": 1.0, "precompile": tainted}, ""),
                   (False, None, "crash: worker died of SIGSEGV"), (False, None, "timeout: no result within 300 s")):
         def answers(p, first=first):
-            return first if "precompile" in p else (True, {"seconds": 0.5, "cases": len(p["cases"])}, "")
+            return first if p.precompile is not None else (True, {"seconds": 0.5, "cases": len(p.cases)}, "")
 
         op, ev, calls = _gpu_evaluator(monkeypatch, answers)
         out = ev.compile(op.path("baseline"))
         assert out.ok and out.error == "" and "precompile" not in out.detail, first
-        assert ["precompile" in p for p in calls] == [True, False, False]  # then the cases split as before
-        assert sorted(c for p in calls[1:] for c in p["cases"]) == sorted(every_case(op))
+        assert [p.precompile is not None for p in calls] == [True, False, False]  # then the cases split as before
+        assert sorted(c for p in calls[1:] for c in p.cases) == sorted(every_case(op))
 
 
 def test_the_candidates_own_compile_error_is_the_verdict_at_once(monkeypatch):
@@ -82,7 +83,7 @@ def test_the_interpreter_records_nothing(monkeypatch):
     calls = []
     monkeypatch.setattr(door, "call", lambda task, p, *a: (calls.append(p), (True, {"seconds": 0.1}, ""))[1])
     assert ev.compile(op.path("baseline")).ok
-    assert len(calls) == 1 and "precompile" not in calls[0]
+    assert len(calls) == 1 and calls[0].precompile is None
 
 
 @pytest.mark.gpu
@@ -118,8 +119,8 @@ def test_a_compile_alone_takes_every_core_and_several_share_half(monkeypatch):
     ev.compile(op.path("baseline"), ["D1", "D2"])  # alone: the set-up's incumbent
     ev._compiling = 1  # another compile running
     ev.compile(op.path("baseline"))
-    assert [p["precompile"] for p in calls] == [16, 4]
-    assert calls[0]["cases"] == ["D1", "D2"] and calls[1]["cases"] == sorted(every_case(op))
+    assert [p.precompile for p in calls] == [16, 4]
+    assert calls[0].cases == ["D1", "D2"] and calls[1].cases == sorted(every_case(op))
 
 
 def test_timing_holds_the_gpu_exclusively_against_compile_calls(monkeypatch, tmp_path):
@@ -146,7 +147,7 @@ def test_timing_holds_the_gpu_exclusively_against_compile_calls(monkeypatch, tmp
 def test_a_compile_for_timing_only_reads_no_statistics(monkeypatch):
     op, ev, calls = _gpu_evaluator(monkeypatch, lambda p: (True, {"seconds": 1.0}, ""))
     ev.compile(op.path("baseline"), ["D1"], stats=False)
-    assert calls[0]["stats"] is False
+    assert calls[0].stats is False
     op = get_op("scale_add", TOY)  # the worker itself, in the interpreter
     for stats in (True, False):
         payload = {"op": op.name, "root": str(TOY), "path": str(op.path("baseline")), "force_cpu": True,

@@ -8,12 +8,13 @@ from __future__ import annotations
 from aka.contract.ops import get_op
 from aka.evaluate.host.harness import losing
 from aka.evaluate.parent import door
+from aka.evaluate.wire import StopRule
 from aka.records import Measurements
 from aka.run.supervisor import decide
 from aka.settings import PromotionRules
 
 OP = get_op("fa4_decode")
-STOP = {"name": "candidate", "against": "incumbent", "timing": "eager", "after": 2, "below": 0.9}
+STOP = StopRule(name="candidate", against="incumbent", timing="eager", after=2, below=0.9)
 
 
 def _row(inc: float, cand: float | None, shape: str = "X") -> dict:
@@ -39,7 +40,8 @@ def _screen(tmp_path, source: str, gate_above: float, first: list[str] | None = 
                "impls": [{**kernel, "name": "incumbent", "path": str(OP.path("baseline"))},
                          {**kernel, "name": "candidate", "path": str(path)}],
                "config": {"warmup": 1, "min_iters": 2, "max_iters": 3, "time_cap_s": 0.01, "input_copies": 1},
-               "gate_above": gate_above, "stop": {**STOP, "after": 1, "below": below, "shape_below": shape_below},
+               "gate_above": gate_above,
+               "stop": {**STOP.model_dump(), "after": 1, "below": below, "shape_below": shape_below},
                "first": first or []}
     ok, value, err = door.call("aka.evaluate.checker.tasks:screen_worker", payload, 600, True)
     assert ok, err
@@ -72,7 +74,7 @@ def test_a_candidate_that_could_win_is_gated_after_its_timing(tmp_path):
 
 
 def test_one_far_slower_shape_stops_the_timing_whatever_the_geomean():
-    stop = {**STOP, "shape_below": 0.8}
+    stop = STOP.model_copy(update={"shape_below": 0.8})
     rows = [_row(10, 5, "A"), _row(10, 13, "B")]
     assert losing(rows, stop) == "B: candidate at 0.769x incumbent, under 0.8x"
     assert losing(rows[:1], stop) == ""

@@ -9,6 +9,7 @@ import torch
 from aka.contract.ops import get_op
 from aka.evaluate.checker.verify import SUSPECT, below_floor, expected_samples, floor_problem, speed_of_light_us
 from aka.evaluate.host.rotation import rotated
+from aka.evaluate.wire import VerifySettings
 
 
 def test_below_floor_only_under_the_suspect_fraction():
@@ -27,7 +28,7 @@ def test_speed_of_light_takes_the_larger_of_compute_and_memory():
 
 
 def test_expected_samples_wants_each_timing_of_each_sampled_kernel():
-    v = {"impls": None, "shapes": None}
+    v = VerifySettings()
     cell = {"eager": {"median_us": 1.0}, "graph": {"median_us": 1.0}}
     assert expected_samples(v, "candidate", "competitor", "S1", cell, None) == ""
     none = "no timed {} output came back to be checked"
@@ -36,8 +37,8 @@ def test_expected_samples_wants_each_timing_of_each_sampled_kernel():
     assert expected_samples(v, "candidate", "kernel", "S1", cell, found) == none.format("graph")
     found = {"problem": "", "timings": ["eager", "graph"]}
     assert expected_samples(v, "candidate", "kernel", "S1", cell, found) == ""
-    assert expected_samples({"impls": ["x"], "shapes": None}, "candidate", "kernel", "S1", cell, None) == ""
-    assert expected_samples({"impls": None, "shapes": ["S2"]}, "candidate", "kernel", "S1", cell, None) == ""
+    assert expected_samples(VerifySettings(impls=["x"]), "candidate", "kernel", "S1", cell, None) == ""
+    assert expected_samples(VerifySettings(shapes=["S2"]), "candidate", "kernel", "S1", cell, None) == ""
     bad = {"problem": "timed output wrong (eager call 3): o: all zeros", "timings": ["eager", "graph"]}
     assert expected_samples(v, "candidate", "kernel", "S1", cell, bad) == bad["problem"]
 
@@ -166,7 +167,7 @@ def test_a_graph_only_cell_is_still_checked(monkeypatch):
     from aka.evaluate.checker import verify
 
     monkeypatch.setattr(verify, "datasheet_peaks", lambda: (989.0, 4800.0))  # an H200's, as on the device
-    v = {"impls": None, "shapes": None}
+    v = VerifySettings()
     cell = {"graph": {"median_us": 1.0}}
     assert expected_samples(v, "b", "kernel", "S1", cell, None) == "no timed graph output came back to be checked"
     assert expected_samples(v, "b", "kernel", "S1", cell, {"problem": "", "timings": ["graph"]}) == ""

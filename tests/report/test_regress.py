@@ -186,7 +186,7 @@ def test_worker_measurer_times_through_the_door(monkeypatch, project):
     calls = []
 
     def fake_call(task, payload, timeout, interpreter):
-        calls.append((task, [i["name"] for i in payload["impls"]], payload["graph"], timeout, interpreter))
+        calls.append((task, [i.name for i in payload.impls], payload.graph, timeout, interpreter))
         return True, {"rows": rows}, ""
 
     monkeypatch.setattr(door, "call", fake_call)

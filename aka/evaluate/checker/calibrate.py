@@ -13,22 +13,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
 from aka.evaluate.host.bench import BenchConfig, CudaTimer, l2_bytes, time_fn
-
-
-class Ceilings(BaseModel):
-    """The two measured rates a roofline divides by."""
-
-    device: str = Field(description="device name as the driver reports it")
-    driver: str = Field(description="driver version the numbers were measured under")
-    copy_tbps: float = Field(gt=0, description="device-to-device copy, (read + written bytes) / time, TB/s")
-    gemm_tflops: float = Field(gt=0, description="bf16 GEMM rate, 2 M N K / time, TFLOP/s")
-
-    def floor_us(self, flops: float, nbytes: float) -> float:
-        """The roofline time: the larger of compute time and memory time at the measured rates."""
-        return max(flops / (self.gemm_tflops * 1e12), nbytes / (self.copy_tbps * 1e12)) * 1e6
+from aka.evaluate.wire import Ceilings
 
 
 def cache_dir() -> Path:

@@ -28,7 +28,20 @@ from typing import Any
 
 from aka.contract.shapes import gated_sets
 from aka.evaluate.checker.gate_checks import check_output
-from aka.evaluate.wire import DEFAULT_ROUNDS, GatePayload, GateReport, Launches, RoundResult, ShapeResult
+from aka.evaluate.wire import (
+    DEFAULT_ROUNDS,
+    CallRequest,
+    CoverageAnswer,
+    CoveragePayload,
+    ExpectedOutput,
+    GatePayload,
+    GateReport,
+    HostAnswer,
+    LoadRequest,
+    RoundResult,
+    ShapeResult,
+    TaskRequest,
+)
 
 MIN_CALLS = 2  # two calls per shape at least: the cached-result check needs a previous output
 WARM_CALLS = 1  # then one call that repeats the last one's scalars and regime (a warm call), fresh values
@@ -41,14 +54,14 @@ _SIGNALLING = re.compile(r"\batomic_\w+\s*\(|volatile\s*=\s*True|\bsem\s*=|__thr
                          r"\batomic(Add|CAS|Exch|Inc)\b|\bfence\.(acq_rel|sc|proxy)\.gpu")
 
 
-def gate_worker(payload: dict[str, Any]) -> dict[str, Any]:
-    """Entry run by aka.evaluate.checker.worker: returns a GateReport as a dict."""
+def gate_worker(payload: GatePayload) -> GateReport:
+    """Entry run by aka.evaluate.checker.worker (which parses the payload and writes the report)."""
     from aka.evaluate.checker.sandbox import new_host
 
     with new_host() as host:  # aka.evaluate.checker.worker started it first: its imports overlap the checker's
         report = gate_on(host, payload)
         report.stderr_tail = host.log_tail()
-    return report.model_dump()
+    return report
 
 
 def device_of() -> tuple[str, bool]:
@@ -61,12 +74,11 @@ def device_of() -> tuple[str, bool]:
     return ("cuda" if torch.cuda.is_available() and not interp else "cpu"), interp
 
 
-def gate_on(host, payload: dict[str, Any]) -> GateReport:
+def gate_on(host, cfg: GatePayload) -> GateReport:
     """The gate against an already started candidate process (the screen reuses it for timing)."""
     from aka.contract.ops import get_op
     from aka.evaluate.checker.sandbox import HostError
 
-    cfg = GatePayload.model_validate(payload)
     deadline = time.monotonic() + cfg.timeout_s
     op = get_op(cfg.op, Path(cfg.root))
     device, interp = device_of()
@@ -106,24 +118,24 @@ def _coverage(host, op, cfg: GatePayload, ids: list[str], deadline: float) -> li
     too (coverage is information, not a verdict)."""
     from aka.evaluate.host.coverage import coverage_lines
 
-    payload = {"op": op.name, "root": str(op.root), "kernel": cfg.kernel, "ids": ids}
+    payload = CoveragePayload(op=op.name, root=str(op.root), kernel=cfg.kernel, ids=ids)
     try:
-        ans = host.request({"cmd": "task", "task": "aka.evaluate.host.coverage:host_coverage", "payload": payload},
+        ans = host.request(TaskRequest(task="aka.evaluate.host.coverage:host_coverage", payload=payload.model_dump()),
                            timeout=min(_left(deadline), 120.0))
+        if not ans.ok:
+            return [f"coverage: not computed ({ans.error[:160]})"]
+        value = CoverageAnswer.model_validate(ans.value)
     except Exception as exc:  # the gate's verdict stands; say why coverage is missing
         return [f"coverage: not computed ({type(exc).__name__}: {str(exc)[:120]})"]
-    if not ans.get("ok"):
-        return [f"coverage: not computed ({ans.get('error', '')[:160]})"]
-    value = ans["value"]
-    return coverage_lines(value["missing"], value["n_full"])
+    return coverage_lines(value.missing, value.n_full)
 
 
 def _load(host, kernel: str, entry: str, deadline: float) -> None:
     from aka.evaluate.checker.sandbox import HostError
 
-    ans = host.request({"cmd": "load", "kernel": kernel, "entry": entry}, timeout=_left(deadline))
-    if not ans["ok"]:
-        raise HostError(ans.get("stage") or "import", ans.get("error", ""))
+    ans = host.request(LoadRequest(kernel=kernel, entry=entry), timeout=_left(deadline))
+    if not ans.ok:
+        raise HostError(ans.stage or "import", ans.error)
 
 
 def _left(deadline: float) -> float:
@@ -238,16 +250,16 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
         ref = _as_tuple(op.reference.reference(**_clone(inputs), **scalars))
         plain = _as_tuple(op.reference.plain(**_clone(inputs), **scalars))
     names = spec.output_names()
-    expected = [{"name": n, "shape": list(x.shape), "dtype": t.dtype}
+    expected = [ExpectedOutput(name=n, shape=list(x.shape), dtype=t.dtype)
                 for n, x, t in zip(names, ref, spec.interface.outputs)]
     refs, extra = write_inputs(host.folder, inputs)
-    req = {"cmd": "call", "device": device, "inputs": refs, "scalars": {**extra, **scalars}, "expected": expected,
-           "config": case.config, "profile": r == 0 and device == "cuda"}
-    head = dict(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None)
-    rr, outs, stage = _call_checked(host, req, head, spec, expected, ref, plain, prev, deadline)
+    req = CallRequest(device=device, inputs=refs, scalars={**extra, **scalars}, expected=expected,
+                      config=case.config, profile=r == 0 and device == "cuda")
+    head = RoundResult(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None, ok=False)
+    rr, outs, stage = _call_checked(host, req, head, spec, ref, plain, prev, deadline)
     for k in range(repeats if rr.ok else 0):  # the same inputs again: a race between programs shows on some calls
-        again, _, stage = _call_checked(host, {**req, "profile": False, "reuse_inputs": True}, head, spec, expected,
-                                        ref, plain, None, deadline)
+        again, _, stage = _call_checked(host, req.model_copy(update={"profile": False, "reuse_inputs": True}), head,
+                                        spec, ref, plain, None, deadline)
         if not again.ok:
             again.reason = (f"repeat {k + 1} of {repeats} on the same inputs: {again.reason} (the source orders "
                             "its programs with atomics or fences: a race that shows on some calls)")
@@ -255,9 +267,9 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
     return rr, outs, stage
 
 
-def _call_checked(host, req: dict[str, Any], head: dict[str, Any], spec, expected: list[dict[str, Any]], ref, plain,
-                  prev, deadline: float):
-    """One call of the candidate and the checks of its outputs: (RoundResult, outputs, stage)."""
+def _call_checked(host, req: CallRequest, head: RoundResult, spec, ref, plain, prev, deadline: float):
+    """One call of the candidate and the checks of its outputs: (RoundResult, outputs, stage); `head` holds
+    the round's own fields (round, seed, variant, scalars, warm), the rest is this call's."""
     import torch
 
     from aka.evaluate import exchange
@@ -265,37 +277,37 @@ def _call_checked(host, req: dict[str, Any], head: dict[str, Any], spec, expecte
 
     names = spec.output_names()
     dtypes = [getattr(torch, t.dtype) for t in spec.interface.outputs]
-    ans = host.request(req, timeout=_left(deadline))
-    if not ans["ok"]:
-        stage = ans.get("stage") or "run"
+    ans: HostAnswer = host.request(req, timeout=_left(deadline))
+    if not ans.ok:
+        stage = ans.stage or "run"
         if stage in ("oom", "device-fault"):
-            raise HostError(stage, ans.get("error", ""))
-        why = f"raised {ans.get('error', '')}" if stage == "run" else f"{stage} error: {ans.get('error', '')}"
-        return RoundResult(**head, ok=False, reason=why), None, stage
-    launches = Launches.model_validate(ans["launches"]) if ans.get("launches") else None
-    if ans.get("problem"):
-        return RoundResult(**head, ok=False, reason=ans["problem"], launches=launches), None, "check"
+            raise HostError(stage, ans.error)
+        why = f"raised {ans.error}" if stage == "run" else f"{stage} error: {ans.error}"
+        return head.model_copy(update={"ok": False, "reason": why}), None, stage
+    launches = ans.launches
+    if ans.problem:
+        return head.model_copy(update={"ok": False, "reason": ans.problem, "launches": launches}), None, "check"
     try:
-        outs = [_read_output(host.folder, ans["outputs"][i], expected[i], req["device"]) for i in range(len(names))]
+        outs = [_read_output(host.folder, ans.outputs[i], req.expected[i], req.device) for i in range(len(names))]
     except (exchange.ExchangeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        return RoundResult(**head, ok=False, reason=f"outputs came back malformed: {exc}"), None, "check"
+        return head.model_copy(update={"ok": False, "reason": f"outputs came back malformed: {exc}"}), None, "check"
     checks = [
-        check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], req["device"], {},
+        check_output(name, out, ref[i], plain[i], spec.tolerances[name], dtypes[i], req.device, {},
                      prev[i] if prev else None)
         for i, (name, out) in enumerate(zip(names, outs))
     ]
     bad = [c for c in checks if not c.ok]
-    return (RoundResult(**head, ok=not bad, reason=bad[0].reason if bad else "", outputs=checks, launches=launches),
+    return (head.model_copy(update={"ok": not bad, "reason": bad[0].reason if bad else "", "outputs": checks,
+                                    "launches": launches}),
             outs, "check")
 
 
-def _read_output(folder: Path, raw: dict[str, Any], exp: dict[str, Any], device: str):
+def _read_output(folder: Path, ref, exp: ExpectedOutput, device: str):
     from aka.evaluate import exchange
 
-    ref = exchange.TensorRef.model_validate(raw)
-    if list(ref.shape) != list(exp["shape"]) or ref.dtype != exp["dtype"]:
-        raise exchange.ExchangeError(f"{exp['name']}: described as {ref.dtype}{list(ref.shape)}, "
-                                     f"expected {exp['dtype']}{exp['shape']}")
+    if list(ref.shape) != list(exp.shape) or ref.dtype != exp.dtype:
+        raise exchange.ExchangeError(f"{exp.name}: described as {ref.dtype}{list(ref.shape)}, "
+                                     f"expected {exp.dtype}{exp.shape}")
     return exchange.get(ref, folder, device)
 
 

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aka.evaluate.checker.gpulock import gpu_lock
+from aka.evaluate.wire import ChildCompiled, Precompiled
 
 
 @contextmanager
@@ -104,11 +105,12 @@ def _child(part: list[dict[str, Any]], out: int, parent: int) -> None:
             compiled += 1
         except Exception as exc:  # noqa: BLE001 - the launch compiles it again and says why
             failed.append(f"{spec['name']}: {type(exc).__name__}: {' '.join(str(exc).split())[-200:]}")
-    os.write(out, json.dumps({"compiled": compiled, "failed": failed[:2]}).encode())
+    os.write(out, json.dumps(ChildCompiled(compiled=compiled, failed=failed[:2]).model_dump()).encode())
 
 
-def compile_forked(specs: list[dict[str, Any]], n: int) -> dict[str, Any]:
-    """specs compiled by n forked children side by side: {"compiled", "failed", "workers"}."""
+def compile_forked(specs: list[dict[str, Any]], n: int) -> dict[str, int | list[str]]:
+    """specs compiled by n forked children side by side: {"compiled", "workers", "failed" (when any)}, the
+    fields of Precompiled they set."""
     parent, kids = os.getpid(), []
     for part in shares(specs, n):
         r, w = os.pipe()
@@ -130,9 +132,9 @@ def compile_forked(specs: list[dict[str, Any]], n: int) -> dict[str, Any]:
             raw = f.read()
         os.waitpid(pid, 0)
         try:
-            got = json.loads(raw)
-            compiled += int(got["compiled"])
-            failed += got["failed"]
+            got = ChildCompiled.model_validate(json.loads(raw))  # pydantic's ValidationError is a ValueError
+            compiled += got.compiled
+            failed += got.failed
         except (ValueError, KeyError, TypeError):
             failed.append(f"compile child {pid} ended without a result")
     return {"compiled": compiled, "workers": len(kids), **({"failed": failed[:2]} if failed else {})}
@@ -145,15 +147,13 @@ def shares(specs: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
     return [part for part in (ordered[i::max(1, n)] for i in range(max(1, n))) if part]
 
 
-def ahead(call: Callable[[Any], None], cases: list[Any], n: int, lock: str | None) -> dict[str, Any]:
-    """Record then compile (steps 1 and 2 above); the compile call's `precompile` detail. "tainted": a
+def ahead(call: Callable[[Any], None], cases: list[Any], n: int, lock: str | None) -> Precompiled:
+    """Record then compile (steps 1 and 2 above); the compile call's `precompile` detail. `tainted`: a
     case raised while recorded, so this process's CUDA state is not to be trusted."""
     t0 = time.perf_counter()
     specs, failed = record(call, cases, lock)
-    out: dict[str, Any] = {"specs": len(specs), "record_s": round(time.perf_counter() - t0, 3)}
+    out = Precompiled(specs=len(specs), record_s=round(time.perf_counter() - t0, 3))
     if failed:
-        return {**out, "tainted": failed[:2]}
-    if specs:
-        out.update(compile_forked(specs, n))
-    out["seconds"] = round(time.perf_counter() - t0, 3)
-    return out
+        return out.model_copy(update={"tainted": failed[:2]})
+    forked = compile_forked(specs, n) if specs else {}
+    return out.model_copy(update={**forked, "seconds": round(time.perf_counter() - t0, 3)})

@@ -20,8 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from aka.evaluate import exchange
-from aka.evaluate.wire import death
+from aka.evaluate.exchange import TensorRef
+from aka.evaluate.wire import ExitRequest, HostAnswer, HostRequest, death
 
 _TAIL = 4000
 # worker tasks that judge a candidate through a Host: aka.evaluate.checker.worker starts theirs before it imports torch
@@ -80,24 +83,26 @@ class Host:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def request(self, msg: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, msg: HostRequest, timeout: float) -> HostAnswer:
         """Send one request and wait for its answer; HostError when none comes."""
         if self.dead is not None:
             raise self.dead
         try:
-            os.write(self._req_w, (json.dumps(msg) + "\n").encode())
+            os.write(self._req_w, (json.dumps(msg.model_dump()) + "\n").encode())
         except OSError:  # BrokenPipeError: it died before reading
             self._fail(self._death())
         line = self._read_line(timeout)
         try:
-            ans = json.loads(line)
+            raw = json.loads(line)
         except ValueError:
             self._fail(HostError("crash", "the candidate's process answered with malformed data "
                                           "(it wrote to the control channel)"))
-        if not isinstance(ans, dict) or not isinstance(ans.get("ok"), bool):
+        try:
+            ans = HostAnswer.model_validate(raw)
+        except ValidationError:
             self._fail(HostError("crash", "the candidate's process answered with malformed data"))
-        if not ans["ok"] and ans.get("stage") in ("oom", "device-fault"):
-            self.dead = HostError(ans["stage"], str(ans.get("error", ""))[:300])
+        if not ans.ok and ans.stage in ("oom", "device-fault"):
+            self.dead = HostError(ans.stage, ans.error[:300])
         return ans
 
     def _read_line(self, timeout: float) -> bytes:
@@ -149,7 +154,7 @@ class Host:
         """Stop the process (politely, then by force) and remove the exchange folder; returns the log tail."""
         if self.proc.poll() is None and self.dead is None:
             try:
-                os.write(self._req_w, b'{"cmd": "exit"}\n')
+                os.write(self._req_w, (json.dumps(ExitRequest().model_dump()) + "\n").encode())
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -166,15 +171,15 @@ class Host:
         return tail
 
 
-def write_inputs(folder: Path, inputs: dict[str, Any], tag: str = "in") -> tuple[dict[str, Any], dict[str, Any]]:
+def write_inputs(folder: Path, inputs: dict[str, Any], tag: str = "in") -> tuple[dict[str, TensorRef], dict[str, Any]]:
     """Tensors to exchange files, everything else as JSON scalars: (tensor refs, scalars)."""
     import torch
 
-    refs: dict[str, Any] = {}
+    refs: dict[str, TensorRef] = {}
     scalars: dict[str, Any] = {}
     for k, v in inputs.items():
         if isinstance(v, torch.Tensor):
-            refs[k] = exchange.put(v, folder, f"{tag}_{k}.bin").model_dump()
+            refs[k] = exchange.put(v, folder, f"{tag}_{k}.bin")
         else:
             scalars[k] = v
     return refs, scalars

@@ -20,38 +20,44 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.wire import TaskFailure
+from aka.evaluate.wire import (
+    BenchPayload,
+    Ceilings,
+    ComparePayload,
+    TaskFailure,
+    TaskRequest,
+    TimingPayload,
+    VerifySettings,
+)
 from aka.hardware import datasheet_peaks
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op
 
 
-def run_host_task(host, task: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run an aka harness in the candidate's process; TaskFailure with the stage when it cannot."""
+def run_host_task(host, task: str, payload: TimingPayload, timeout: float) -> dict[str, Any]:
+    """Run an aka harness in the candidate's process; TaskFailure with the stage when it cannot. Its
+    value (a bench's rows of cells, a comparison) is still a dict: typed in a later step of issue 41."""
     from aka.evaluate.checker.sandbox import HostError
 
     try:
-        ans = host.request({"cmd": "task", "task": task, "payload": payload}, timeout=timeout)
+        ans = host.request(TaskRequest(task=task, payload=payload.model_dump()), timeout=timeout)
     except HostError as exc:
         raise TaskFailure(exc.stage, str(exc)) from None
-    if not ans["ok"]:
-        raise TaskFailure(ans.get("stage") or "run", str(ans.get("error", "")))
-    value = ans.get("value")
+    if not ans.ok:
+        raise TaskFailure(ans.stage or "run", ans.error)
+    value = ans.value
     if not isinstance(value, dict):
         raise TaskFailure("check", "the timing harness answered with malformed data")
     return value
 
 
-def _verify_settings(payload: dict[str, Any]) -> dict[str, Any]:
-    v = dict(payload.get("verify") or {})
-    v.setdefault("impls", None)  # None: every kernel (competitors are not the candidate's)
-    v.setdefault("shapes", None)
-    v.setdefault("last", True)  # the last eager call of every sampled shape, beside the probe
-    v.setdefault("seed", int.from_bytes(os.urandom(4), "little"))
-    return v
+def _verify_settings(payload: TimingPayload) -> VerifySettings:
+    """The payload's verify settings (VerifySettings' defaults when it has none), with a seed drawn here."""
+    v = payload.verify or VerifySettings()
+    return v if v.seed is not None else v.model_copy(update={"seed": int.from_bytes(os.urandom(4), "little")})
 
 
-def checker_ceilings(device: str, notes: list[str]) -> dict | None:
+def checker_ceilings(device: str, notes: list[str]) -> Ceilings | None:
     """The device's measured ceilings, calibrated (or read from the cache) in the checker's process.
 
     Never in the candidate's: on the H200 (2026-12-01) a red-team kernel that patched CUDA events
@@ -62,13 +68,13 @@ def checker_ceilings(device: str, notes: list[str]) -> dict | None:
     from aka.evaluate.checker.calibrate import ceilings
 
     try:
-        return ceilings().model_dump()
+        return ceilings()
     except Exception as exc:  # a failed calibration must not cost the timings
         notes.append(f"calibration failed, no roofline fractions: {type(exc).__name__}: {exc}")
         return None
 
 
-def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
+def bench_worker(payload: BenchPayload) -> dict[str, Any]:
     """The checker's entry: the timing runs in the candidate's process, the verdicts here
     (aka.evaluate.checker.verify)."""
     from aka.evaluate.checker.sandbox import new_host
@@ -77,7 +83,7 @@ def bench_worker(payload: dict[str, Any]) -> dict[str, Any]:
         return bench_checked(host, payload)
 
 
-def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
+def compare_worker(payload: ComparePayload) -> dict[str, Any]:
     """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
     from aka.evaluate.checker.sandbox import new_host
 
@@ -85,38 +91,39 @@ def compare_worker(payload: dict[str, Any]) -> dict[str, Any]:
         return compare_checked(host, payload)
 
 
-def bench_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
+def bench_checked(host, payload: BenchPayload) -> dict[str, Any]:
     """aka.evaluate.host.harness:bench_host in the candidate's process, then its timed outputs and times judged."""
     payload, value = bench_timed(host, payload)
     return bench_judged(host, payload, value)
 
 
-def bench_timed(host, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def bench_timed(host, payload: BenchPayload) -> tuple[BenchPayload, dict[str, Any]]:
     """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
     measured here, in the checker, and handed to the harness."""
     from aka.evaluate.checker.gate import device_of
 
     notes: list[str] = []
     ceil = checker_ceilings(device_of()[0], notes)
-    payload = {**payload, "verify": _verify_settings(payload), "ceilings": ceil, "ceilings_notes": notes}
-    return payload, run_host_task(host, "aka.evaluate.host.harness:bench_host", payload,
-                                  float(payload.get("timeout_s", 3600)))
+    payload = payload.model_copy(update={"verify": _verify_settings(payload), "ceilings": ceil,
+                                         "ceilings_notes": notes})
+    return payload, run_host_task(host, "aka.evaluate.host.harness:bench_host", payload, payload.timeout_s)
 
 
-def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+def bench_judged(host, payload: BenchPayload, value: dict[str, Any]) -> dict[str, Any]:
     """The judging half: references and speed-of-light floors, in this process."""
     from aka.contract.ops import get_op
     from aka.evaluate.checker.gate import device_of
 
-    op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
+    op = get_op(payload.op, None if payload.root is None else Path(payload.root))
     device, _ = device_of()
     problems = check_samples(op, value.get("samples") or [], host.folder, device)
-    kinds = {r["name"]: r["kind"] for r in payload["impls"]}
+    kinds = {r.name: r.kind for r in payload.impls}
     for row in value.get("rows", []):
         case = op.cases(row["shape"])[0]
         for name, cell in row["results"].items():
             found = problems.get((name, row["shape"]))
-            why = expected_samples(payload["verify"], name, kinds.get(name), row["shape"], cell, found)
+            why = expected_samples(payload.verify or VerifySettings(), name, kinds.get(name), row["shape"], cell,
+                                   found)
             why = why or (floor_problem(op, case, cell, device) if kinds.get(name) == "kernel" else "")
             if why:
                 row["results"][name] = {"error": why, "rejected": True, "discarded": cell}
@@ -126,35 +133,34 @@ def bench_judged(host, payload: dict[str, Any], value: dict[str, Any]) -> dict[s
     return value
 
 
-def compare_checked(host, payload: dict[str, Any]) -> dict[str, Any]:
+def compare_checked(host, payload: ComparePayload) -> dict[str, Any]:
     """aka.evaluate.host.harness:compare_host there; here the candidate's (B's) timed outputs and times."""
     from aka.contract.ops import get_op
     from aka.evaluate.checker.gate import device_of
     from aka.evaluate.host.harness import compare_timing
 
-    b = payload["b"]["name"]
-    payload = {**payload, "verify": {**_verify_settings(payload), "impls": [b]}}
-    value = run_host_task(host, "aka.evaluate.host.harness:compare_host", payload,
-                          float(payload.get("timeout_s", 3600)))
-    op = get_op(payload["op"], None if payload.get("root") is None else Path(payload["root"]))
+    b = payload.b.name
+    payload = payload.model_copy(update={"verify": _verify_settings(payload).model_copy(update={"impls": [b]})})
+    value = run_host_task(host, "aka.evaluate.host.harness:compare_host", payload, payload.timeout_s)
+    op = get_op(payload.op, None if payload.root is None else Path(payload.root))
     device, _ = device_of()
     problems = check_samples(op, value.pop("samples", None) or [], host.folder, device)
     for s in value.get("shapes", []):
         case = op.cases(s["shape"])[0]
         cell = {compare_timing(payload, device): {"median_us": s["b_median_us"]}}  # what compare_host timed
-        why = expected_samples(payload["verify"], b, "kernel", s["shape"], cell, problems.get((b, s["shape"])))
+        why = expected_samples(payload.verify, b, "kernel", s["shape"], cell, problems.get((b, s["shape"])))
         why = why or floor_problem(op, case, cell, device)
         if why:
             raise TaskFailure("check", f"{b} on {s['shape']}: {why}")
     return value
 
 
-def expected_samples(verify: dict[str, Any], name: str, kind: str | None, shape: str, cell: dict[str, Any],
+def expected_samples(verify: VerifySettings, name: str, kind: str | None, shape: str, cell: dict[str, Any],
                      found: dict[str, Any] | None) -> str:
     """Why a sampled cell fails: a wrong timed output, or none came back. Pure."""
-    wanted = kind == "kernel" if verify.get("impls") is None else name in verify["impls"]
+    wanted = kind == "kernel" if verify.impls is None else name in verify.impls
     timings = {t for t in ("eager", "graph") if cell.get(t)}  # the kinds this cell was timed in
-    if not wanted or (verify.get("shapes") is not None and shape not in verify["shapes"]) or not timings:
+    if not wanted or (verify.shapes is not None and shape not in verify.shapes) or not timings:
         return ""
     if found and found["problem"]:
         return found["problem"]

@@ -14,15 +14,16 @@ import os
 import sys
 
 from aka.evaluate.host.interp import setup_interpreter
-from aka.evaluate.wire import SPARE_FLAG, failure
+from aka.evaluate.wire import SPARE_FLAG, TaskResult, call_typed, failure
 
 
-def run(task: str, payload: dict) -> dict:
+def run(task: str, payload: object) -> TaskResult:
+    """task on the payload file's JSON object (parsed into the task's payload model, aka.evaluate.wire.call_typed)."""
     try:
         setup_interpreter(os.environ.get("AKA_WORKER_INTERPRETER", "auto"))
         module_name, _, fn_name = task.partition(":")
         fn = getattr(importlib.import_module(module_name), fn_name)
-        return {"ok": True, "value": fn(payload)}
+        return TaskResult(ok=True, value=call_typed(fn, payload))
     except BaseException as exc:  # the parent records it; nothing escapes the worker
         return failure(exc)
 
@@ -77,9 +78,10 @@ def main(argv: list[str]) -> None:
     result = run(task, payload)
     close_unused()
     try:
-        text = json.dumps(result)
+        text = json.dumps(result.model_dump())
     except (TypeError, ValueError) as exc:
-        text = json.dumps({"ok": False, "stage": "run", "error": f"result is not JSON-serialisable: {exc}"})
+        unsent = TaskResult(ok=False, stage="run", error=f"result is not JSON-serialisable: {exc}")
+        text = json.dumps(unsent.model_dump())
     with open(result_path, "w") as f:
         f.write(text)
     sys.stdout.flush()

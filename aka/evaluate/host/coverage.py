@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aka.evaluate.host.main import apply_config
+from aka.evaluate.wire import CoverageAnswer, CoveragePayload
 
 _LOCK = threading.RLock()
 
@@ -177,7 +178,7 @@ def coverage_lines(missing: dict[str, list[str]], n_full: int, width: int = 100)
     return lines
 
 
-def host_coverage(payload: dict[str, Any]) -> dict[str, Any]:
+def host_coverage(payload: CoveragePayload) -> CoverageAnswer:
     """Task run in the candidate's process (aka.evaluate.host.main ``task``) after the gate: which kernels and
     specialisations of the full set the checked shapes never compile, for the module the gate loaded.
     Informational (``aka check`` prints it), never a verdict: the candidate's process could lie."""
@@ -186,9 +187,9 @@ def host_coverage(payload: dict[str, Any]) -> dict[str, Any]:
     from aka.contract.ops import get_op
     from aka.evaluate.host import loader
 
-    op = get_op(payload["op"], Path(payload["root"]))
-    module = loader.module_of(payload["kernel"])
+    op = get_op(payload.op, Path(payload.root))
+    module = loader.module_of(payload.kernel)
     fn = getattr(module, op.spec.entry)
     full = set_paths(op, fn, module, op.cases("full"))
-    checked = set_paths(op, fn, module, op.cases(",".join(payload["ids"])))
-    return {"missing": uncovered(full, checked), "n_full": len(full)}
+    checked = set_paths(op, fn, module, op.cases(",".join(payload.ids)))
+    return CoverageAnswer(missing=uncovered(full, checked), n_full=len(full))

@@ -3,12 +3,12 @@
 comes back (``bench_worker``, ``compare_worker``: the sampled timed outputs against the float64
 reference, every kernel's time against the op's speed of light) are in aka.evaluate.checker.verify.
 
-Payloads and results are JSON-able dicts. Per shape and implementation: the eager timing, the
-CUDA-graph replay timing (labelled, or a note why not), the peak device memory beyond inputs and
-outputs, achieved TFLOP/s and TB/s from the op's cost model, and the fraction of the roofline at
-the device's calibrated ceilings. Before every timed call the input buffer gets fresh values
-(aka.evaluate.host.rotation), so no kernel can answer from memory. On CPU every timing is labelled
-interpreter/cpu and there is no roofline.
+Payloads are aka.evaluate.wire's BenchPayload and ComparePayload; results are JSON-able dicts. Per
+shape and implementation: the eager timing, the CUDA-graph replay timing (labelled, or a note why not),
+the peak device memory beyond inputs and outputs, achieved TFLOP/s and TB/s from the op's cost model,
+and the fraction of the roofline at the device's calibrated ceilings. Before every timed call the input
+buffer gets fresh values (aka.evaluate.host.rotation), so no kernel can answer from memory. On CPU every
+timing is labelled interpreter/cpu and there is no roofline.
 """
 
 from __future__ import annotations
@@ -32,28 +32,27 @@ from aka.evaluate.host.bench import (
 )
 from aka.evaluate.host.loader import note_of, prepare
 from aka.evaluate.host.rotation import Rotation
-from aka.evaluate.wire import ImplRef
+from aka.evaluate.wire import BenchPayload, ComparePayload, ImplRef, ProgressLine, StopRule, TimingPayload
 
 
-def _setup(payload: dict[str, Any]):
+def _setup(payload: TimingPayload):
     """The op, the device and the config; selects the interpreter before any kernel loads on CPU."""
     import torch
 
     from aka.contract.ops import get_op
 
-    gpu = torch.cuda.is_available() and not payload.get("force_cpu", False)
+    gpu = torch.cuda.is_available() and not payload.force_cpu
     if not gpu:
         from aka.evaluate.host.interp import enable_interpreter
 
         enable_interpreter()
-    cfg_raw = payload.get("config")
+    cfg_raw = payload.config
     cfg = BenchConfig(**cfg_raw) if cfg_raw else (BenchConfig() if gpu else BenchConfig.for_cpu())
-    if payload.get("graph") is False:
+    if payload.graph is False:
         cfg = cfg.model_copy(update={"graph": False})
-    if payload.get("time_cap_s"):  # `aka bench --time-cap`: sampling seconds per timing (GPU)
-        cfg = cfg.model_copy(update={"time_cap_s": float(payload["time_cap_s"])})
-    root = payload.get("root")
-    op = get_op(payload["op"], None if root is None else Path(root))
+    if payload.time_cap_s:  # `aka bench --time-cap`: sampling seconds per timing (GPU)
+        cfg = cfg.model_copy(update={"time_cap_s": float(payload.time_cap_s)})
+    op = get_op(payload.op, None if payload.root is None else Path(payload.root))
     return op, ("cuda" if gpu else "cpu"), cfg
 
 
@@ -161,82 +160,81 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
     return {r.name: cells[r.name] for r in refs}
 
 
-def _sampled(payload: dict[str, Any], refs: list[ImplRef], shape: str) -> set[str]:
+def _sampled(payload: TimingPayload, refs: list[ImplRef], shape: str) -> set[str]:
     """Implementations whose timed outputs go back to the checker on this shape."""
-    v = payload.get("verify") or {}
-    shapes = v.get("shapes")
+    v = payload.verify
+    shapes = v.shapes if v else None
     if shapes is not None and shape not in shapes:
         return set()
-    names = v.get("impls")
+    names = v.impls if v else None
     return {r.name for r in refs if (names is None and r.kind == "kernel") or (names is not None and r.name in names)}
 
 
-def bench_host(payload: dict[str, Any]) -> dict[str, Any]:
-    """Time every implementation on every shape (in the candidate's process). payload: op, impls (ImplRef
-    dicts), shapes, config?, seed?, verify? ({impls, shapes, last, seed}), exchange_dir (set by
-    aka.evaluate.host.main)."""
+def bench_host(payload: BenchPayload) -> dict[str, Any]:
+    """Time every implementation on every shape (in the candidate's process); exchange_dir is set by
+    aka.evaluate.host.main."""
     import torch
 
     op, device, cfg = _setup(payload)
-    refs = [ImplRef(**r) for r in payload["impls"]]
+    refs = payload.impls
     notes: list[str] = []
-    ceil = payload.get("ceilings")  # measured by the checker (aka.evaluate.checker.verify.bench_timed), never here
-    notes += payload.get("ceilings_notes", [])
+    ceil = payload.ceilings  # measured by the checker (aka.evaluate.checker.verify.bench_timed), never here
+    notes += payload.ceilings_notes
     rows, cache, samples = [], {}, []
-    cases = op.cases(payload.get("shapes", "full"))
-    first = list(payload.get("first") or [])  # shapes that stopped earlier screens: timed first (stable)
+    cases = op.cases(payload.shapes)
+    first = list(payload.first)  # shapes that stopped earlier screens: timed first (stable)
     cases = sorted(cases, key=lambda c: first.index(c.id) if c.id in first else len(first))
     t_start = time.monotonic()
     for i, case in enumerate(cases):
         flops, nbytes = op.flops(case), op.min_bytes(case)
         floor = None
         if ceil:
-            floor = max(flops / (ceil["gemm_tflops"] * 1e12), nbytes / (ceil["copy_tbps"] * 1e12)) * 1e6
-        seeds = [payload.get("seed", 0) + i for i in range(cfg.input_copies)]
+            floor = ceil.floor_us(flops, nbytes)
+        seeds = [payload.seed + i for i in range(cfg.input_copies)]
         copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
         rot = _rotation(op, case, copies, seeds, payload, i, device, cfg.min_iters, _sampled(payload, refs, case.id))
         results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor), rot)
-        samples += rot.finish(Path(payload["exchange_dir"]), f"s{i}") if "exchange_dir" in payload else []
+        samples += rot.finish(Path(payload.exchange_dir), f"s{i}") if payload.exchange_dir else []
         rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
                      "floor_us": floor, "results": results})
-        _progress(payload.get("progress_path"), case.id, i + 1, len(cases), results, device,
-                  time.monotonic() - t_start)
+        _progress(payload.progress_path, case.id, i + 1, len(cases), results, device, time.monotonic() - t_start)
         del copies
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
-        if (why := losing(rows, payload.get("stop"))) and i + 1 < len(cases):
+        if (why := losing(rows, payload.stop)) and i + 1 < len(cases):
             notes.append(f"stopped after {i + 1} of {len(cases)} shapes: {why}")
             break
     return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
-            "impls": [r.name for r in refs], "ceilings": ceil, "config": cfg.model_dump(), "notes": notes,
+            "impls": [r.name for r in refs], "ceilings": ceil.model_dump() if ceil else None,
+            "config": cfg.model_dump(), "notes": notes,
             "rows": rows, "samples": samples}
 
 
-def slow_shape(rows: list[dict[str, Any]], stop: dict[str, Any]) -> tuple[str, float] | None:
-    """The first timed shape where stop["name"] runs at under stop["shape_below"] of stop["against"]
-    (in stop["timing"]), with that ratio; None without one. Pure."""
+def slow_shape(rows: list[dict[str, Any]], stop: StopRule) -> tuple[str, float] | None:
+    """The first timed shape where stop.name runs at under stop.shape_below of stop.against (in
+    stop.timing), with that ratio; None without one. Pure."""
     for shape, ratio in _ratios(rows, stop) or []:
-        if stop.get("shape_below") and ratio < stop["shape_below"]:
+        if stop.shape_below and ratio < stop.shape_below:
             return shape, ratio
     return None
 
 
-def _ratios(rows: list[dict[str, Any]], stop: dict[str, Any]) -> list[tuple[str, float]] | None:
+def _ratios(rows: list[dict[str, Any]], stop: StopRule) -> list[tuple[str, float]] | None:
     out = []
     for row in rows:
-        a, b = row["results"].get(stop["against"]) or {}, row["results"].get(stop["name"]) or {}
-        ta, tb = (a.get(stop["timing"]) or {}).get("median_us"), (b.get(stop["timing"]) or {}).get("median_us")
+        a, b = row["results"].get(stop.against) or {}, row["results"].get(stop.name) or {}
+        ta, tb = (a.get(stop.timing) or {}).get("median_us"), (b.get(stop.timing) or {}).get("median_us")
         if not (ta and tb):
             return None  # an untimed cell: the checker judges it; no early verdict
         out.append((row["shape"], ta / tb))
     return out
 
 
-def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
-    """Why timing the rest is pointless: on some shape stop["name"] runs at under stop["shape_below"] of
-    stop["against"]'s speed (when given), or after at least stop["after"] shapes at under stop["below"]
-    (geomean of their medians in stop["timing"]). Pure; '' to go on.
+def losing(rows: list[dict[str, Any]], stop: StopRule | None) -> str:
+    """Why timing the rest is pointless: on some shape stop.name runs at under stop.shape_below of
+    stop.against's speed (when given), or after at least stop.after shapes at under stop.below
+    (geomean of their medians in stop.timing). Pure; '' to go on.
 
     A screen's early stop (aka.evaluate.checker.tasks.screen_worker): such a candidate cannot be promoted, so the
     remaining shapes would only cost GPU time. Run in the candidate's process, it can only end a
@@ -245,18 +243,19 @@ def losing(rows: list[dict[str, Any]], stop: dict[str, Any] | None) -> str:
     if not ratios:
         return ""
     if slow := slow_shape(rows, stop):
-        return f"{slow[0]}: {stop['name']} at {slow[1]:.3f}x {stop['against']}, under {stop['shape_below']:g}x"
-    if len(ratios) < stop["after"]:
+        return f"{slow[0]}: {stop.name} at {slow[1]:.3f}x {stop.against}, under {stop.shape_below:g}x"
+    if len(ratios) < stop.after:
         return ""
     g = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
-    return f"{stop['name']} at {g:.3f}x {stop['against']} ({stop['timing']}), under {stop['below']:g}x" \
-        if g < stop["below"] else ""
+    return f"{stop.name} at {g:.3f}x {stop.against} ({stop.timing}), under {stop.below:g}x" \
+        if g < stop.below else ""
 
 
-def _rotation(op, case, copies, seeds, payload, index: int, device: str, min_calls: int, sample: set[str]) -> Rotation:
-    v = payload.get("verify") or {}
-    return Rotation(op, case, copies, seeds, int(v.get("seed", 0)) * 1000 + index + 1, device, min_calls, sample,
-                    last=bool(v.get("last", False)))
+def _rotation(op, case, copies, seeds, payload: TimingPayload, index: int, device: str, min_calls: int,
+              sample: set[str]) -> Rotation:
+    v = payload.verify  # none: no probe seed, no last call kept
+    return Rotation(op, case, copies, seeds, ((v.seed or 0) if v else 0) * 1000 + index + 1, device, min_calls,
+                    sample, last=v.last if v else False)
 
 
 def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, dict[str, Any]],
@@ -265,12 +264,12 @@ def _progress(path: str | None, shape: str, done: int, total: int, results: dict
     arrives when every shape is done, which is minutes on a full set)."""
     if not path:
         return
-    medians = {n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r}
-    graphs = {n: r["graph"]["median_us"] for n, r in results.items() if r.get("graph")}
+    line = ProgressLine(shape=shape, done=done, total=total,
+                        median_us={n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r},
+                        graph_us={n: r["graph"]["median_us"] for n, r in results.items() if r.get("graph")},
+                        interpreter=device != "cuda", elapsed_s=round(elapsed_s, 1))
     with open(path, "a") as fh:
-        fh.write(json.dumps({"shape": shape, "done": done, "total": total, "median_us": medians,
-                             "graph_us": graphs, "interpreter": device != "cuda",
-                             "elapsed_s": round(elapsed_s, 1)}) + "\n")
+        fh.write(json.dumps(line.model_dump()) + "\n")
 
 
 def _device_name(device: str) -> str:
@@ -291,26 +290,25 @@ def _replays(timer: GraphTimer, rot: Rotation | None, name: str, calls: list) ->
     return rot.replays(name, replays, outs) if rot is not None else replays
 
 
-def compare_timing(payload: dict[str, Any], device: str) -> str:
+def compare_timing(payload: TimingPayload, device: str) -> str:
     """What the ABBA times: graph replays where the op ranks on them (on a GPU), else eager calls."""
-    return "graph" if payload.get("rank") == "graph" and device == "cuda" else "eager"
+    return "graph" if payload.rank == "graph" and device == "cuda" else "eager"
 
 
-def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
+def compare_host(payload: ComparePayload) -> dict[str, Any]:
     """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
-    process). payload: op, a, b (ImplRef dicts), shapes, rank? ("eager", or "graph": both replayed from
-    CUDA graphs, as the op is ranked), verify? ({impls, shapes, last, seed})."""
+    process); rank "graph": both replayed from CUDA graphs, as the op is ranked."""
     from aka.evaluate.host.compare import interleave, summarise
 
     op, device, cfg = _setup(payload)
-    a, b = ImplRef(**payload["a"]), ImplRef(**payload["b"])
+    a, b = payload.a, payload.b
     cache: dict = {}
     kind = compare_timing(payload, device)
     timer = GraphTimer(int(cfg.flush_factor * l2_bytes())) if kind == "graph" else _timer(device, a, cfg, cache)
     samples, found = {}, []
     min_calls = 2 * max(2, cfg.min_iters // 4)  # interleave's first rounds: two calls of each per round
-    for i, case in enumerate(op.cases(payload.get("shapes", "full"))):
-        seeds = [payload.get("seed", 0) + j for j in range(cfg.input_copies)]
+    for i, case in enumerate(op.cases(payload.shapes)):
+        seeds = [payload.seed + j for j in range(cfg.input_copies)]
         copies = [op.inputs.make_inputs(case, s, device) for s in seeds]
         rot = _rotation(op, case, copies, seeds, payload, i, device, min_calls, _sampled(payload, [a, b], case.id))
         ready_a, ready_b = [prepare(a, x) for x in copies], [prepare(b, x) for x in copies]
@@ -325,7 +323,7 @@ def compare_host(payload: dict[str, Any]) -> dict[str, Any]:
             calls_a, calls_b = _replays(timer, rot, a.name, calls_a), _replays(timer, rot, b.name, calls_b)
         samples[case.id] = interleave(calls_a, calls_b, cfg, timer,
                                       hooks={"A": rot.hooks(a.name, kind), "B": rot.hooks(b.name, kind)})
-        if "exchange_dir" in payload:
-            found += rot.finish(Path(payload["exchange_dir"]), f"c{i}")
+        if payload.exchange_dir:
+            found += rot.finish(Path(payload.exchange_dir), f"c{i}")
         del copies
     return {**summarise(samples, timer.kind).model_dump(), "samples": found}

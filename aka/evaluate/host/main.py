@@ -29,7 +29,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aka.evaluate.exchange import TensorRef
 from aka.evaluate.lifeline import arm_death_signal
+from aka.evaluate.wire import (
+    HOST_REQUEST,
+    CallRequest,
+    ExpectedOutput,
+    HostAnswer,
+    HostRequest,
+    LoadRequest,
+    TaskRequest,
+    call_typed,
+)
 
 _FATAL = ("oom", "device-fault")
 HOLD_MAX = 96  # outputs held for the aliasing check: 4 calls a shape, 36 with the GPU repeats, of 1-2 outputs
@@ -47,33 +58,33 @@ class _Session:
         self.handed: dict = {}  # the tensors the last call handed the candidate: the next call's buffers
 
 
-def _load(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
+def _load(s: _Session, req: LoadRequest) -> HostAnswer:
     from aka.contract.ops import NotAModuleError, load_module
     from aka.evaluate.wire import TaskFailure, one_line
 
-    path = Path(req["kernel"])
+    path = Path(req.kernel)
     try:  # one candidate per host process (aka.evaluate.checker.sandbox.new_host), so one fixed module name
         module = load_module(path, "aka_candidate")
     except NotAModuleError as exc:
         raise TaskFailure("import", str(exc)) from exc
     except Exception as exc:
         raise TaskFailure("import", f"importing the candidate raised {one_line(exc)}") from exc
-    fn = getattr(module, req["entry"], None)
+    fn = getattr(module, req.entry, None)
     if not callable(fn):
-        raise TaskFailure("import", f"the candidate defines no function '{req['entry']}'")
+        raise TaskFailure("import", f"the candidate defines no function '{req.entry}'")
     s.module, s.fn = module, fn
     from aka.evaluate.host import loader
 
     loader.adopt(str(path.resolve()), module)  # a timing in this process times this very module (its state too)
     # names of CUDA kernels the candidate itself defines (--lang cuda): its own, not a library's
     s.own_kernels = set(re.findall(r"__global__\s+(?:void\s+)?(\w+)", path.read_text()))
-    return {}
+    return HostAnswer(ok=True)
 
 
-def _tensors(s: _Session, refs: dict[str, Any], device: str) -> dict[str, Any]:
-    from aka.evaluate.exchange import TensorRef, get
+def _tensors(s: _Session, refs: dict[str, TensorRef | None], device: str) -> dict[str, Any]:
+    from aka.evaluate.exchange import get
 
-    return {k: (None if r is None else get(TensorRef(**r), s.folder, device)) for k, r in refs.items()}
+    return {k: (None if r is None else get(r, s.folder, device)) for k, r in refs.items()}
 
 
 def apply_config(module, overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -89,31 +100,31 @@ def apply_config(module, overrides: dict[str, Any]) -> tuple[dict[str, Any], lis
     return old, missing
 
 
-def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
+def _call(s: _Session, req: CallRequest) -> HostAnswer:
     import torch
 
     from aka.evaluate.exchange import dtype_name, put
     from aka.evaluate.host.launches import Recorder, problem
 
-    device = req["device"]
-    if req.get("reuse_inputs") and s.inputs is not None:  # the gate's repeats: the previous call's inputs again,
+    device = req.device
+    if req.reuse_inputs and s.inputs is not None:  # the gate's repeats: the previous call's inputs again,
         inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in s.inputs.items()}  # no file reads
     else:
-        inputs = _tensors(s, req["inputs"], device)
+        inputs = _tensors(s, req.inputs, device)
     inputs = _same_buffers(s.handed, inputs)
     s.handed = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     pristine = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     s.inputs = {**inputs, **pristine}  # a copy the candidate never sees
-    old, missing = apply_config(s.module, req.get("config") or {})
+    old, missing = apply_config(s.module, req.config or {})
     if missing:
-        return {"problem": f"the case forces CONFIG {sorted(req['config'])} but the candidate has no "
-                           f"CONFIG key {missing[0]!r} (the contract's edge cases force code paths through it)"}
-    expected = req["expected"]
+        return HostAnswer(ok=True, problem=f"the case forces CONFIG {sorted(req.config or {})} but the candidate "
+                          f"has no CONFIG key {missing[0]!r} (the contract's edge cases force code paths through it)")
+    expected = req.expected
     _poison(expected, device)
     _sync(device)
     try:
-        with Recorder(profile_device=bool(req.get("profile")) and device == "cuda") as rec:
-            raw = s.fn(**inputs, **(req.get("scalars") or {}))
+        with Recorder(profile_device=req.profile and device == "cuda") as rec:
+            raw = s.fn(**inputs, **req.scalars)
         snap = _snapshot(raw) if device == "cuda" else None  # queued on the current stream, before the sync
         _sync(device)
     finally:
@@ -125,19 +136,19 @@ def _call(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
     launches = rec.launches
     why = why or problem(launches, s.own_kernels)
     if why:
-        return {"problem": why, "launches": launches.model_dump()}
-    refs = [put(o, s.folder, f"out{i}.bin").model_dump() for i, o in enumerate(outs)]
+        return HostAnswer(ok=True, problem=why, launches=launches)
+    refs = [put(o, s.folder, f"out{i}.bin") for i, o in enumerate(outs)]
     s.held = _hold(s.held, expected, outs)
-    return {"outputs": refs, "dtypes": [dtype_name(o) for o in outs], "launches": launches.model_dump()}
+    return HostAnswer(ok=True, outputs=refs, dtypes=[dtype_name(o) for o in outs], launches=launches)
 
 
-def _task(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
+def _task(s: _Session, req: TaskRequest) -> HostAnswer:
     s.held, s.inputs, s.handed = [], None, {}  # the gate's copies leave the device memory to the timing
-    module_name, _, fn_name = req["task"].partition(":")
+    module_name, _, fn_name = req.task.partition(":")
     if not module_name.startswith("aka."):
-        raise ValueError(f"task {req['task']!r}: only aka's own harnesses run here")
+        raise ValueError(f"task {req.task!r}: only aka's own harnesses run here")
     fn = getattr(importlib.import_module(module_name), fn_name)
-    return {"value": fn({**req["payload"], "exchange_dir": str(s.folder)})}
+    return HostAnswer(ok=True, value=call_typed(fn, {**req.payload, "exchange_dir": str(s.folder)}))
 
 
 def _same_buffers(previous: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
@@ -165,22 +176,22 @@ def _normalise(raw, n: int) -> tuple[list, str]:
     return list(outs), ""
 
 
-def _structure(outs: list, expected: list[dict[str, Any]], inputs: dict[str, Any], device: str) -> str:
+def _structure(outs: list, expected: list[ExpectedOutput], inputs: dict[str, Any], device: str) -> str:
     """What the checker cannot see from bytes: the object returned, where it lives, what it aliases."""
     import torch
 
     from aka.evaluate.exchange import dtype_name
 
     for out, exp in zip(outs, expected):
-        name = exp["name"]
+        name = exp.name
         if not isinstance(out, torch.Tensor):
             return f"{name}: returned {type(out).__name__}, expected a tensor"
         if type(out) is not torch.Tensor:  # a subclass could answer the checks' own torch calls
             return f"{name}: returned a {type(out).__name__}, a torch.Tensor subclass; return a plain tensor"
-        if tuple(out.shape) != tuple(exp["shape"]):
-            return f"{name}: shape {tuple(out.shape)} != expected {tuple(exp['shape'])}"
-        if dtype_name(out) != exp["dtype"]:
-            return f"{name}: dtype {dtype_name(out)} != {exp['dtype']}"
+        if tuple(out.shape) != tuple(exp.shape):
+            return f"{name}: shape {tuple(out.shape)} != expected {tuple(exp.shape)}"
+        if dtype_name(out) != exp.dtype:
+            return f"{name}: dtype {dtype_name(out)} != {exp.dtype}"
         if out.device.type != torch.device(device).type:
             return f"{name}: on device {out.device.type}, expected {device}"
         try:
@@ -199,16 +210,16 @@ def _span(t) -> tuple[int, int]:
     return st.data_ptr(), st.data_ptr() + st.nbytes()
 
 
-def _hold(held: list, expected: list[dict[str, Any]], outs: list) -> list:
+def _hold(held: list, expected: list[ExpectedOutput], outs: list) -> list:
     """Every output of the calls of one shape stays held (a new shape starts over; at most HOLD_MAX): a
     kernel that rotates a few buffers per shape fails once the rotation comes back to a held one."""
-    sig = [(e["name"], tuple(e["shape"])) for e in expected]
+    sig = [(e.name, tuple(e.shape)) for e in expected]
     kept = [h for h in held if h[0] == sig]
-    kept += [(sig, exp["name"], o, o.clone()) for exp, o in zip(expected, outs)]
+    kept += [(sig, exp.name, o, o.clone()) for exp, o in zip(expected, outs)]
     return kept[-HOLD_MAX:]
 
 
-def _held_problem(held: list, outs: list, expected: list[dict[str, Any]]) -> str:
+def _held_problem(held: list, outs: list, expected: list[ExpectedOutput]) -> str:
     """A caller keeps the outputs of one call while it makes the next (two layers, two requests): each
     new output must own fresh storage, and the earlier calls' outputs must keep their values. A kernel
     that hands back one buffer per shape (or a few in turn) is right on every single call and wrong for
@@ -218,7 +229,7 @@ def _held_problem(held: list, outs: list, expected: list[dict[str, Any]]) -> str
         for _, name, old, _ in held:
             o_lo, o_hi = _span(old)
             if lo < o_hi and o_lo < hi and out.numel() and old.numel():
-                return (f"{exp['name']}: shares storage with an earlier call's output '{name}' (aliasing: a "
+                return (f"{exp.name}: shares storage with an earlier call's output '{name}' (aliasing: a "
                         "caller holding both sees one overwritten; allocate every output per call)")
     for _, name, old, copy in held:
         if not _same(old, copy):
@@ -227,13 +238,13 @@ def _held_problem(held: list, outs: list, expected: list[dict[str, Any]]) -> str
     return ""
 
 
-def _poison(expected: list[dict[str, Any]], device: str) -> None:
+def _poison(expected: list[ExpectedOutput], device: str) -> None:
     """Allocate NaN-filled blocks of the outputs' sizes and free them: the allocator hands them out next,
     so a half-written output cannot inherit correct bytes."""
     import torch
 
-    blocks = [torch.full(tuple(e["shape"]), float("nan"), dtype=getattr(torch, e["dtype"]), device=device)
-              for e in expected if getattr(torch, e["dtype"]).is_floating_point]
+    blocks = [torch.full(tuple(e.shape), float("nan"), dtype=getattr(torch, e.dtype), device=device)
+              for e in expected if getattr(torch, e.dtype).is_floating_point]
     del blocks
 
 
@@ -277,7 +288,7 @@ def _same(a, b) -> bool:
     return _SAME(a, b)
 
 
-def _stream_problem(outs: list, snap, expected: list[dict[str, Any]]) -> str:
+def _stream_problem(outs: list, snap, expected: list[ExpectedOutput]) -> str:
     """Outputs that changed between the current-stream snapshot and the device sync were written by
     work the caller's stream does not wait for (a side stream)."""
     nan_equal = _same
@@ -285,7 +296,7 @@ def _stream_problem(outs: list, snap, expected: list[dict[str, Any]]) -> str:
         return ""
     for exp, now, then in zip(expected, outs, snap):
         if then is not None and now.shape == then.shape and not nan_equal(now, then):
-            return f"{exp['name']}: changed after the device was synchronised (work left on another stream)"
+            return f"{exp.name}: changed after the device was synchronised (work left on another stream)"
     return ""
 
 
@@ -299,13 +310,16 @@ def _input_problem(inputs: dict[str, Any], pristine: dict[str, Any]) -> str:
 _HANDLERS = {"load": _load, "call": _call, "task": _task}
 
 
-def _answer(s: _Session, req: dict[str, Any]) -> dict[str, Any]:
+def _answer(s: _Session, raw: object) -> HostAnswer:
+    """The answer to one request line's object (parsed here: one that is no request fails like a raise)."""
     from aka.evaluate.wire import failure
 
     try:
-        return {"ok": True, **_HANDLERS[req["cmd"]](s, req)}
+        req: HostRequest = HOST_REQUEST.validate_python(raw)
+        return _HANDLERS[req.cmd](s, req)
     except BaseException as exc:  # the checker records it; nothing escapes the host
-        return failure(exc)
+        failed = failure(exc)
+        return HostAnswer(ok=False, stage=failed.stage, error=failed.error)
 
 
 def main(argv: list[str]) -> None:
@@ -323,18 +337,19 @@ def main(argv: list[str]) -> None:
     requests = os.fdopen(req_fd, "r", encoding="utf-8")
     answers = os.fdopen(resp_fd, "w", encoding="utf-8")
     for line in requests:
-        req = json.loads(line)
-        if req.get("cmd") == "exit":
+        raw = json.loads(line)
+        if isinstance(raw, dict) and raw.get("cmd") == "exit":
             break
-        ans = _answer(session, req)
+        ans = _answer(session, raw)
         try:
-            text = json.dumps(ans)
+            text = json.dumps(ans.model_dump())
         except (TypeError, ValueError) as exc:
-            text = json.dumps({"ok": False, "stage": "run", "error": f"answer is not JSON-serialisable: {exc}"})
+            ans = HostAnswer(ok=False, stage="run", error=f"answer is not JSON-serialisable: {exc}")
+            text = json.dumps(ans.model_dump())
         sys.stdout.flush()
         answers.write(text + "\n")
         answers.flush()
-        if not ans["ok"] and ans.get("stage") in _FATAL:
+        if not ans.ok and ans.stage in _FATAL:
             break  # the CUDA context (or the allocator) is gone: never reuse it
     sys.stdout.flush()
     sys.stderr.flush()

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aka.evaluate.parent.runner import WorkerResult, keep_spares, run_task
+from aka.evaluate.parent.runner import TaskPayload, WorkerResult, keep_spares, run_task
+from aka.evaluate.wire import BenchPayload, ProgressLine
 
 
-def run(task: str, payload: dict[str, Any], *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
+def run(task: str, payload: TaskPayload, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
     """task ("module:function") on payload in a fresh worker process; never raises for what the task does."""
     return run_task(task, payload, timeout=timeout, interpreter=interpreter)
 
@@ -28,7 +29,7 @@ def keep_ready(n: int, interpreter: bool | None) -> None:
     keep_spares(n, interpreter)
 
 
-def call(task: str, payload: dict[str, Any], timeout: float, interpreter: bool | None) -> tuple[bool, Any, str]:
+def call(task: str, payload: TaskPayload, timeout: float, interpreter: bool | None) -> tuple[bool, Any, str]:
     """(ok, value, error) of task(payload) in a fresh worker process; the error is one short line."""
     res = run(task, payload, timeout=timeout, interpreter=interpreter)
     if res.ok:
@@ -36,9 +37,9 @@ def call(task: str, payload: dict[str, Any], timeout: float, interpreter: bool |
     return False, None, f"{res.stage}: {res.error}"[:500]
 
 
-def call_following(task: str, payload: dict[str, Any], timeout: float, interpreter: bool | None,
-                   on_line: Callable[[dict[str, Any]], None]) -> tuple[bool, Any, str]:
-    """call(), with each JSON line the task appends to payload["progress_path"] handed to on_line as it
+def call_following(task: str, payload: BenchPayload, timeout: float, interpreter: bool | None,
+                   on_line: Callable[[ProgressLine], None]) -> tuple[bool, Any, str]:
+    """call(), with each line the task appends to payload.progress_path handed to on_line as it
     arrives (bench_worker writes one per finished shape), so a long measurement shows progress."""
     with tempfile.TemporaryDirectory(prefix=f"aka-progress-{os.getpid()}-") as tmp:
         path = Path(tmp) / "progress.jsonl"
@@ -53,8 +54,8 @@ def call_following(task: str, payload: dict[str, Any], timeout: float, interpret
                 lines = path.read_text().splitlines()
                 for line in lines[seen:]:
                     try:
-                        on_line(json.loads(line))
-                    except ValueError:  # a torn line: the task died mid-write
+                        on_line(ProgressLine.model_validate(json.loads(line)))
+                    except ValueError:  # a torn line: the task died mid-write (ValidationError is one too)
                         pass
                 seen = len(lines)
                 if finished:
@@ -64,7 +65,7 @@ def call_following(task: str, payload: dict[str, Any], timeout: float, interpret
         t = threading.Thread(target=follow, daemon=True)
         t.start()
         try:
-            return call(task, {**payload, "progress_path": str(path)}, timeout, interpreter)
+            return call(task, payload.model_copy(update={"progress_path": str(path)}), timeout, interpreter)
         finally:
             done.set()
             t.join(5)

@@ -33,7 +33,20 @@ from aka.evaluate.parent.outcomes import (
 )
 from aka.evaluate.static.compstats import CompileStats
 from aka.evaluate.static.compstats import merge as merge_stats
-from aka.evaluate.wire import GateReport
+from aka.evaluate.wire import (
+    BenchPayload,
+    ComparePayload,
+    CompilePayload,
+    CompileResult,
+    GatePayload,
+    GateReport,
+    ImplRef,
+    ProgressLine,
+    ScreenPayload,
+    ScreenResult,
+    StopRule,
+    VerifySettings,
+)
 from aka.records import GateRecord
 from aka.settings import OptimizeSettings
 
@@ -114,7 +127,7 @@ class RealEvaluator:
         self.first: list[str] = []  # shapes that refused recent candidates: the screen times them first
         # set by a command that shows progress: one call per shape bench() finishes (a bench_worker
         # progress record: shape, done, total, median_us, elapsed_s)
-        self.on_shape: Callable[[dict[str, Any]], None] | None = None
+        self.on_shape: Callable[[ProgressLine], None] | None = None
         if gpu and settings.spare_workers:  # every stage below then starts in a ready process
             door.keep_ready(settings.spare_workers, self.interpreter)
 
@@ -123,11 +136,12 @@ class RealEvaluator:
 
         return self.cuda and self.interpreter and is_cuda_candidate(path.read_text())
 
-    def _payload(self, **extra: Any) -> dict[str, Any]:
-        return {"op": self.op.name, "root": str(self.root), "force_cpu": self.interpreter, **extra}
+    def _where(self) -> dict[str, Any]:
+        """The fields every payload of this evaluator starts with: the op, its root, the interpreter choice."""
+        return {"op": self.op.name, "root": str(self.root), "force_cpu": self.interpreter}
 
-    def _kernel(self, name: str, path: Path) -> dict[str, Any]:
-        return {"name": name, "kind": "kernel", "path": str(path), "function": self.op.spec.entry}
+    def _kernel(self, name: str, path: Path) -> ImplRef:
+        return ImplRef(name=name, kind="kernel", path=str(path), function=self.op.spec.entry)
 
     def device(self) -> dict[str, Any]:
         from aka.hardware import device_record
@@ -157,7 +171,8 @@ class RealEvaluator:
             split = max(self.split, cores // (self._compiling + 1))
             self._compiling += 1
         parts = [[]] if self.interpreter else [p for p in (ids[i::split] for i in range(split)) if p]
-        payloads = [self._payload(path=str(path), gpu_lock=str(self.gpu_lock), cases=p, stats=stats) for p in parts]
+        payloads = [CompilePayload(**self._where(), path=str(path), gpu_lock=str(self.gpu_lock), cases=p, stats=stats)
+                    for p in parts]
         t0 = time.monotonic()
         try:
             results = self._compile_calls(payloads, split)
@@ -165,34 +180,38 @@ class RealEvaluator:
             with self._lock:
                 self._compiling -= 1
         errors = [err for ok, _, err in results if not ok]
-        seconds = max((v or {}).get("seconds", 0.0) for _, v, _ in results)
+        values = [v for ok, v, _ in results if ok and v is not None]
+        seconds = max((v.seconds for v in values), default=0.0)
         # seconds: the calls' own work; call_s adds taking (or starting) their processes; stats_s: reading the
         # kernels' registers and SASS after the work
         detail = {"seconds": seconds, "workers": len(results), "call_s": round(time.monotonic() - t0, 3),
-                  "stats_s": max((v or {}).get("stats_s", 0.0) for _, v, _ in results)}
-        if len(results) == 1 and (ahead := (results[0][1] or {}).get("precompile")):
-            detail["precompile"] = ahead
-        stats = [CompileStats.model_validate(v["compile_stats"]) for ok, v, _ in results if ok and "compile_stats" in v]
+                  "stats_s": max((v.stats_s or 0.0 for v in values), default=0.0)}
+        if len(results) == 1 and values and (ahead := values[0].precompile):
+            detail["precompile"] = ahead.model_dump(exclude_none=True)
+        stats = [CompileStats.model_validate(v.compile_stats) for v in values if v.compile_stats is not None]
         if stats:
             detail["compile_stats"] = merge_stats(stats).model_dump()
-        launches = [x for ok, v, _ in results if ok for x in (v or {}).get("launches") or []]
+        launches = [x for v in values for x in v.launches]
         if launches:
             detail["launches"] = launches
         return StageOutcome(not errors, errors[0] if errors else "", detail)
 
-    def _compile_calls(self, payloads: list[dict[str, Any]], split: int) -> list[tuple[bool, Any, str]]:
+    def _compile_calls(self, payloads: list[CompilePayload], split: int
+                       ) -> list[tuple[bool, CompileResult | None, str]]:
         """The compile calls. On a GPU (Triton candidates) one call compiles every specialisation once on
         `split` forked children, then runs every case (aka.evaluate.checker.precompile). If its record was tainted
         or its process died (which the record's forks or host code on unwritten outputs could cause: not
         the candidate's fault), the calls split the cases as before, and theirs is the verdict."""
-        def call(p: dict[str, Any]) -> tuple[bool, Any, str]:
-            return door.call("aka.evaluate.checker.tasks:compile_worker", p, self.timeout, self.interpreter)
+        def call(p: CompilePayload) -> tuple[bool, CompileResult | None, str]:
+            ok, value, err = door.call("aka.evaluate.checker.tasks:compile_worker", p, self.timeout, self.interpreter)
+            return ok, CompileResult.model_validate(value) if ok else None, err
 
         if not (self.interpreter or self.cuda):  # a CUDA candidate builds its extension on import
-            whole = {**payloads[0], "cases": sorted(c for p in payloads for c in p["cases"]), "precompile": split}
+            whole = payloads[0].model_copy(update={"cases": sorted(c for p in payloads for c in p.cases or []),
+                                                   "precompile": split})
             ok, value, err = call(whole)
             died = not ok and err.split(":", 1)[0] in ("crash", "oom", "timeout")
-            if not (died or (ok and "tainted" in (value or {}).get("precompile", {}))):
+            if not (died or (ok and value.precompile and value.precompile.tainted)):
                 return [(ok, value, err)]
         return map_workers(call, payloads)
 
@@ -207,7 +226,8 @@ class RealEvaluator:
         from aka.evaluate.parent.check import GRACE_S
 
         limit = self.timeout * max(1, rounds)
-        payload = self._payload(kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed, timeout_s=limit)
+        payload = GatePayload(**self._where(), kernel=str(path), shapes=",".join(sets), rounds=rounds, seed=seed,
+                              timeout_s=limit)
         ok, value, err = door.call("aka.evaluate.checker.gate:gate_worker", payload, limit + GRACE_S, self.interpreter)
         return gate_record(GateReport.model_validate(value)) if ok else GateRecord(error=err or "gate worker failed")
 
@@ -222,23 +242,26 @@ class RealEvaluator:
         # paired on a GPU: timed first, gated only when it could reach the ABBA re-measure (measure()'s
         # threshold), timing stopped once it runs clearly slower (aka.evaluate.checker.tasks.screen_worker)
         order = {"gate_above": self.gate_above, "rank": self.rank,
-                 "stop": {"name": "candidate", "against": "incumbent", "timing": self.rank, **SCREEN_STOP,
-                          "shape_below": self.shape_below}, "first": list(self.first)}
-        payload = self._payload(kernel=str(path), gate_shapes=",".join(sets), rounds=rounds, seed=seed,
-                                impls=impls, shapes=shapes, config=self.screen_cfg, timeout_s=self.timeout,
+                 "stop": StopRule(name="candidate", against="incumbent", timing=self.rank, **SCREEN_STOP,
+                                  shape_below=self.shape_below), "first": list(self.first)}
+        payload = ScreenPayload(**self._where(), kernel=str(path), gate_shapes=",".join(sets), rounds=rounds,
+                                seed=seed, impls=impls, shapes=shapes, config=self.screen_cfg, timeout_s=self.timeout,
                                 gpu_lock=None if self.interpreter else str(self.gpu_lock),
-                                verify={"impls": ["candidate"], "shapes": self._screen_checked(shapes, seed),
-                                        "last": True}, **(order if paired else {}))
+                                verify=VerifySettings(impls=["candidate"], shapes=self._screen_checked(shapes, seed),
+                                                      last=True), **(order if paired else {}))
         ok, value, err = door.call("aka.evaluate.checker.tasks:screen_worker", payload, self.timeout * 2 + 60,
                                    self.interpreter)
         if not ok:
             return GateRecord(error=err or "screen worker failed"), None
-        bench = bench_outcome(value["bench"], self.rank) if value.get("bench") else None
-        slow = (value.get("bench") or {}).get("slow_shape")
+        got = ScreenResult.model_validate(value)
+        bench = bench_outcome(got.bench, self.rank) if got.bench else None
+        slow = (got.bench or {}).get("slow_shape")
         self._time_first(slow)
-        if value.get("gate_skipped"):
-            return GateRecord(skipped=value["gate_skipped"], slow_shape=slow or ""), bench
-        return gate_record(GateReport.model_validate(value["gate"])), bench
+        if got.gate_skipped:
+            return GateRecord(skipped=got.gate_skipped, slow_shape=slow or ""), bench
+        if got.gate is None:
+            return GateRecord(error="screen worker returned no gate report"), bench
+        return gate_record(got.gate), bench
 
     def _time_first(self, shape: str | None) -> None:
         """Later screens time this shape first: racing the instance that refused the last candidates
@@ -259,7 +282,7 @@ class RealEvaluator:
         """path's times (names[0]); with beside, that kernel's too (names[1], in incumbent_us), timed in
         the same worker on the same inputs, interleaved shape by shape."""
         impls = [self._kernel(names[0], path)] + ([self._kernel(names[1], beside)] if beside else [])
-        payload = self._payload(impls=impls, shapes=shapes, config=self.screen_cfg)
+        payload = BenchPayload(**self._where(), impls=impls, shapes=shapes, config=self.screen_cfg)
         task = "aka.evaluate.checker.verify:bench_worker"
         # exclusive, as the ABBA: the set-up times while the first candidates' compile calls run their cases on
         # the GPU (aka.run.prefetch.head_start)
@@ -277,7 +300,7 @@ class RealEvaluator:
         refs, _ = resolve(self.op, list(self.op.spec.competitors))
         if not refs:
             return {}, ["the contract names no competitors"]
-        payload = self._payload(impls=[r.model_dump() for r in refs], shapes=shapes, config=self.screen_cfg)
+        payload = BenchPayload(**self._where(), impls=refs, shapes=shapes, config=self.screen_cfg)
         ok, value, err = door.call("aka.evaluate.checker.verify:bench_worker", payload, self.competitors_timeout,
                                    self.interpreter)
         if not ok:
@@ -290,8 +313,9 @@ class RealEvaluator:
         return times, notes
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
-        payload = self._payload(a=self._kernel("incumbent", incumbent), b=self._kernel("candidate", candidate),
-                                shapes=shapes, config=self.compare_cfg, rank=self.rank)
+        payload = ComparePayload(**self._where(), a=self._kernel("incumbent", incumbent),
+                                 b=self._kernel("candidate", candidate), shapes=shapes, config=self.compare_cfg,
+                                 rank=self.rank)
         with gpu_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = door.call("aka.evaluate.checker.verify:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)

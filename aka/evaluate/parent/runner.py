@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from aka.evaluate.parent import spares
-from aka.evaluate.wire import death
+from aka.evaluate.wire import TaskResult, death
 
 Stage = Literal["policy", "import", "compile", "run", "check", "timeout", "crash", "oom", "device-fault"]
 
@@ -37,6 +37,9 @@ _KEEP_PREFIX = ("LC_", "PYTHON", "CUDA", "NVIDIA_", "NCCL_", "TRITON_", "TORCH",
 # Applied after the allowlist: e.g. AKA_API_KEY or TORCH_HUB_TOKEN still go.
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _TAIL_CHARS = 4000
+# a task's payload: its model (aka.evaluate.wire), or a plain JSON object for a task that has none yet
+# (aka.knowledge.profile_target's, aka.evaluate.static.offline_sm90's, the tests' own)
+TaskPayload = BaseModel | dict[str, JsonValue]
 
 
 class WorkerResult(BaseModel):
@@ -68,7 +71,7 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[3])  # aka/evaluate/parent/runner.py -> the checkout
 
 
-def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
+def run_task(task: str, payload: TaskPayload, *, timeout: float, interpreter: bool | None = None) -> WorkerResult:
     """Run ``task(payload)`` in a fresh spawned process; never raises for anything the task does.
 
     interpreter: True runs Triton in its CPU interpreter (with the bf16 dot shim), False never,
@@ -104,26 +107,27 @@ def run_task(task: str, payload: dict, *, timeout: float, interpreter: bool | No
         return WorkerResult(ok=False, stage="timeout", error=f"no result within {timeout:g} s: killed", **base)
     if result is not None:
         try:
-            return WorkerResult(**result, **base)
+            return WorkerResult(**TaskResult.model_validate(result).model_dump(), **base)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             return WorkerResult(ok=False, stage="crash", error=f"malformed worker result: {exc}"[:300], **base)
     return _death(proc.returncode, tail, base)
 
 
-def _launch(task: str, payload: dict, env: dict[str, str]) -> tuple[subprocess.Popen, Any, Path]:
+def _launch(task: str, payload: TaskPayload, env: dict[str, str]) -> tuple[subprocess.Popen, Any, Path]:
     """The worker for this task: a spare started ahead with this environment (Python, torch and the
     candidate's process up already), else a fresh one. (process, its open log, its folder)."""
     prefix = f"{WORKER_PREFIX}{os.getpid()}-"
+    text = json.dumps(payload.model_dump() if isinstance(payload, BaseModel) else payload)
     spare = spares.take(env, prefix)
     if spare is not None:
-        (spare.folder / "payload.json").write_text(json.dumps(payload))
+        (spare.folder / "payload.json").write_text(text)
         try:
             spare.go(task, spare.folder / "payload.json", spare.folder / "result.json")
             return spare.proc, spare.log, spare.folder
         except OSError:  # it died after it was taken: the harness's loss, never the task's
             spares.end(spare)
     d = Path(tempfile.mkdtemp(prefix=prefix))
-    (d / "payload.json").write_text(json.dumps(payload))
+    (d / "payload.json").write_text(text)
     cmd = [sys.executable, "-m", "aka.evaluate.checker.worker", task, str(d / "payload.json"), str(d / "result.json")]
     log = open(d / "output.log", "wb")  # noqa: SIM115 - closed by run_task
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -282,13 +286,12 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
     return timed_out
 
 
-def _read_result(path: Path) -> dict | None:
+def _read_result(path: Path) -> object | None:
+    """The result file's JSON (a TaskResult as aka.evaluate.checker.worker writes it); None when there is none."""
     try:
-        raw = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    keys = ("ok", "stage", "value", "error")
-    return {k: raw[k] for k in keys if k in raw}
 
 
 def _death(code: int | None, tail: str, base: dict) -> WorkerResult:
