@@ -111,19 +111,19 @@ class ShapeCaseBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     note: str = ""
-    config: dict[str, Any] = Field(
-        default_factory=dict, description="CONFIG values the gate sets in the candidate for this case, to force a "
-        "code path on a small shape (e.g. context parallelism); a candidate without such a key fails the case")
+    knobs: dict[str, Any] = Field(
+        default_factory=dict, description="the contract's knobs (OpSpec.knobs) the gate passes to the entry point "
+        "for this case, as keyword arguments, to take a code path on a small shape (e.g. context parallelism)")
 
     def params(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump().items() if k not in ("id", "note", "config")}
+        return {k: v for k, v in self.model_dump().items() if k not in ("id", "note", "knobs")}
 
     def describe(self) -> str:
         """Compact text of the parameters that differ from their declared defaults."""
         fields = type(self).model_fields
         shown = {k: v for k, v in self.params().items() if fields[k].is_required() or v != fields[k].default}
         text = " ".join(f"{k}={_short(v)}" for k, v in shown.items())
-        return text + "".join(f" CONFIG.{k}={v}" for k, v in self.config.items())
+        return text + "".join(f" {k}={v}" for k, v in self.knobs.items())
 
 
 def _short(v: Any) -> str:
@@ -164,6 +164,10 @@ class OpSpec(_Strict):
         None, gt=0, description="the host's cost per call the op aims at, in µs: eager median minus CUDA-graph "
         "replay median, reported per shape beside the ranked times (bench, run summary, promoted.json) and "
         "never part of the ranking")
+    knobs: dict[str, str] = Field(
+        default_factory=dict, description="keyword arguments of the entry point that steer how a kernel computes, "
+        "never what: name -> what it asks. Every candidate's entry takes them (None: its own choice); edge cases "
+        "set them (a case's `knobs`) to reach a code path on a small shape; references and competitors never see them")
     shapes: dict[str, list[dict[str, Any]]]
 
     @field_validator("shapes")
@@ -291,6 +295,9 @@ def load_contract(path: Path) -> Contract:
                 raise ContractError(f"{path}: field '{where}.{loc}': {first['msg']}") from None
             except ValueError as exc:
                 raise ContractError(f"{path}: field '{where}': {exc}") from None
+            if unknown := sorted(set(case.knobs) - set(spec.knobs)):
+                raise ContractError(f"{path}: field '{where}.knobs': unknown knob {unknown[0]!r}; the contract's "
+                                    f"knobs are {sorted(spec.knobs)} (declare it under 'knobs:')")
             if case.id in seen:
                 raise ContractError(f"{path}: field '{where}.id': duplicate shape id '{case.id}'")
             seen.add(case.id)

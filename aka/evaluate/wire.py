@@ -165,7 +165,8 @@ class CallRequest(BaseModel):
                                     description="every other keyword argument (JSON-able): non-tensor inputs and "
                                     "the round's drawn scalars")
     expected: list[ExpectedOutput] = Field(default_factory=list, description="the outputs, in order")
-    config: dict[str, JsonValue] | None = Field(None, description="CONFIG keys the shape case forces for this call")
+    knobs: dict[str, JsonValue] = Field(default_factory=dict, description="the contract's knobs the shape case "
+                                        "sets (OpSpec.knobs): keyword arguments of the entry point")
     profile: bool = Field(False, description="list the device kernels the call ran (GPU profiler)")
     reuse_inputs: bool = Field(False, description="the previous call's inputs again (the gate's repeats): no file "
                                "reads")

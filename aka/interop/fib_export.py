@@ -159,7 +159,8 @@ def build_definition(op, op_type: str) -> tuple[Definition, dict[str, list[Dim]]
 
 def _case_uuid(op: str, case) -> str:
     # stable across exports of the same case, new when its parameters change
-    key = json.dumps({"op": op, "id": case.id, **case.params(), "config": case.config}, sort_keys=True, default=str)
+    # "config": the knobs' key from when cases forced CONFIG values; the name stays so exported UUIDs stay
+    key = json.dumps({"op": op, "id": case.id, **case.params(), "config": case.knobs}, sort_keys=True, default=str)
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"aka:{key}"))
 
 

@@ -915,10 +915,11 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, fdec
     )
 
 
-def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None):
+def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None, cp_segment_chunks=None):
     """q, k [T, HK, K] bf16; v [T, HV, V] bf16; g, beta [T, HV] fp32; cu_seqlens [N+1] int32;
-    initial_state [N, HV, K, V] fp32 or None -> (o [T, HV, V] bf16, final_state [N, HV, K, V] fp32)."""
-    return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG)
+    initial_state [N, HV, K, V] fp32 or None -> (o [T, HV, V] bf16, final_state [N, HV, K, V] fp32).
+    cp_segment_chunks (the contract's knob): segments of exactly that many chunks, context parallelism forced."""
+    return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG, cp_segment_chunks)
 
 
 def _resolved(cfg: dict) -> dict:
@@ -932,7 +933,8 @@ def _resolved(cfg: dict) -> dict:
     return out
 
 
-def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict):
+def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict,
+            cp_segment_chunks: int | None = None):
     cfg = _resolved(cfg)
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
@@ -949,7 +951,7 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     if N == 0:
         return o, ht
 
-    seg = _seg_chunks(T, N, HV, V, cfg)
+    seg = _seg_chunks(T, N, HV, V, cfg) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
     log_n = max(1, int(N).bit_length()) + 1
     idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
     cuc, cus = idx[0], idx[1]

@@ -107,3 +107,13 @@ def test_the_incumbent_block_lists_what_earlier_runs_measured_against_it(tmp_pat
     c.hardware = {"name": "NVIDIA H100", "interpreter": False}
     other = prompts.plan_blocks(GDN, c, "triton")[0]["text"]
     assert "single_pass (structure)" not in other and "(none recorded for this incumbent on this device)" in other
+
+
+def test_the_system_prompt_names_the_contracts_knobs():
+    # the gate passes them on edge cases: a model must know its entry point has to take them
+    from aka.agent.llm.prompts import interface_text
+    from aka.contract.ops import get_op
+
+    text = interface_text(get_op("gdn_prefill").spec)
+    assert "Knobs" in text and "`cp_segment_chunks`" in text
+    assert "Knobs" not in interface_text(get_op("fa4_decode").spec)

@@ -96,6 +96,7 @@ def _broken(tmp_path: Path, edit) -> Path:
     (lambda r: r["shapes"]["full"][0].update(hq=3), "shapes.full.0.hq", "Extra inputs"),
     (lambda r: r["tolerances"].pop("final_state"), "tolerances", "one entry per output"),
     (lambda r: r.update(rank_timing="replay"), "rank_timing", "'eager' or 'graph'"),
+    (lambda r: r["shapes"]["edge"][0].update(knobs={"cp_seg": 1}), "shapes.edge.0.knobs", "unknown knob 'cp_seg'"),
 ])
 def test_malformed_contract_names_file_and_field(tmp_path, edit, field, expected):
     path = _broken(tmp_path, edit)

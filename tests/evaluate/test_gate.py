@@ -83,12 +83,17 @@ def test_scalars_are_drawn_from_round_one_in_their_contract_range():
     assert draw_scalars(spec, 2, 7) == draw_scalars(spec, 2, 7)
 
 
-def test_a_case_that_forces_config_fails_a_candidate_without_the_key(tmp_path):
+def test_a_case_that_sets_a_knob_fails_a_candidate_whose_entry_does_not_take_it(tmp_path):
     gdn = get_op("gdn_prefill")
-    path = tmp_path / "no_config.py"
-    path.write_text(gdn.path("baseline").read_text().replace('    "cp_min_seg_chunks": 8,', ""))
+    path = tmp_path / "no_knob.py"
+    src = gdn.path("baseline").read_text()
+    old = "initial_state=None, scale=None, cp_segment_chunks=None):"
+    assert src.count(old) == 1
+    path.write_text(src.replace(old, "initial_state=None, scale=None):").replace(
+        "CONFIG, cp_segment_chunks)", "CONFIG)"))
     report = check_kernel(gdn, path, shapes="E8", rounds=2, timeout=300, interpreter=True)
-    assert report.stage == "check" and "no CONFIG key 'cp_min_seg_chunks'" in report.reason, report.reason
+    assert report.stage == "check" and "does not take the contract's knob 'cp_segment_chunks'" in report.reason, \
+        report.reason
 
 
 def test_an_honest_screen_checks_its_timed_outputs(tmp_path):

@@ -291,3 +291,28 @@ def test_imports_whitelist():
 @pytest.mark.slow
 def test_long_mixed_cp_default_policy():
     check([1, 700, 63, 65, 5], 2, 4, h0=True, seed=8, cfg={"cp_min_seg_chunks": 2})
+
+
+def test_the_knob_forces_context_parallelism():
+    # the contract's knob cp_segment_chunks: segments of that many chunks whatever CONFIG's policy says
+    # (the edge cases reach the CP path through it); the same result as CONFIG's CP forced on
+    q, k, v, g, beta, cu, init = make([200, 70], 1, 2, seed=21, h0=True)
+    o_ref, s_ref = ref64(q, k, v, g, beta, cu, init)
+    o1, s1 = mod.gdn_prefill(q, k, v, g, beta, cu, init, cp_segment_chunks=1)
+    o2, s2 = mod.forward(q, k, v, g, beta, cu, init, None, dict(mod.CONFIG, **CP))
+    assert torch.equal(o1, o2) and torch.equal(s1, s2)
+    assert rel(o1, o_ref) <= 1e-2 and rel(s1, s_ref) <= 5e-3
+    real, grids = mod._seg_kernel, []
+
+    class Counted:  # _seg_kernel runs only where a sequence has several segments
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return real[grid]
+
+    mod._seg_kernel = Counted()
+    try:
+        mod.gdn_prefill(q, k, v, g, beta, cu, init)  # 270 tokens, 2 heads: the policy keeps one segment
+        mod.gdn_prefill(q, k, v, g, beta, cu, init, cp_segment_chunks=2)
+    finally:
+        mod._seg_kernel = real
+    assert len(grids) == 1, grids

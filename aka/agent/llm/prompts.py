@@ -49,6 +49,9 @@ def interface_text(spec) -> str:
         lines.append("Scalars:")
         lines += [f"- `{s.name}`: {s.type} = {s.default}" + (f"; {s.doc}" if s.doc else "")
                   for s in spec.interface.scalars]
+    if spec.knobs:  # the gate passes them on its edge cases: an entry point without them fails there
+        lines.append("Knobs (keyword arguments the entry point must take, default None: how to compute, never what):")
+        lines += [f"- `{name}`: {doc}" for name, doc in spec.knobs.items()]
     lines += ["Outputs:", *map(_tensor, spec.interface.outputs)]
     return "\n".join(lines)
 

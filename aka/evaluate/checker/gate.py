@@ -254,7 +254,7 @@ def run_round(host, op, case, r: int, seed: int, device: str, prev, deadline: fl
                 for n, x, t in zip(names, ref, spec.interface.outputs)]
     refs, extra = write_inputs(host.folder, inputs)
     req = CallRequest(device=device, inputs=refs, scalars={**extra, **scalars}, expected=expected,
-                      config=case.config, profile=r == 0 and device == "cuda")
+                      knobs=case.knobs, profile=r == 0 and device == "cuda")
     head = RoundResult(round=r, seed=seed, variant=variant, scalars=scalars, warm=like is not None, ok=False)
     rr, outs, stage = _call_checked(host, req, head, spec, ref, plain, prev, deadline)
     for k in range(repeats if rr.ok else 0):  # the same inputs again: a race between programs shows on some calls

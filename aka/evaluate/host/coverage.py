@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from aka.evaluate.host.main import apply_config
 from aka.evaluate.wire import CoverageAnswer, CoveragePayload
 
 _LOCK = threading.RLock()
@@ -126,17 +125,12 @@ def _meta_inputs():
 
 def case_paths(op, fn: Callable, module, case) -> set[Path]:
     """The paths one shape takes: a dry call of ``fn`` on the shape's inputs made on the meta device,
-    with the CONFIG keys the case forces set on ``module`` for the call."""
+    with the contract's knobs the case sets passed to it."""
     with _LOCK:
         with _meta_inputs():
             inputs = op.inputs.make_inputs(case, 0, "meta")
-        old, _ = apply_config(module, dict(getattr(case, "config", None) or {}))
-        try:
-            with dry_launches() as seen:
-                fn(**inputs)
-        finally:
-            if old:
-                module.CONFIG.update(old)
+        with dry_launches() as seen:
+            fn(**inputs, **getattr(case, "knobs", {}))
     return set(seen)
 
 

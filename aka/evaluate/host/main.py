@@ -22,6 +22,7 @@ separate descriptor. The process dies with its parent (PR_SET_PDEATHSIG on Linux
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import re
@@ -87,17 +88,15 @@ def _tensors(s: _Session, refs: dict[str, TensorRef | None], device: str) -> dic
     return {k: (None if r is None else get(r, s.folder, device)) for k, r in refs.items()}
 
 
-def apply_config(module, overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Set CONFIG keys the case forces; returns the old values and the keys the module lacks."""
-    cfg = getattr(module, "CONFIG", None)
-    if not overrides:
-        return {}, []
-    if not isinstance(cfg, dict):
-        return {}, sorted(overrides)
-    missing = sorted(k for k in overrides if k not in cfg)
-    old = {k: cfg[k] for k in overrides if k in cfg}
-    cfg.update({k: v for k, v in overrides.items() if k in cfg})
-    return old, missing
+def missing_knob(fn, knobs: dict[str, Any]) -> str | None:
+    """The first knob the entry point cannot take as a keyword argument, None when it takes them all."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None  # no signature to read: the call itself will say
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return next((k for k in knobs if k not in params or params[k].kind is params[k].POSITIONAL_ONLY), None)
 
 
 def _call(s: _Session, req: CallRequest) -> HostAnswer:
@@ -115,21 +114,16 @@ def _call(s: _Session, req: CallRequest) -> HostAnswer:
     s.handed = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     pristine = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     s.inputs = {**inputs, **pristine}  # a copy the candidate never sees
-    old, missing = apply_config(s.module, req.config or {})
-    if missing:
-        return HostAnswer(ok=True, problem=f"the case forces CONFIG {sorted(req.config or {})} but the candidate "
-                          f"has no CONFIG key {missing[0]!r} (the contract's edge cases force code paths through it)")
+    if (knob := missing_knob(s.fn, req.knobs)) is not None:
+        return HostAnswer(ok=True, problem=f"the entry point does not take the contract's knob {knob!r} (a keyword "
+                          "argument every candidate accepts; the edge cases reach code paths through it)")
     expected = req.expected
     _poison(expected, device)
     _sync(device)
-    try:
-        with Recorder(profile_device=req.profile and device == "cuda") as rec:
-            raw = s.fn(**inputs, **req.scalars)
-        snap = _snapshot(raw) if device == "cuda" else None  # queued on the current stream, before the sync
-        _sync(device)
-    finally:
-        if old:
-            s.module.CONFIG.update(old)
+    with Recorder(profile_device=req.profile and device == "cuda") as rec:
+        raw = s.fn(**inputs, **req.scalars, **req.knobs)
+    snap = _snapshot(raw) if device == "cuda" else None  # queued on the current stream, before the sync
+    _sync(device)
     outs, why = _normalise(raw, len(expected))
     why = why or _structure(outs, expected, inputs, device) or _stream_problem(outs, snap, expected)
     why = why or _input_problem(inputs, pristine) or _held_problem(s.held, outs, expected)
