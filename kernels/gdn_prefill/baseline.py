@@ -173,8 +173,7 @@ SPACE = {
 }
 
 BT = 64  # chunk size: fixed, the inverse is written for 4 blocks of 16
-LOG2E = 1.4426950408889634
-LOG2E_F: tl.constexpr = tl.constexpr(LOG2E)  # the same constant inside kernels
+LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)  # gates in log2 units: exp(x) = exp2(x * LOG2E)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -260,8 +259,8 @@ def _prep64_kernel(
         b_qk = tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
     b_beta = tl.load(beta_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
-    b_gam = tl.cumsum(b_g, 0) * LOG2E_F
-    b_gl = tl.sum(b_g, 0) * LOG2E_F
+    b_gam = tl.cumsum(b_g, 0) * LOG2E
+    b_gl = tl.sum(b_g, 0) * LOG2E
     p_p = p_ptr + (t0 * HV + i_h) * BT  # this chunk's first row; o_tt: [BT, BT] int32 offsets from it
     p_tb = tb_ptr + (t0 * HV + i_h) * BT
     o_tt = o_t[:, None] * (HV * BT) + o_t[None, :]
@@ -329,8 +328,8 @@ def _chunk_common(k_b, g_b, tb_b, tt, L, HV: tl.constexpr, HK: tl.constexpr, K: 
     m_r = o_r < L
     k = _ld(k_b, o_r, m_r, HK * K, tl.arange(0, K))
     g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-    gam = tl.cumsum(g, 0) * 1.4426950408889634
-    gl = tl.sum(g, 0) * 1.4426950408889634
+    gam = tl.cumsum(g, 0) * LOG2E
+    gl = tl.sum(g, 0) * LOG2E
     tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
     kg = (k * tl.exp2(gam)[:, None]).to(tl.bfloat16)
     w = tl.dot(tb, kg).to(tl.bfloat16)
@@ -458,8 +457,8 @@ def _seg_kernel(
             m_r = o_r < L
             k = _ld(k_b, o_r, m_r, HK * K, ck)
             g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-            gam = tl.cumsum(g, 0) * 1.4426950408889634
-            gl = tl.sum(g, 0) * 1.4426950408889634
+            gam = tl.cumsum(g, 0) * LOG2E
+            gl = tl.sum(g, 0) * LOG2E
             tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
             x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
             if is_c:
@@ -642,8 +641,8 @@ def _fwdks_kernel(
             k1, g1, tb1, q1, vb1, pa1 = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt + BT, L, cv, HV, HK, K, V, BT)
         o_r = tt + tl.arange(0, BT)
         m_r = o_r < L
-        gam = tl.cumsum(g, 0) * 1.4426950408889634
-        gl = tl.sum(g, 0) * 1.4426950408889634
+        gam = tl.cumsum(g, 0) * LOG2E
+        gl = tl.sum(g, 0) * LOG2E
         s_b = S.to(tl.bfloat16)
         x = vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]
         x_hi = x.to(tl.bfloat16)
@@ -755,7 +754,7 @@ def _wu_kernel(
     ck = tl.arange(0, K)
     cv = tl.arange(0, V)
     k = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * 1.4426950408889634
+    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * LOG2E
     tb = tl.load(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], mask=m_r[:, None], other=0.0)
     w = tl.dot(tb, (k * tl.exp2(gam)[:, None]).to(tl.bfloat16))
     tl.store(w_ptr + (t_r[:, None] * HV + i_h) * K + ck[None, :], w.to(tl.bfloat16), mask=m_r[:, None])
@@ -821,8 +820,8 @@ def _rec2_kernel(
         vn_bf = vn.to(tl.bfloat16)
         tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn_bf, mask=m_r[:, None])
         g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-        gam = tl.cumsum(g, 0) * 1.4426950408889634
-        gl = tl.sum(g, 0) * 1.4426950408889634
+        gam = tl.cumsum(g, 0) * LOG2E
+        gl = tl.sum(g, 0) * LOG2E
         # (e^{gamma_C - gamma} V~) rounded from the bf16 V~ the output pass reads, so both see one V~
         vd = (vn_bf.to(tl.float32) * tl.where(m_r, tl.exp2(gl - gam), 0.0)[:, None]).to(tl.bfloat16)
         kt1 = tl.load(k_b + c1[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
@@ -862,7 +861,7 @@ def _out_kernel(
     m_r = o_r < L
     q = _ld(q_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
     g = tl.load(g_ptr + bos * HV + i_h + o_r * HV, mask=m_r, other=0.0)
-    gam = tl.cumsum(g, 0) * 1.4426950408889634
+    gam = tl.cumsum(g, 0) * LOG2E
     h = tl.load(h_ptr + (i_c * HV + i_h).to(tl.int64) * (K * V) + (ck[:, None] * V + cv[None, :]))
     vn = _ld(vn_ptr + (bos * HV + i_h) * V, o_r, m_r, HV * V, cv)
     if PRE_P:
