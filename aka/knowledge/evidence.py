@@ -173,22 +173,29 @@ class Constraints(BaseModel):
         return {**config, **{k: vals[0] for k, vals in self.prefer.items() if vals and k in config}}
 
 
-# block sizes: BV, BLOCK_M, and prefixed ones such as rec_BV (the split structure's recurrence block)
+# block sizes: BV, BLOCK_M, and prefixed ones such as fwd_BV
 _BLOCK = re.compile(r"(^|_)(B[A-Z0-9_]*|BLOCK\w*)$")
 
 
 def kernel_params(source: str) -> dict[str, list[str]]:
     """Which CONFIG keys each kernel's launch reads: ``_fwd_kernel[grid](..., BV=bv, num_warps=cfg["fwd_warps"])``
     with ``bv = cfg["BV"]`` gives {"_fwd_kernel": ["BV", "fwd_warps", ...]}. String subscripts in the
-    launch (grid included) and in the local variables it uses, one assignment deep."""
+    launch (grid included) and in the local variables it uses, one assignment deep (``a, b = cfg["A"],
+    cfg["B"]`` pairs each name with its own value)."""
     out: dict[str, set[str]] = {}
     for func in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)):
         local: dict[str, set[str]] = {}
         for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                keys = _str_keys(node.value)
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target, value = node.targets[0], node.value
+            pairs = [(target, value)]
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+                pairs = list(zip(target.elts, value.elts))
+            for name, part in pairs:
+                keys = _str_keys(part) if isinstance(name, ast.Name) else set()
                 if keys:
-                    local.setdefault(node.targets[0].id, set()).update(keys)
+                    local.setdefault(name.id, set()).update(keys)
         for node in ast.walk(func):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) \
                     and isinstance(node.func.value, ast.Name):

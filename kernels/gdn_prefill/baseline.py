@@ -5,32 +5,31 @@ Recurrence per value head h (state S in R^{K x V}, fla layout), token t:
 
 Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (exp2 everywhere):
     A  = strictly_lower(diag(beta) (K K^T . Gamma)),  T = (I + A)^-1,  Tb = T diag(beta)
-    W  = Tb diag(e^gamma) K,  U = Tb V,  V~ = U - W S
+    V~ = Tb (V - diag(e^gamma) K S)                   (FlashQLA's order: W = Tb diag(e^gamma) K never formed)
     O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
     S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
 
-Kernels (default: 3 launches without CP, 5 with CP, one more when split; no host-device sync):
+Kernels (3 launches without CP, 5 with CP; no host-device sync):
   _index_kernel  one program: per-sequence prefix sums of chunk and segment counts (device side,
                  so no .tolist() on cu_seqlens).
   _prep64_kernel grid (HV, chunks): Tb = T diag(beta) as bf16 [T, HV, 64] (1/4 of what fla stores for
-                 w+u) and P = scale Q K^T . Gamma (pre_p), every product a tensor-core dot: K K^T and
-                 Q K^T, the four diagonal 16x16 inverses as one batched series, two 64x64 doubling
-                 steps to the full inverse. (Measured slower and removed, docs/perf/gdn_prefill.md:
-                 16x16 blocks in registers by substitution or series, A through memory, a 63-step
-                 substitution over the whole tile, ten 64x64x64 dots.)
+                 w+u) and P = scale Q K^T . Gamma with its column scales f, every product a tensor-core
+                 dot: K K^T and Q K^T, the four diagonal 16x16 inverses as one batched series, two
+                 64x64 doubling steps to the full inverse.
   _seg_kernel    (CP only) grid ((K+V)/BVA, HV, segments): for every segment but the last of its
                  sequence, runs the chunk recurrence from [I | 0] (first segment: [- | h0]) giving
                  the segment's affine transition S_out = M S_in + C (M: K x K, C: K x V, fp32).
   _chain_kernel  (CP only) grid (V/BVC, HV, N): S_in of segment j+1 = M_j S_in_j + C_j, a short
                  serial chain of 128x128 GEMMs per sequence (written over the C slots).
-  _fwd_kernel    grid (V/BV, HV, segments): fused W/U (from Tb), V~, outputs and state update,
-                 chunk by chunk from the segment's entering state; writes o and the final state.
-                 W, U, V~, the per-chunk states and Q K^T never leave registers. (fuse_output=True)
-  _rec_kernel    (fuse_output=False) same grid and CP: the recurrence alone; stores the per-chunk
-                 entering states (bf16 [T/64+N, HV, K, V]) and V~ (bf16 [T, HV, V]).
-  _out_kernel    (fuse_output=False) grid (V/BVO, chunks, HV), fully parallel: O from Q, S, P, V~.
-                 Costs +2 B x (K V per chunk + V per token) per head of HBM traffic, but the serial
-                 kernel carries no output math (no spills at BV 32 or BV 64 / 8 warps, ptxas sm_90).
+  _fwd_kernel    grid (V/BV, HV, segments): V~, outputs and state update, chunk by chunk from the
+                 segment's entering state; writes o and the final state. V~, the per-chunk states and
+                 the gates' products never leave registers.
+
+Measured slower and removed (docs/perf/gdn_prefill.md, "Variants measured slower", numbers and
+dates): preps with 16x16 blocks in registers (substitution or series), A through memory, a 63-step
+substitution, ten 64x64x64 dots, P in its own kernel; the "w" chunk order (W per chunk); loading the
+next chunk's tiles ahead; x split into two bf16 parts; the gates on bf16 operands (errors above
+fla's); V~ rounded twice; the split structures (recurrence, then outputs in parallel: 0.44-0.53x).
 
 Context parallelism: a sequence is cut into segments of SEG chunks; the policy (_seg_chunks) only
 uses host-known numbers (T_total, N, HV) so the launch needs no sync.  It costs the M/C pass
@@ -46,124 +45,52 @@ import torch
 import triton
 import triton.language as tl
 
-# Values the entry point uses; a search replaces this dict wholesale (read at call time).
-# Defaults: the only point that ran correctly on the H200 (Triton 3.6) in the first sweep
-# (BV 32 / 4 warps and any num_stages > 1 hit "illegal memory access" / out-of-range shared address
-# in _fwd_kernel's first dots there, though they pass the interpreter). docs/perf/gdn_prefill.md.
+# Values the entry point uses; a search replaces this dict wholesale (read at call time). A key is a
+# choice the GPU showed winning somewhere or a launch parameter worth searching; the structures that
+# lost everywhere they were measured are gone (docs/perf/gdn_prefill.md, "Variants measured slower").
 CONFIG = {
-    # True: _fwd_kernel (O inside the serial loop; spills at every point, see SPACE); False: split into
-    # _rec_kernel (serial, no output math) + _out_kernel (parallel). Default True: the split measured
-    # 0.53x (with context parallelism) and 0.44x (without) the fused kernel on the H200, paired screens
-    # of 2026-12-03 (docs/perf/gdn_prefill.md, kernels/gdn_prefill/knowledge.json).
-    "fuse_output": True,
-    "BV": 64,  # value-column block of _fwd_kernel (state block K x BV in registers)
-    # 4 warps (ks, loop stages 2): 255 regs + 144 B spill (ptxas sm_90, Triton 3.6; 200 B with
-    # ks_split), so two programs share an SM and hide each other's latency: with the pipelined loop
-    # the serial kernel went from 404 to 145 us at G1 (H200)
+    # value-column block of the serial kernels (state block K x BV in registers): 32 crashes on the H200
+    # (Triton 3.6, illegal memory access); 128 ran slower (G1 631 vs 416 us, 2026-12-01)
+    "BV": 64,
+    # 4 warps (loop stages 2): 255 regs + 144 B spill (ptxas sm_90, Triton 3.6), so two programs share
+    # an SM and hide each other's latency: with the pipelined loop the serial kernel went from 404 to
+    # 145 us at G1 (H200); 8 warps 0.62-0.82x geomean
     "fwd_warps": 4,
-    "fwd_stages": 1,
-    # "w": V~ = Tb V - W S with W = Tb diag(e^gamma) K formed per chunk (_fwd_kernel); "ks" (default
-    # since 2026-12-01): V~ = Tb (V - e^gamma K S), FlashQLA's order, one 64x64x128 dot fewer per chunk
-    # and value block (_fwdks_kernel). docs/perf/gdn_prefill.md
-    "fwd_algo": "ks",
-    "fwd_loop_stages": 2,  # ks only: Triton's pipeliner on the serial loop (3: slower at 4 warps)
-    # ks only: x = V - e^gamma K S as two bf16 parts (hi + lo) into Tb x, one 64x64xBV dot more per
-    # chunk, so the order adds no rounding: bf16 x gave o/state rel L2 3.98e-3 / 3.34e-3 against fla's
-    # 3.79e-3 / 3.01e-3 and the "w" order's 3.68e-3 / 3.02e-3 at G1 (H200); 5% slower there (425 vs
-    # 404 us, 2026-12-01), and since gate_f32 the errors are at fla's without it.
-    "ks_split": False,
-    # ks only (_fwdks_kernel, _seg_kernel): the gates scale the fp32 products Q S and V~ (state update)
-    # instead of the bf16 operands Q and K, as FlashQLA's fused kernel does: two bf16 roundings fewer
-    # per chunk, the same dots. H200 2026-12-02, same inputs: o / state error at or below fla's on all
-    # 9 checked shapes (G1 3.77e-3 / 2.90e-3 vs 3.79e-3 / 3.01e-3), 1.6% slower (geomean) than False,
-    # the order measured up to 2026-12-01, whose errors are 4-8% (o) and 11-14% (state) above fla's.
-    "gate_f32": True,
-    # gate_f32 only: how V~ meets the gates. "pdec" (default since 2026-12-02): the prep stores
-    # P 2^-f (f_j = frac(gl - gam_j), fp32 [T, HV] beside it) so one tile V~ 2^f, rounded once, serves
-    # the output dot P V~ and the update (k scaled by the exact 2^(gl - gam - f)); "pow2": P V~ from V~
-    # and a second tile for the update (32 B/thread more spill in _fwdks_kernel, ptxas sm_90).
-    # H200, graph, same run: geomean 1.279x / 1.265x fla, G1 409.0 / 409.4 us, the same errors.
-    "gate_q": "pdec",
-    "fwd_prefetch": False,  # ks only: load chunk i+1's tiles before chunk i's dots (registers, not smem)
-    "reload_k": True,  # re-read k for the state update instead of keeping it live (fewer spills)
-    "pre_p": True,  # P = Q K^T . Gamma from _prep_kernel (+T*HV*128 B) instead of in the serial loop
-    "rec_BV": 64,  # split only: value-column block of _rec_kernel (BV 64 / 8 warps / 1 stage: the
-    "rec_warps": 8,  # launch shape that ran on Triton 3.6 for _fwd_kernel, and 0 spill here)
-    "rec_stages": 1,
-    # split only: "tb" (_rec_kernel: W, U from Tb inside the loop) or "wu" (_wu_kernel makes them in
-    # parallel, _rec2_kernel runs fla's state-kernel shape: two 64-row halves, K^T loaded transposed;
-    # prepared 2026-12-01, not yet timed on a GPU)
-    "rec_algo": "tb",
-    "wu_warps": 8,  # _wu_kernel
-    "BVO": 64,  # split only: value-column block of _out_kernel
-    "out_warps": 4,
+    "fwd_loop_stages": 2,  # Triton's pipeliner on the serial loop (1: 0.89-0.91x geomean; 3: slower)
     "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
     "seg_warps": 4,
-    "seg_stages": 1,
-    "seg_algo": "ks",  # _seg_kernel's chunk step: "w" or "ks", as fwd_algo (G1 seg 85 -> 71 us)
     "seg_loop_stages": 3,
     "BVC": 32,  # column block of the chain kernel
-    # _prep64_kernel: the prep, every product a tensor-core dot (K K^T, Q K^T, the diagonal 16x16
-    # inverses as a batched series, two 64x64 doubling steps); since 2026-12-05. H100, one run, against
-    # the series-inverse prep it replaced (blk16, the promotion of 2026-12-02; -14 warm-up both): graph
-    # replay G1 339.1 / 352.3 us, G2 224.2 / 232.3, G4 1098.9 / 1133.9, G5 269.4 / 283.2, G7 281.5 /
-    # 294.5, G8 624.7 / 644.3; the prep alone (torch profiler) G1 110.3 / 124.5. Slower and removed (git
-    # history, docs/perf/gdn_prefill.md): blk16, reg16, sub16, sub16f and reg16k (16x16 blocks in
-    # registers, or A through memory), P in a kernel of its own, one program per key head for its
-    # value heads (G1 384.8, G8 757.6 us: spills), 8 warps (1.4x slower), fp32 FMA dots (8x slower).
-    "prep_warps": 4,  # 222 registers, no spill (ptxas sm_90, Triton 3.6): two programs per SM
-    "prep_prec": "tf32",  # the series and the doubling dots (tf32 since 2026-11-29: +6.8% end to end)
-    "prep_stages": 3,  # Triton's launch default, what ran; the prep has no load in a loop
+    # the prep's series and doubling dots: tf32 since 2026-11-29 (+6.8% end to end); tf32x3 is the
+    # precise fallback (>= 10% slower, H200 paired screens 2026-12-04)
+    "prep_prec": "tf32",
     "cp": True,  # context parallelism on/off
     # use CP only when N*HV*(V/BV) is below this (one program per SM): at 264, G5 (4 x 2048, 256 programs)
-    # ran 10% slower with CP than without on the H200 (0.973 vs 1.071 ms, sub16 prep)
+    # ran 10% slower with CP than without on the H200 (0.973 vs 1.071 ms)
     "cp_min_programs": 132,
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
     "cp_min_seg_chunks": 8,  # never cut segments shorter than this
     # Warm-up (FlashQLA's idea): a segment whose last n <= cp_warm_chunks chunks decay by
     # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
-    # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. -18: the dropped term is
-    # below 1.6e-8 of the state it multiplies, far under the contract's 5e-3. 32 since 2026-12-01
-    # (fourth session): more weak-gate heads qualify for the warm-up on long segments (H200, graph, one
-    # run against 16: G4 1486 -> 1417 us, transition pass 222 -> 195; the other shapes within 1%)
+    # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. 32 since 2026-12-01: more
+    # weak-gate heads qualify on long segments (H200, graph, one run against 16: G4 1486 -> 1417 us,
+    # transition pass 222 -> 195; the other shapes within 1%)
     "cp_warm_chunks": 32,
-    # -14 (e^-14 ~ 8e-7 of |S_in|) since 2026-12-05: aka optimize promoted it over -18 on 2026-12-03
-    # (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated smoke+edge twice and full)
+    # -14 (e^-14 ~ 8e-7 of |S_in|, far under the contract's 5e-3) since 2026-12-05: aka optimize promoted
+    # it over -18 on 2026-12-03 (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated
+    # smoke+edge twice and full)
     "cp_warm_log_decay": -14.0,
 }
 
 SPACE = {
-    "fuse_output": [False, True],
-    "BV": [64],  # 32 crashes on the H200 (Triton 3.6, illegal memory access, both fwd_algo); 128: slower (ks)
+    "BV": [64],
     "fwd_warps": [4, 8],
-    "fwd_stages": [1],  # >1: out-of-range shared address on the H200
-    "fwd_algo": ["w", "ks"],
     "fwd_loop_stages": [1, 2],
-    "fwd_prefetch": [False, True],
-    "ks_split": [False, True],
-    "gate_f32": [False, True],
-    "gate_q": ["pdec", "pow2"],
-    "reload_k": [True, False],
-    "pre_p": [True, False],
-    # ptxas sm_90 (offline, Triton 3.9; `bench_gdn_prefill.py --offline-regs`): _rec_kernel has no spill
-    # at BV 32 (4/8 warps, 1/2 stages; 230-242 regs) and BV 64 / 8 warps (255 regs); BV 64 / 4 warps
-    # spills 440-488 B, BV 128 648-1112 B (so 128 is left out). _fwd_kernel spills 112-2512 B everywhere.
-    "rec_BV": [32, 64],
-    "rec_warps": [4, 8],
-    "rec_stages": [1, 2],
-    "rec_algo": ["tb", "wu"],
-    "wu_warps": [4, 8],
-    "BVO": [32, 64, 128],  # _out_kernel: no spill except BV 128 / 4 warps (168-184 B)
-    "out_warps": [4, 8],
     "BVA": [32, 64, 128],
     "seg_warps": [4, 8],
-    "seg_stages": [1],
-    "seg_algo": ["w", "ks"],
     "seg_loop_stages": [1, 2, 3],
     "BVC": [32, 64],
-    "prep_warps": [4],  # 8: 1.4x slower (H100, 2026-12-05)
-    "prep_prec": ["tf32x3", "tf32"],  # ieee (fp32 FMA): 8x slower prep
-    "prep_stages": [1, 3],
+    "prep_prec": ["tf32x3", "tf32"],  # ieee (fp32 FMA dots): 8x slower prep
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
@@ -227,10 +154,10 @@ def _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT: tl.constexpr):
 def _prep64_kernel(
     q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, f_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr,
-    PREC: tl.constexpr, PRE_P: tl.constexpr, PDEC: tl.constexpr,
+    PREC: tl.constexpr,
 ):
-    """Tb [T, HV, BT] and (PRE_P) P [T, HV, BT] of one chunk and value head (q, k [T, HK, K] bf16;
-    g, beta [T, HV] fp32; fdec [T, HV] fp32 with PDEC), every product a tensor-core dot.
+    """Tb [T, HV, BT], P [T, HV, BT] and f [T, HV] of one chunk and value head (q, k [T, HK, K] bf16;
+    g, beta [T, HV] fp32), every product a tensor-core dot.
 
     K K^T and Q K^T [BT, BT]; P first (Q K^T is then dead), then A. A's four diagonal 16x16 blocks
     are taken out as [4, 16, 16] (a block's rows sit in one warp of the dot's layout at 4 warps) and
@@ -254,9 +181,8 @@ def _prep64_kernel(
     o_qk = o_t[:, None] * (HK * K) + o_k[None, :]
     b_k = tl.load(k_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
     b_kk = tl.dot(b_k, tl.trans(b_k))
-    if PRE_P:
-        b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
-        b_qk = tl.dot(b_q, tl.trans(b_k))
+    b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
+    b_qk = tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
     b_beta = tl.load(beta_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
     b_gam = tl.cumsum(b_g, 0) * LOG2E
@@ -264,16 +190,14 @@ def _prep64_kernel(
     p_p = p_ptr + (t0 * HV + i_h) * BT  # this chunk's first row; o_tt: [BT, BT] int32 offsets from it
     p_tb = tb_ptr + (t0 * HV + i_h) * BT
     o_tt = o_t[:, None] * (HV * BT) + o_t[None, :]
-    if PRE_P:  # P = scale (Q K^T . Gamma . causal); PDEC: column j scaled by 2^-f_j (see _fwdks_kernel)
-        if PDEC:
-            b_dl = b_gl - b_gam
-            b_n = tl.floor(b_dl)
-            tl.store(f_ptr + (t0 * HV + i_h) + o_t * HV, b_dl - b_n, mask=m_t)
-            b_lg = (b_gam - b_gl)[:, None] + b_n[None, :]
-        else:
-            b_lg = b_gam[:, None] - b_gam[None, :]
-        b_lg = tl.where(o_t[:, None] >= o_t[None, :], b_lg, float("-inf"))
-        tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])
+    # P = scale (Q K^T . Gamma . causal), column j scaled by 2^-f_j, f_j = frac(gl - gam_j) stored beside
+    # it: the forward kernel's one V~ 2^f tile then serves both P V~ and the state update (_fwd_kernel)
+    b_dl = b_gl - b_gam
+    b_n = tl.floor(b_dl)
+    tl.store(f_ptr + (t0 * HV + i_h) + o_t * HV, b_dl - b_n, mask=m_t)
+    b_lg = (b_gam - b_gl)[:, None] + b_n[None, :]
+    b_lg = tl.where(o_t[:, None] >= o_t[None, :], b_lg, float("-inf"))
+    tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])
     # A = strictly_lower(diag(beta) (K K^T . Gamma)); the exponent is <= 0 below the diagonal
     b_lg = tl.where(o_t[:, None] > o_t[None, :], b_gam[:, None] - b_gam[None, :], float("-inf"))
     b_a = b_kk * tl.exp2(b_lg) * b_beta[:, None]
@@ -319,24 +243,6 @@ def _ld(base, rows, m_rows, STRIDE: tl.constexpr, cols):
 
 
 @triton.jit
-def _chunk_common(k_b, g_b, tb_b, tt, L, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr):
-    """One chunk at local row tt of a sequence of L rows (bases already offset to the sequence/head).
-
-    Scalar 64-bit bases + 32-bit tile offsets: int64 offset tiles spilled ~900 B/thread here
-    (ptxas, sm_90). (Block pointers are gone in Triton 3.9.)"""
-    o_r = tt + tl.arange(0, BT)
-    m_r = o_r < L
-    k = _ld(k_b, o_r, m_r, HK * K, tl.arange(0, K))
-    g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-    gam = tl.cumsum(g, 0) * LOG2E
-    gl = tl.sum(g, 0) * LOG2E
-    tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
-    kg = (k * tl.exp2(gam)[:, None]).to(tl.bfloat16)
-    w = tl.dot(tb, kg).to(tl.bfloat16)
-    return o_r, m_r, k, gam, gl, tb, w
-
-
-@triton.jit
 def _carry(S, kd, vd, gl):
     """The chunk's state step once its operands are formed: the carried state decays by the chunk's
     total gate, the chunk adds K^T V~ (the decay of each token folded into kd and vd by the caller).
@@ -345,26 +251,16 @@ def _carry(S, kd, vd, gl):
 
 
 @triton.jit
-def _state_update(S, k, vn_b, gam, gl):
-    kd = (k * tl.exp2(gl - gam)[:, None]).to(tl.bfloat16)
-    return _carry(S, kd, vn_b, gl)
-
-
-@triton.jit
 def _state_update_f32(S, k, vn, gam, gl):
-    """_state_update with one bf16 rounding instead of two: the decay 2^d (d = gl - gam <= 0, log2
-    units) splits into 2^floor(d), which scales k exactly (a power of two; bf16 has fp32's exponent
-    range), and 2^frac(d), which scales the fp32 V~ before its one rounding. Scaling k itself keeps the
-    dot's operand a fresh register tile: the plain k tile as the transposed operand made
-    _fwdks_kernel 39% slower on the H200 (shared memory 57.6 -> 74 KB, ptxas sm_90)."""
-    return _update_vd(S, k, _decay_vn(vn, gam, gl), gam, gl)
-
-
-@triton.jit
-def _decay_vn(vn, gam, gl):
-    """_state_update_f32's rounded V~ (formed early, the fp32 tile then dies before the output dots)."""
+    """The state step from the fp32 V~ with one bf16 rounding instead of two: the decay 2^d (d = gl -
+    gam <= 0, log2 units) splits into 2^floor(d), which scales k exactly (a power of two; bf16 has
+    fp32's exponent range), and 2^frac(d), which scales V~ before its one rounding. Scaling k itself
+    keeps the dot's operand a fresh register tile: the plain k tile as the transposed operand made the
+    forward kernel 39% slower on the H200 (shared memory 57.6 -> 74 KB, ptxas sm_90)."""
     d = gl - gam
-    return (vn * tl.exp2(d - tl.floor(d))[:, None]).to(tl.bfloat16)
+    vd = (vn * tl.exp2(d - tl.floor(d))[:, None]).to(tl.bfloat16)
+    kd = (k * tl.exp2(tl.floor(d))[:, None]).to(tl.bfloat16)
+    return _carry(S, kd, vd, gl)
 
 
 @triton.jit
@@ -372,12 +268,6 @@ def _qs_f32(q, s_b, gam, scale):
     """scale diag(e^gamma) Q S with e^gamma as 2^floor (exact on the bf16 q) times 2^frac (on fp32 Q S)."""
     gq = tl.floor(gam)
     return tl.dot((q * tl.exp2(gq)[:, None]).to(tl.bfloat16), s_b) * (tl.exp2(gam - gq) * scale)[:, None]
-
-
-@triton.jit
-def _update_vd(S, k, vd, gam, gl):
-    kd = (k * tl.exp2(tl.floor(gl - gam))[:, None]).to(tl.bfloat16)
-    return _carry(S, kd, vd, gl)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -388,13 +278,13 @@ def _update_vd(S, k, vd, gam, gl):
 def _seg_kernel(
     k_ptr, v_ptr, g_ptr, tb_ptr, h0_ptr, mc_ptr, warm_ptr, cu_ptr, cus_ptr, N, SEG, THR,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr, ALG_KS: tl.constexpr,
-    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr, GATE_F32: tl.constexpr,
+    BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr,
+    LOOP_STAGES: tl.constexpr,
 ):
     """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
 
-    ALG_KS: the chunk step in _fwdks_kernel's order (V~ = Tb (V - e^gamma K S), no W), LOOP_STAGES its
-    software pipelining, as there; GATE_F32 its state update with one rounding (_state_update_f32).
+    The chunk step in _fwd_kernel's order (V~ = Tb (V - e^gamma K S), no W), LOOP_STAGES its software
+    pipelining, as there; the state update with one rounding (_state_update_f32).
 
     Warm-up (WARM > 0): when the gates of the segment's last n <= WARM chunks decay by
     exp(sum g) <= exp(THR), C is run over those n chunks from a zero state and M is dropped
@@ -452,34 +342,17 @@ def _seg_kernel(
             if (j == 0) & (warm == 0):  # a warm-up from inside the segment has forgotten h0 (same bound)
                 S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
     for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
-        if ALG_KS:
-            o_r = tt + tl.arange(0, BT)
-            m_r = o_r < L
-            k = _ld(k_b, o_r, m_r, HK * K, ck)
-            g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-            gam = tl.cumsum(g, 0) * LOG2E
-            gl = tl.sum(g, 0) * LOG2E
-            tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
-            x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
-            if is_c:
-                x += _ld(v_b, o_r, m_r, HV * V, cv).to(tl.float32)
-            x_hi = x.to(tl.bfloat16)
-            vn = tl.dot(tb, x_hi)
-            if X_SPLIT:
-                vn += tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
-            if GATE_F32:
-                S = _state_update_f32(S, k, vn, gam, gl)
-            else:
-                S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
-        else:
-            o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
-            ws = tl.dot(w, S.to(tl.bfloat16))
-            if is_c:
-                vb = _ld(v_b, o_r, m_r, HV * V, cv)
-                vn = tl.dot(tb, vb) - ws
-            else:
-                vn = -ws
-            S = _state_update(S, k, vn.to(tl.bfloat16), gam, gl)
+        o_r = tt + tl.arange(0, BT)
+        m_r = o_r < L
+        k = _ld(k_b, o_r, m_r, HK * K, ck)
+        g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
+        gam = tl.cumsum(g, 0) * LOG2E
+        gl = tl.sum(g, 0) * LOG2E
+        tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
+        x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
+        if is_c:
+            x += _ld(v_b, o_r, m_r, HV * V, cv).to(tl.float32)
+        S = _state_update_f32(S, k, tl.dot(tb, x.to(tl.bfloat16)), gam, gl)
     p = mc_ptr + ((i_s * HV + i_h) * K + ck[:, None]).to(tl.int64) * (K + V) + cc[None, :]
     tl.store(p, S)
 
@@ -521,66 +394,9 @@ def _chain_kernel(
 
 
 @triton.jit
-def _fwd_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, RELOAD_K: tl.constexpr,
-    PRE_P: tl.constexpr,
-):
-    i_v = tl.program_id(0)
-    i_h = tl.program_id(1)
-    i_s = tl.program_id(2)
-    seq = _locate(cus_ptr, i_s, N, LOG_N)
-    if seq >= N:
-        return
-    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
-    i_hk = i_h // (HV // HK)
-    q_b = q_ptr + (bos * HK + i_hk) * K
-    k_b = k_ptr + (bos * HK + i_hk) * K
-    v_b = v_ptr + (bos * HV + i_h) * V
-    o_b = o_ptr + (bos * HV + i_h) * V
-    g_b = g_ptr + bos * HV + i_h
-    tb_b = tb_ptr + (bos * HV + i_h) * BT
-    p_b = p_ptr + (bos * HV + i_h) * BT
-    ck = tl.arange(0, K)
-    cv = i_v * BV + tl.arange(0, BV)
-    cb = tl.arange(0, BT)
-    if j == 0:
-        S = tl.zeros([K, BV], dtype=tl.float32)
-        if HAS_H0:
-            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
-    else:
-        # entering state left by the chain kernel in the C slot of the previous segment
-        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
-        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
-    causal = cb[:, None] >= cb[None, :]
-    for tt in range(t_beg, t_end, BT):
-        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
-        q = _ld(q_b, o_r, m_r, HK * K, ck)
-        vb = _ld(v_b, o_r, m_r, HV * V, cv)
-        s_b = S.to(tl.bfloat16)
-        vn_b = (tl.dot(tb, vb) - tl.dot(w, s_b)).to(tl.bfloat16)
-        if PRE_P:  # (Q K^T . Gamma . causal) scale, precomputed by _prep_kernel
-            p_att = _ld(p_b, o_r, m_r, HV * BT, cb)
-        else:
-            qk = tl.dot(q, tl.trans(k))
-            p_att = (qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale).to(
-                tl.bfloat16
-            )
-        qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
-        o = tl.dot(qg, s_b) + tl.dot(p_att, vn_b)
-        tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
-        if RELOAD_K:
-            k = _ld(k_b, o_r, m_r, HK * K, ck)
-        S = _state_update(S, k, vn_b, gam, gl)
-    if j == nseg - 1:
-        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
-
-
-@triton.jit
-def _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr,
+def _fwd_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr,
               V: tl.constexpr, BT: tl.constexpr):
-    """Every tile one chunk of _fwdks_kernel reads; rows at or past L read as zeros."""
+    """Every tile one chunk of _fwd_kernel reads; rows at or past L read as zeros."""
     o_r = tt + tl.arange(0, BT)
     m_r = o_r < L
     ck = tl.arange(0, K)
@@ -595,20 +411,16 @@ def _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV: tl.constexpr, HK: tl
 
 
 @triton.jit
-def _fwdks_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, PREFETCH: tl.constexpr,
-    LOOP_STAGES: tl.constexpr, X_SPLIT: tl.constexpr, GATE_F32: tl.constexpr, PDEC: tl.constexpr, f_ptr=None,
+def _fwd_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, tb_ptr, p_ptr, f_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr, N, SEG,
+    scale, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, LOOP_STAGES: tl.constexpr,
 ):
-    """fwd_algo "ks": _fwd_kernel's work in FlashQLA's order, V~ = Tb (V - diag(e^gamma) K S), so the
-    chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
-    serves both K S and the update. Needs pre_p (P from the prep kernel). PREFETCH: the next chunk's
-    tiles are loaded before this chunk's dots, so their memory latency hides behind them (the serial
-    loop otherwise waits on its loads every chunk: Triton's pipeliner leaves these masked loads alone,
-    fwd_loop_stages 2 added 256 B of shared memory, ptxas sm_90). GATE_F32: the gates multiply fp32
-    products (Q S, and V~ in the state update) instead of bf16 operands (Q, K) before the dots, which
-    removes two bf16 roundings per chunk; FlashQLA's fused kernel does the same."""
+    """The chunk recurrence with its outputs, in FlashQLA's order: V~ = Tb (V - diag(e^gamma) K S), so
+    the chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
+    serves both K S and the update. P (scaled by 2^-f per column) and f come from the prep. The gates
+    multiply fp32 products (Q S, and V~ in the state update) instead of bf16 operands (Q, K) before
+    the dots, which removes two bf16 roundings per chunk; FlashQLA's fused kernel does the same."""
     i_v = tl.program_id(0)
     i_h = tl.program_id(1)
     i_s = tl.program_id(2)
@@ -633,259 +445,30 @@ def _fwdks_kernel(
     else:
         p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
         S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
-    k, g, tb, q, vb, pa = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, t_beg, L, cv, HV, HK, K, V, BT)
     for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
-        if not PREFETCH:
-            k, g, tb, q, vb, pa = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV, HK, K, V, BT)
-        else:
-            k1, g1, tb1, q1, vb1, pa1 = _ks_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt + BT, L, cv, HV, HK, K, V, BT)
+        k, g, tb, q, vb, pa = _fwd_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV, HK, K, V, BT)
         o_r = tt + tl.arange(0, BT)
         m_r = o_r < L
         gam = tl.cumsum(g, 0) * LOG2E
         gl = tl.sum(g, 0) * LOG2E
         s_b = S.to(tl.bfloat16)
         x = vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]
-        x_hi = x.to(tl.bfloat16)
-        if X_SPLIT:  # x = x_hi + x_lo: the bf16 rounding of x (which the "w" order does not have) cancels
-            vn = tl.dot(tb, x_hi) + tl.dot(tb, (x - x_hi.to(tl.float32)).to(tl.bfloat16))
-        else:
-            vn = tl.dot(tb, x_hi)
-        # (the order below is ptxas's: Q S formed after the V~ tiles spills 64 B/thread less, sm_90)
-        if GATE_F32 and PDEC:  # one tile, V~ 2^f, for both dots (P came scaled by 2^-f from the prep)
-            fj = tl.load(f_ptr + (bos + o_r) * HV + i_h, mask=m_r, other=0.0)
-            vd = (vn * tl.exp2(fj)[:, None]).to(tl.bfloat16)
-            o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vd)
-        elif GATE_F32:  # V~ rounded twice over: as it is for P V~, times 2^frac(gl - gam) for the update
-            vn_b = vn.to(tl.bfloat16)
-            vd = _decay_vn(vn, gam, gl)
-            o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vn_b)
-        else:
-            vn_b = vn.to(tl.bfloat16)
-            qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
-            o = tl.dot(qg, s_b) + tl.dot(pa, vn_b)
+        vn = tl.dot(tb, x.to(tl.bfloat16))
+        # one tile, V~ 2^f, for both dots (P came scaled by 2^-f from the prep); the order below is
+        # ptxas's: Q S formed after the V~ tiles spills 64 B/thread less (sm_90)
+        fj = tl.load(f_ptr + (bos + o_r) * HV + i_h, mask=m_r, other=0.0)
+        vd = (vn * tl.exp2(fj)[:, None]).to(tl.bfloat16)
+        o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vd)
         tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
-        if GATE_F32 and PDEC:  # n = the integer part of gl - gam that fj leaves (round: robust to ulps)
-            kd = (k * tl.exp2(tl.floor(gl - gam - fj + 0.5))[:, None]).to(tl.bfloat16)
-            S = _carry(S, kd, vd, gl)
-        elif GATE_F32:
-            S = _update_vd(S, k, vd, gam, gl)
-        else:
-            S = _state_update(S, k, vn_b, gam, gl)
-        if PREFETCH:
-            k, g, tb, q, vb, pa = k1, g1, tb1, q1, vb1, pa1
+        # n = the integer part of gl - gam that fj leaves (rounded: robust to ulps)
+        kd = (k * tl.exp2(tl.floor(gl - gam - fj + 0.5))[:, None]).to(tl.bfloat16)
+        S = _carry(S, kd, vd, gl)
     if j == nseg - 1:
         tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
-
-
-# ----------------------------------------------------------------------------------------------
-# split structure (fuse_output=False), fla's h / o decomposition minus its w/u round trips:
-# kernel 4a is the serial chunk recurrence alone, kernel 4b computes the outputs fully in parallel.
-
-
-@triton.jit
-def _rec_kernel(
-    k_ptr, v_ptr, g_ptr, tb_ptr, h_ptr, vn_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cuc_ptr, cus_ptr, N, SEG,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
-):
-    """Chunk recurrence of one segment, one value head, BV value columns; no output math.
-
-    Per chunk: stores the entering state S (bf16, [chunks, HV, K, V]) and V~ = Tb V - W S (bf16,
-    [T, HV, V]), then updates S. The bf16 copies are exactly the operands the fused kernel feeds
-    its output dots (s_b, vn_b), so the split changes no rounding, only where O is computed."""
-    i_v = tl.program_id(0)
-    i_h = tl.program_id(1)
-    i_s = tl.program_id(2)
-    seq = _locate(cus_ptr, i_s, N, LOG_N)
-    if seq >= N:
-        return
-    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
-    c_seq = tl.load(cuc_ptr + seq)  # global index of the sequence's first chunk
-    i_hk = i_h // (HV // HK)
-    k_b = k_ptr + (bos * HK + i_hk) * K
-    v_b = v_ptr + (bos * HV + i_h) * V
-    vn_b = vn_ptr + (bos * HV + i_h) * V
-    g_b = g_ptr + bos * HV + i_h
-    tb_b = tb_ptr + (bos * HV + i_h) * BT
-    ck = tl.arange(0, K)
-    cv = i_v * BV + tl.arange(0, BV)
-    s_off = ck[:, None] * V + cv[None, :]  # 32-bit tile offset inside one [K, V] state
-    if j == 0:
-        S = tl.zeros([K, BV], dtype=tl.float32)
-        if HAS_H0:
-            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
-    else:
-        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
-        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
-    for tt in range(t_beg, t_end, BT):
-        # store S first, while only S is live: stored after the chunk's k/Tb/W tiles were loaded it
-        # spilled (ptxas sm_90, BV 64 / 8 warps: 152 B/thread -> 0; BV 32 / 4 warps: 64 B -> 0)
-        s_b = S.to(tl.bfloat16)
-        h_b = h_ptr + ((c_seq + tt // BT) * HV + i_h).to(tl.int64) * (K * V)
-        tl.store(h_b + s_off, s_b)
-        o_r, m_r, k, gam, gl, tb, w = _chunk_common(k_b, g_b, tb_b, tt, L, HV, HK, K, BT)
-        vb = _ld(v_b, o_r, m_r, HV * V, cv)
-        vn = (tl.dot(tb, vb) - tl.dot(w, s_b)).to(tl.bfloat16)
-        tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn, mask=m_r[:, None])
-        # k stays live for the update: re-reading it (reload_k) spilled more here at every point
-        S = _state_update(S, k, vn, gam, gl)
-    if j == nseg - 1:
-        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
-
-
-@triton.jit
-def _wu_kernel(
-    k_ptr, v_ptr, g_ptr, tb_ptr, w_ptr, u_ptr, cu_ptr, cuc_ptr, N,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    LOG_N: tl.constexpr,
-):
-    """rec_algo "wu": W = Tb diag(e^gamma) K and U = Tb V of one chunk, one value head, stored bf16
-    [T, HV, K | V], fully parallel, so the serial kernel carries only the state's own dots."""
-    i_h = tl.program_id(0)
-    i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
-    i_hk = i_h // (HV // HK)
-    rb = tl.arange(0, BT)
-    t_r = t0 + rb
-    m_r = t_r < eos
-    ck = tl.arange(0, K)
-    cv = tl.arange(0, V)
-    k = tl.load(k_ptr + (t_r[:, None] * HK + i_hk) * K + ck[None, :], mask=m_r[:, None], other=0.0)
-    gam = tl.cumsum(tl.load(g_ptr + t_r * HV + i_h, mask=m_r, other=0.0), 0) * LOG2E
-    tb = tl.load(tb_ptr + (t_r[:, None] * HV + i_h) * BT + rb[None, :], mask=m_r[:, None], other=0.0)
-    w = tl.dot(tb, (k * tl.exp2(gam)[:, None]).to(tl.bfloat16))
-    tl.store(w_ptr + (t_r[:, None] * HV + i_h) * K + ck[None, :], w.to(tl.bfloat16), mask=m_r[:, None])
-    vb = tl.load(v_ptr + (t_r[:, None] * HV + i_h) * V + cv[None, :], mask=m_r[:, None], other=0.0)
-    u = tl.dot(tb, vb)
-    tl.store(u_ptr + (t_r[:, None] * HV + i_h) * V + cv[None, :], u.to(tl.bfloat16), mask=m_r[:, None])
-
-
-@triton.jit
-def _rec2_kernel(
-    k_ptr, w_ptr, u_ptr, g_ptr, h_ptr, vn_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cuc_ptr, cus_ptr, N, SEG,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr,
-):
-    """rec_algo "wu": the recurrence as fla's state kernel shapes it (the technique, our code): W and U
-    read from _wu_kernel, the K x BV state held as two 64-row halves (each dot K = 64 deep), K^T loaded
-    already transposed, the decay applied to V~ rather than to K, loads free to be pipelined
-    (rec_stages). Per chunk: stores the entering state (bf16) and V~ (bf16), like _rec_kernel.
-    Prepared on 2026-12-01, not yet timed on a GPU (CPU interpreter and offline sm_90 compile only)."""
-    i_v = tl.program_id(0)
-    i_h = tl.program_id(1)
-    i_s = tl.program_id(2)
-    seq = _locate(cus_ptr, i_s, N, LOG_N)
-    if seq >= N:
-        return
-    j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
-    c_seq = tl.load(cuc_ptr + seq)
-    i_hk = i_h // (HV // HK)
-    k_b = k_ptr + (bos * HK + i_hk) * K
-    w_b = w_ptr + (bos * HV + i_h) * K
-    u_b = u_ptr + (bos * HV + i_h) * V
-    vn_b = vn_ptr + (bos * HV + i_h) * V
-    g_b = g_ptr + bos * HV + i_h
-    KH: tl.constexpr = K // 2
-    c1 = tl.arange(0, KH)
-    c2 = KH + c1
-    cv = i_v * BV + tl.arange(0, BV)
-    cb = tl.arange(0, BT)
-    if j == 0:
-        S1 = tl.zeros([KH, BV], dtype=tl.float32)
-        S2 = tl.zeros([KH, BV], dtype=tl.float32)
-        if HAS_H0:
-            hb = h0_ptr + (seq * HV + i_h).to(tl.int64) * K * V
-            S1 = tl.load(hb + c1[:, None] * V + cv[None, :])
-            S2 = tl.load(hb + c2[:, None] * V + cv[None, :])
-    else:
-        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
-        S1 = tl.load(p + c1[:, None] * (K + V) + K + cv[None, :])
-        S2 = tl.load(p + c2[:, None] * (K + V) + K + cv[None, :])
-    for tt in range(t_beg, t_end, BT):
-        h_b = h_ptr + ((c_seq + tt // BT) * HV + i_h).to(tl.int64) * (K * V)
-        s1 = S1.to(tl.bfloat16)
-        s2 = S2.to(tl.bfloat16)
-        tl.store(h_b + c1[:, None] * V + cv[None, :], s1)
-        tl.store(h_b + c2[:, None] * V + cv[None, :], s2)
-        o_r = tt + cb
-        m_r = o_r < L
-        w1 = _ld(w_b, o_r, m_r, HV * K, c1)
-        w2 = _ld(w_b, o_r, m_r, HV * K, c2)
-        ws = tl.dot(w1, s1)
-        ws = tl.dot(w2, s2, ws)
-        vn = _ld(u_b, o_r, m_r, HV * V, cv).to(tl.float32) - ws
-        vn_bf = vn.to(tl.bfloat16)
-        tl.store(vn_b + (o_r[:, None] * (HV * V) + cv[None, :]), vn_bf, mask=m_r[:, None])
-        g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-        gam = tl.cumsum(g, 0) * LOG2E
-        gl = tl.sum(g, 0) * LOG2E
-        # (e^{gamma_C - gamma} V~) rounded from the bf16 V~ the output pass reads, so both see one V~
-        vd = (vn_bf.to(tl.float32) * tl.where(m_r, tl.exp2(gl - gam), 0.0)[:, None]).to(tl.bfloat16)
-        kt1 = tl.load(k_b + c1[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
-        kt2 = tl.load(k_b + c2[:, None] + o_r[None, :] * (HK * K), mask=m_r[None, :], other=0.0)
-        decay = tl.exp2(gl)
-        S1 = tl.dot(kt1, vd, S1 * decay)
-        S2 = tl.dot(kt2, vd, S2 * decay)
-    if j == nseg - 1:
-        hb = ht_ptr + (seq * HV + i_h).to(tl.int64) * K * V
-        tl.store(hb + c1[:, None] * V + cv[None, :], S1)
-        tl.store(hb + c2[:, None] * V + cv[None, :], S2)
-
-
-@triton.jit
-def _out_kernel(
-    q_ptr, k_ptr, g_ptr, p_ptr, h_ptr, vn_ptr, o_ptr, cu_ptr, cuc_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
-    BV: tl.constexpr, LOG_N: tl.constexpr, PRE_P: tl.constexpr,
-):
-    """O = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~) for one chunk, one value head,
-    BV value columns (fla's chunk_fwd_o); reads P = scale (Q K^T . Gamma . causal) when _prep_kernel
-    made it (PRE_P), else computes it here, off the serial path."""
-    i_v = tl.program_id(0)
-    i_c = tl.program_id(1)
-    i_h = tl.program_id(2)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
-    if seq >= N:
-        return
-    bos = tl.load(cu_ptr + seq).to(tl.int64)
-    L = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
-    tt = (i_c - tl.load(cuc_ptr + seq)) * BT
-    i_hk = i_h // (HV // HK)
-    ck = tl.arange(0, K)
-    cv = i_v * BV + tl.arange(0, BV)
-    cb = tl.arange(0, BT)
-    o_r = tt + cb
-    m_r = o_r < L
-    q = _ld(q_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
-    g = tl.load(g_ptr + bos * HV + i_h + o_r * HV, mask=m_r, other=0.0)
-    gam = tl.cumsum(g, 0) * LOG2E
-    h = tl.load(h_ptr + (i_c * HV + i_h).to(tl.int64) * (K * V) + (ck[:, None] * V + cv[None, :]))
-    vn = _ld(vn_ptr + (bos * HV + i_h) * V, o_r, m_r, HV * V, cv)
-    if PRE_P:
-        p_att = _ld(p_ptr + (bos * HV + i_h) * BT, o_r, m_r, HV * BT, cb)
-    else:
-        k = _ld(k_ptr + (bos * HK + i_hk) * K, o_r, m_r, HK * K, ck)
-        causal = cb[:, None] >= cb[None, :]
-        qk = tl.dot(q, tl.trans(k))
-        p_att = (qk * tl.exp2(tl.where(causal, gam[:, None] - gam[None, :], float("-inf"))) * scale).to(
-            tl.bfloat16
-        )
-    qg = (q * (tl.exp2(gam) * scale)[:, None]).to(tl.bfloat16)
-    o = tl.dot(qg, h) + tl.dot(p_att, vn)
-    tl.store(o_ptr + (bos * HV + i_h) * V + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16),
-             mask=m_r[:, None])
 
 
 # ----------------------------------------------------------------------------------------------
 # host side: glue only (allocation, grids); every operator FLOP is in the kernels above
-
-
-def _serial_bv(cfg: dict) -> int:
-    """Value-column block of the serial kernel (_fwd_kernel fused, _rec_kernel split)."""
-    return cfg["BV"] if cfg["fuse_output"] else cfg["rec_BV"]
 
 
 def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
@@ -894,23 +477,23 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     no_cp = nt + 1  # longer than any sequence can be
     if not cfg["cp"]:
         return no_cp
-    nv = V // _serial_bv(cfg)
+    nv = V // cfg["BV"]
     if N * HV * nv >= cfg["cp_min_programs"]:
         return no_cp
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
     return min(seg, no_cp)
 
 
-def _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, fdec=None):
-    """_prep64_kernel: Tb [T, HV, BT] into tb and, with pre_p, P [T, HV, BT] into pbuf (fdec [T, HV]:
-    gate_q "pdec"'s column-scaled P and its fractions). Also what scripts/device/bench_gdn_prefill.py
-    --prep-only times and the Tb tests call."""
+def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg):
+    """_prep64_kernel: Tb [T, HV, BT] into tb, P [T, HV, BT] into pbuf and f [T, HV] into fdec (what the
+    Tb tests call alone)."""
     T, HK, K = q.shape
     HV = g.shape[1]
+    # 4 warps: 222 registers, no spill (ptxas sm_90, Triton 3.6), two programs per SM; 8 warps ran 1.4x
+    # slower (H100, 2026-12-05). The kernel has no loop, so num_stages is Triton's default.
     _prep64_kernel[(HV, nt_bound)](
         q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n,
-        PREC=cfg["prep_prec"], PRE_P=cfg["pre_p"], PDEC=fdec is not None, num_warps=cfg["prep_warps"],
-        num_stages=cfg["prep_stages"],
+        PREC=cfg["prep_prec"], num_warps=4,
     )
 
 
@@ -921,20 +504,11 @@ def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None, cp
     return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG, cp_segment_chunks)
 
 
-def _resolved(cfg: dict) -> dict:
-    """cfg over CONFIG: configs stored before a key existed keep working (the key's default)."""
-    out = {**CONFIG, **cfg}
-    if out["fuse_output"] and out["fwd_algo"] == "ks":
-        out["pre_p"] = True  # _fwdks_kernel reads P; a search point with pre_p off means the same kernel
-    pdec_ok = out["fuse_output"] and out["fwd_algo"] == "ks" and out["gate_f32"]
-    if out["gate_q"] == "pdec" and not pdec_ok:
-        out["gate_q"] = "pow2"  # pdec's scaled P is read by _fwdks_kernel alone; the same rounding otherwise
-    return out
-
-
 def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict,
             cp_segment_chunks: int | None = None):
-    cfg = _resolved(cfg)
+    """gdn_prefill with an explicit config (cfg over CONFIG: a stored config without a newer key keeps
+    working with that key's default)."""
+    cfg = {**CONFIG, **cfg}
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = cu_seqlens.numel() - 1
@@ -959,10 +533,10 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
     nseg_bound = triton.cdiv(nt_bound, seg) + N
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
-    pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev) if cfg["pre_p"] else tb
-    fdec = torch.empty(T, HV, dtype=torch.float32, device=dev) if cfg["gate_q"] == "pdec" else None
+    pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
+    fdec = torch.empty(T, HV, dtype=torch.float32, device=dev)
     if T > 0:
-        _prep(q, k, g, beta, cu, cuc, tb, pbuf, N, scale, log_n, nt_bound, cfg, fdec=fdec)
+        _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg)
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=dev)
@@ -970,76 +544,30 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         bva, nwarm = cfg["BVA"], cfg["cp_warm_chunks"]
         _seg_kernel[((K + V) // bva, HV, nseg_bound)](
             k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
-            BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, ALG_KS=cfg["seg_algo"] == "ks",
-            LOOP_STAGES=cfg["seg_loop_stages"], X_SPLIT=cfg["ks_split"], GATE_F32=cfg["gate_f32"],
-            num_warps=cfg["seg_warps"],
-            num_stages=cfg["seg_stages"],
+            BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, LOOP_STAGES=cfg["seg_loop_stages"],
+            num_warps=cfg["seg_warps"], num_stages=1,
         )
         bvc = cfg["BVC"]
         _chain_kernel[(V // bvc, HV, N)](mc, warm, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32",
                                             WARM=nwarm, num_warps=4, num_stages=1)  # stages>1: 256 KB smem
-    if cfg["fuse_output"]:
-        bv = cfg["BV"]
-        if cfg["fwd_algo"] == "ks":
-            _fwdks_kernel[(V // bv, HV, nseg_bound)](
-                q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT,
-                BV=bv, LOG_N=log_n, HAS_H0=has_h0, PREFETCH=cfg["fwd_prefetch"],
-                LOOP_STAGES=cfg["fwd_loop_stages"], X_SPLIT=cfg["ks_split"], GATE_F32=cfg["gate_f32"],
-                PDEC=fdec is not None, f_ptr=fdec, num_warps=cfg["fwd_warps"],
-                num_stages=cfg["fwd_stages"],
-            )
-            return o, ht
-        _fwd_kernel[(V // bv, HV, nseg_bound)](
-            q, k, v, g, tb, pbuf, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-            LOG_N=log_n, HAS_H0=has_h0, RELOAD_K=cfg["reload_k"], PRE_P=cfg["pre_p"],
-            num_warps=cfg["fwd_warps"],
-            num_stages=cfg["fwd_stages"],
-        )
-        return o, ht
-    # split: per-chunk entering states (bf16, one per chunk, indexed like cuc) and V~ (bf16)
-    hbuf = torch.empty(nt_bound, HV, K, V, dtype=torch.bfloat16, device=dev)
-    vn = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
-    bv = cfg["rec_BV"]
-    if cfg["rec_algo"] == "wu":
-        w = torch.empty(T, HV, K, dtype=torch.bfloat16, device=dev)
-        u = torch.empty(T, HV, V, dtype=torch.bfloat16, device=dev)
-        if T > 0:
-            _wu_kernel[(HV, nt_bound)](k, v, g, tb, w, u, cu, cuc, N, HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n,
-                                       num_warps=cfg["wu_warps"], num_stages=1)
-        _rec2_kernel[(V // bv, HV, nseg_bound)](
-            k, w, u, g, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-            LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"], num_stages=cfg["rec_stages"],
-        )
-    else:
-        _rec_kernel[(V // bv, HV, nseg_bound)](
-            k, v, g, tb, hbuf, vn, h0, ht, mc, cu, cuc, cus, N, seg, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv,
-            LOG_N=log_n, HAS_H0=has_h0, num_warps=cfg["rec_warps"],
-            num_stages=cfg["rec_stages"],
-        )
-    if T > 0:
-        bvo = cfg["BVO"]
-        _out_kernel[(V // bvo, nt_bound, HV)](
-            q, k, g, pbuf, hbuf, vn, o, cu, cuc, N, scale, HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bvo, LOG_N=log_n,
-            PRE_P=cfg["pre_p"], num_warps=cfg["out_warps"],
-        )
+    bv = cfg["BV"]
+    _fwd_kernel[(V // bv, HV, nseg_bound)](
+        q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, scale, HV=HV, HK=HK, K=K, V=V, BT=BT,
+        BV=bv, LOG_N=log_n, HAS_H0=has_h0, LOOP_STAGES=cfg["fwd_loop_stages"], num_warps=cfg["fwd_warps"],
+        num_stages=1,  # > 1: out-of-range shared address on the H200 (Triton 3.6)
+    )
     return o, ht
 
 
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
-    """Device bytes allocated beyond inputs and outputs (Tb [+ P] + CP transitions + indices, and for
-    the split structure the bf16 per-chunk states and V~)."""
-    cfg = _resolved(cfg or {})
+    """Device bytes allocated beyond inputs and outputs: Tb, P and f, the CP transitions, the indices."""
+    cfg = {**CONFIG, **(cfg or {})}
     seg = _seg_chunks(T, N, HV, V, cfg)
     nt_bound = triton.cdiv(T, BT) + N
-    b = T * HV * BT * 2 * (2 if cfg["pre_p"] else 1) + 2 * (N + 1) * 4
-    later = 0  # allocated after the prep kernels
+    b = T * HV * (BT * 2 * 2 + 4) + 2 * (N + 1) * 4
     if seg < triton.cdiv(T, BT):
-        later += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
-    if not cfg["fuse_output"]:
-        later += nt_bound * HV * K * V * 2 + T * HV * V * 2
-        if cfg["rec_algo"] == "wu":
-            later += T * HV * (K + V) * 2
-    return b + later
+        b += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
+    return b
 
 
 _ = math  # math is whitelisted; kept for callers that compute scales

@@ -38,9 +38,11 @@ run bench 200 env OUT="$DET/bench" SKIP_TABLE=1 bash scripts/device/gpu_bench_ch
 # (15-48 s each) and the table prints only at the end, so give it the time (the lines show progress).
 run akabench 420 env XDG_CACHE_HOME="$DET/cache" python3 -m aka bench gdn_prefill --impl baseline,fla --shapes full \
   --csv "$OUT/aka_bench_gdn_prefill.csv" --json "$DET/aka_bench_gdn_prefill.json"
-run gdnprep 45 python3 scripts/device/bench_gdn_prefill.py --prep-only ${GDNPREP_ARGS:---shapes G1,G3 --reps 20 \
-  --section-s 0.5 --variants default,old_default,sub16_t3w4,prep_ieee_w8}
-run gdn 60 python3 scripts/device/bench_gdn_prefill.py ${GDN_ARGS:---variants default,split,split_nopp --reps 20 --section-s 1.5 --budget-s 50}
+# gdnprep: where the GPU time goes per kernel (the prep among them), G1 and G3, aka beside FlashQLA
+run gdnprep 45 python3 scripts/device/gdn_breakdown.py --impl baseline,flashqla --shapes ${GDNPREP_SHAPES:-G1,G3} --iters 10
+# gdn: CONFIG variants beside the baseline in one aka bench (IMPL+KEY=VALUE, graph replay)
+run gdn 60 python3 -m aka bench gdn_prefill --impl ${GDN_IMPLS:-baseline,baseline+cp=false,baseline+fwd_loop_stages=1} \
+  --shapes G1,G5,G7 --time-cap 1.0 --speedup graph
 run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device/device_profile.sh
 run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device/device_regress.sh
 

@@ -38,17 +38,22 @@ def _impl(name: str, inputs: dict, op):
     return getattr(competitors, name)(inputs)
 
 
+def _inputs(op, sid: str) -> dict:
+    """The contract's full-set case ``sid`` (G1..G10), its inputs on the GPU (seed 0)."""
+    case = next((c for c in op.cases("full") if c.id == sid), None)
+    if case is None:
+        sys.exit(f"gdn_breakdown: no full-set case {sid!r}; the contract has {[c.id for c in op.cases('full')]}")
+    return op.inputs.make_inputs(case, 0, "cuda")
+
+
 def _ncu_child(name: str, sid: str) -> None:
     """What ncu profiles: three untimed calls, then one between cudaProfilerStart/Stop."""
     import torch
 
     from aka.contract.ops import get_op
-    from scripts.bench_gdn_prefill import SHAPES, make_inputs
 
-    hk, hv, lens, h0 = SHAPES[sid]
-    inputs = make_inputs(hk, hv, lens, h0, 0, "cuda")
-    inputs.pop("cu64")
-    call = _impl(name, inputs, get_op("gdn_prefill"))
+    op = get_op("gdn_prefill")
+    call = _impl(name, _inputs(op, sid), op)
     for _ in range(3):
         call()
     torch.cuda.synchronize()
@@ -94,7 +99,6 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from aka.contract.ops import get_op
-    from scripts.bench_gdn_prefill import SHAPES, make_inputs
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--impl", default="promoted,fla,flashqla")
@@ -110,9 +114,7 @@ def main() -> None:
         return _ncu(args.impl.split(","), args.shapes.split(","))
     op = get_op("gdn_prefill")
     for sid in args.shapes.split(","):
-        hk, hv, lens, h0 = SHAPES[sid]
-        inputs = make_inputs(hk, hv, lens, h0, 0, "cuda")
-        inputs.pop("cu64")
+        inputs = _inputs(op, sid)
         for name in args.impl.split(","):
             try:
                 call = _impl(name, inputs, op)

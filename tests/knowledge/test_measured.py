@@ -184,15 +184,18 @@ def test_knowledge_lines_for_the_prompts(tmp_path):
     (kdir / "baseline.py").write_text(SRC)
     for f in (KDIR / "patterns").glob("*.yaml"):
         (kdir / "patterns" / f.name).write_text(f.read_text())
+    (kdir / "patterns" / "wide_context_parallel.yaml").write_text(  # a third structure, of this project only
+        "name: wide_context_parallel\ndescription: context_parallel at 8 warps\ntemplate: ../baseline.py\n"
+        "fixed: {cp: true, fwd_warps: 8}\nparams: [BVA]\nconstraints: []\nregions: []\n")
     record(knowledge_path(kdir), [
         entry(),
         entry("context_parallel", 0.91, phase="parameters", config={**INC, "BV": 32}, changes={"BV": 32}),
-        entry("split_context_parallel", 0.64, config={**INC, "fuse_output": False}, changes={"fuse_output": False}),
+        entry("wide_context_parallel", 0.64, config={**INC, "fwd_warps": 8}, changes={"fwd_warps": 8}),
         entry("single_pass", 0.70, timing="eager"),  # another timing
         entry("gone", 0.5),  # a pattern since removed
     ])
     lines = knowledge_lines(kdir, H200, "graph", H)
-    assert lines == ["split_context_parallel (structure): 0.64x vs the incumbent, NVIDIA H200, graph",
+    assert lines == ["wide_context_parallel (structure): 0.64x vs the incumbent, NVIDIA H200, graph",
                      "single_pass (structure): 0.82x vs the incumbent, NVIDIA H200, graph",
                      "context_parallel BV=32: 0.91x vs the incumbent, NVIDIA H200, graph"]
     assert knowledge_lines(kdir, H200, "graph", "0" * 16) == []

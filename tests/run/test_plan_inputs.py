@@ -74,24 +74,21 @@ def spill(kernel: str) -> dict:
 
 def test_a_spilling_kernel_is_never_offered_larger_blocks_or_more_stages():
     src = BASELINE.read_text()
-    incumbent = render(src, {**read_dict(src, "CONFIG"), "rec_BV": 32, "rec_stages": 1})
-    # the split structures score best, so the search spends its mutations there (where rec_BV and
-    # rec_stages live) whether or not the evidence is given
-    def split_best(p, i):
-        return (1.5 if p.pattern.startswith("split") else 1.0) + i / 100
-
-    free = plans(30, score=split_best, incumbent=incumbent)
-    steered = plans(30, score=split_best, incumbent=incumbent, evidence=[spill("_rec_kernel")])
+    # the segment kernel (_seg_kernel: its block BVA and loop stages) at the bottom of both ranges, so
+    # every step the search takes on them is a larger block or more stages
+    incumbent = render(src, {**read_dict(src, "CONFIG"), "BVA": 32, "seg_loop_stages": 1})
+    free = plans(30, incumbent=incumbent)
+    steered = plans(30, incumbent=incumbent, evidence=[spill("_seg_kernel")])
 
     def too_big(ps):
-        return [p.fixed_config() for p in ps if p.pattern.startswith("split")
-                and (p.fixed_config()["rec_BV"] > 32 or p.fixed_config()["rec_stages"] > 1)]
+        return [p.fixed_config() for p in ps if p.pattern == "context_parallel"
+                and (p.fixed_config()["BVA"] > 32 or p.fixed_config()["seg_loop_stages"] > 1)]
 
     assert too_big(free)  # without the evidence the search does go there (so the check below means something)
     assert too_big(steered) == []
-    split = [p for p in steered if p.pattern.startswith("split")]
-    assert split and all("prof:spills:_rec_kernel" in p.cited_evidence for p in split)
-    assert any("prof:spills:_rec_kernel" in a for a in split[0].avoided)
+    cp = [p for p in steered if p.pattern == "context_parallel"]
+    assert cp and all("prof:spills:_seg_kernel" in p.cited_evidence for p in cp)
+    assert any("prof:spills:_seg_kernel" in a for a in cp[0].avoided)
 
 
 # --- the loop: profile once per run, evidence offered, lessons written

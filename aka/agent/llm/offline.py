@@ -245,10 +245,8 @@ def _steer(s: Structure, ctx: Context) -> Constraints:
 # these tags are cited, so a citation always names what the plan actually changes.
 _TOPICS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
     (re.compile(r"^cp(_|$)"), ("context-parallel",)),  # segments composed through affine transitions
-    (re.compile(r"^(fuse_output|pre_p|rec_algo|p_kernel)$"), ("intermediates",)),  # on chip vs through HBM
-    (re.compile(r"^(fwd|seg)_algo$|^ks_split$"), ("gemm-order",)),  # the chunk step's association order
-    (re.compile(r"^prep_(algo|prec)$"), ("solve-tril",)),  # how the chunk's triangular inverse is formed
-    (re.compile(r"(^|_)(B[A-Z0-9]*|BLOCK\w*)$|warps|^reload_k$"), ("register-pressure",)),  # tiles, warps, spills
+    (re.compile(r"^prep_prec$"), ("solve-tril",)),  # how the chunk's triangular inverse is formed
+    (re.compile(r"(^|_)(B[A-Z0-9]*|BLOCK\w*)$|warps"), ("register-pressure",)),  # tiles, warps, spills
     (re.compile(r"stages|prefetch"), ("num-stages",)),  # software pipelining depth, loads ahead of use
 ]
 

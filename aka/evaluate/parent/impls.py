@@ -1,6 +1,6 @@
 """Implementations the harness can time, by name: the op's baseline and promoted kernels, a kernel
 file, and the contract's competitors (external libraries behind ``kernels/<op>/competitors.py``).
-A kernel name may carry CONFIG values, ``baseline+BV=32+fwd_algo=w``: that kernel timed with those
+A kernel name may carry CONFIG values, ``baseline+BV=32+cp=false``: that kernel timed with those
 values set, in a module of its own, beside the others (what the device scripts' variant screens did).
 
 Resolution (:func:`resolve`) runs in the parent and imports nothing it times: each name becomes an
