@@ -17,7 +17,7 @@ def _paths(name: str, impl: str, sets: str):
     path = op.default_kernel() if impl == "promoted" else op.path(impl)  # the baseline where none is promoted
     module = load_module(path, f"aka_coverage_{name}_{impl}")
     cases = [c for s in sets.split(",") for c in op.cases(s)]
-    return set_paths(op, getattr(module, op.spec.entry), module, cases)
+    return set_paths(op, getattr(module, op.spec.entry), cases)
 
 
 @pytest.mark.parametrize("impl", ["baseline", "promoted"])
@@ -37,8 +37,8 @@ def test_removing_an_edge_case_that_holds_a_path_fails_coverage():
     op = get_op("gdn_prefill")
     module = load_module(op.default_kernel(), "aka_coverage_gdn_e8")
     fn = getattr(module, op.spec.entry)
-    full = set_paths(op, fn, module, op.cases("full"))
-    small = set_paths(op, fn, module, [c for c in op.cases("smoke") + op.cases("edge") if c.id != "E8"])
+    full = set_paths(op, fn, op.cases("full"))
+    small = set_paths(op, fn, [c for c in op.cases("smoke") + op.cases("edge") if c.id != "E8"])
     missing = uncovered(full, small)
     assert "_seg_kernel: HV=n" in missing and missing["_seg_kernel: HV=n"] == ["G9"], missing
 

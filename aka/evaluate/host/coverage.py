@@ -123,20 +123,20 @@ def _meta_inputs():
             setattr(torch, n, f)
 
 
-def case_paths(op, fn: Callable, module, case) -> set[Path]:
+def case_paths(op, fn: Callable, case) -> set[Path]:
     """The paths one shape takes: a dry call of ``fn`` on the shape's inputs made on the meta device,
     with the contract's knobs the case sets passed to it."""
     with _LOCK:
         with _meta_inputs():
             inputs = op.inputs.make_inputs(case, 0, "meta")
         with dry_launches() as seen:
-            fn(**inputs, **getattr(case, "knobs", {}))
+            fn(**inputs, **case.knobs)
     return set(seen)
 
 
-def set_paths(op, fn: Callable, module, cases: Iterable) -> dict[str, set[Path]]:
+def set_paths(op, fn: Callable, cases: Iterable) -> dict[str, set[Path]]:
     """Shape id -> its paths."""
-    return {case.id: case_paths(op, fn, module, case) for case in cases}
+    return {case.id: case_paths(op, fn, case) for case in cases}
 
 
 def facets(path: Path) -> set[str]:
@@ -184,6 +184,6 @@ def host_coverage(payload: CoveragePayload) -> CoverageAnswer:
     op = get_op(payload.op, Path(payload.root))
     module = loader.module_of(payload.kernel)
     fn = getattr(module, op.spec.entry)
-    full = set_paths(op, fn, module, op.cases("full"))
-    checked = set_paths(op, fn, module, op.cases(",".join(payload.ids)))
+    full = set_paths(op, fn, op.cases("full"))
+    checked = set_paths(op, fn, op.cases(",".join(payload.ids)))
     return CoverageAnswer(missing=uncovered(full, checked), n_full=len(full))
