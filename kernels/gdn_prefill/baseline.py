@@ -243,31 +243,31 @@ def _ld(base, rows, m_rows, STRIDE: tl.constexpr, cols):
 
 
 @triton.jit
-def _carry(S, kd, vd, gl):
+def _carry(b_h, b_kd, b_vd, b_gl):
     """The chunk's state step once its operands are formed: the carried state decays by the chunk's
     total gate, the chunk adds K^T V~ (the decay of each token folded into kd and vd by the caller).
     Every fused path of the default structure steps the state here."""
-    return S * tl.exp2(gl) + tl.dot(tl.trans(kd), vd)
+    return b_h * tl.exp2(b_gl) + tl.dot(tl.trans(b_kd), b_vd)
 
 
 @triton.jit
-def _state_update_f32(S, k, vn, gam, gl):
+def _state_update_f32(b_h, b_k, b_vn, b_gam, b_gl):
     """The state step from the fp32 V~ with one bf16 rounding instead of two: the decay 2^d (d = gl -
     gam <= 0, log2 units) splits into 2^floor(d), which scales k exactly (a power of two; bf16 has
     fp32's exponent range), and 2^frac(d), which scales V~ before its one rounding. Scaling k itself
     keeps the dot's operand a fresh register tile: the plain k tile as the transposed operand made the
     forward kernel 39% slower on the H200 (shared memory 57.6 -> 74 KB, ptxas sm_90)."""
-    d = gl - gam
-    vd = (vn * tl.exp2(d - tl.floor(d))[:, None]).to(tl.bfloat16)
-    kd = (k * tl.exp2(tl.floor(d))[:, None]).to(tl.bfloat16)
-    return _carry(S, kd, vd, gl)
+    b_d = b_gl - b_gam
+    b_vd = (b_vn * tl.exp2(b_d - tl.floor(b_d))[:, None]).to(tl.bfloat16)
+    b_kd = (b_k * tl.exp2(tl.floor(b_d))[:, None]).to(tl.bfloat16)
+    return _carry(b_h, b_kd, b_vd, b_gl)
 
 
 @triton.jit
-def _qs_f32(q, s_b, gam, scale):
+def _qs_f32(b_q, b_hb, b_gam, scale):
     """scale diag(e^gamma) Q S with e^gamma as 2^floor (exact on the bf16 q) times 2^frac (on fp32 Q S)."""
-    gq = tl.floor(gam)
-    return tl.dot((q * tl.exp2(gq)[:, None]).to(tl.bfloat16), s_b) * (tl.exp2(gam - gq) * scale)[:, None]
+    b_gq = tl.floor(b_gam)
+    return tl.dot((b_q * tl.exp2(b_gq)[:, None]).to(tl.bfloat16), b_hb) * (tl.exp2(b_gam - b_gq) * scale)[:, None]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,19 +312,19 @@ def _seg_kernel(
     t_beg = j * SEG * BT
     t_end = tl.minimum(t_beg + SEG * BT, L)  # a segment other than the last is SEG full chunks
     i_hk = i_h // (HV // HK)
-    k_b = k_ptr + (bos * HK + i_hk) * K
-    v_b = v_ptr + (bos * HV + i_h) * V
-    g_b = g_ptr + bos * HV + i_h
-    tb_b = tb_ptr + (bos * HV + i_h) * BT
+    p_k = k_ptr + (bos * HK + i_hk) * K
+    p_v = v_ptr + (bos * HV + i_h) * V
+    p_g = g_ptr + bos * HV + i_h
+    p_tb = tb_ptr + (bos * HV + i_h) * BT
     warm = j < 0  # False, as a tensor
     if WARM > 0:
         # decay of the segment's last 1..WARM chunks: one [WARM, BT] load, newest chunk first
-        cw = tl.arange(0, WARM)
-        tok = t_end - (cw[:, None] + 1) * BT + tl.arange(0, BT)[None, :]
-        inside = cw < SEG
-        tot = tl.sum(tl.load(g_b + tok * HV, mask=inside[:, None], other=0.0), 1)
-        ok = (tl.cumsum(tot, 0) <= THR) & inside
-        n_warm = tl.min(tl.where(ok, cw + 1, WARM + 1), 0)
+        o_w = tl.arange(0, WARM)
+        o_tok = t_end - (o_w[:, None] + 1) * BT + tl.arange(0, BT)[None, :]
+        inside = o_w < SEG
+        b_tot = tl.sum(tl.load(p_g + o_tok * HV, mask=inside[:, None], other=0.0), 1)
+        ok = (tl.cumsum(b_tot, 0) <= THR) & inside
+        n_warm = tl.min(tl.where(ok, o_w + 1, WARM + 1), 0)
         warm = n_warm <= WARM
         if is_c & (i_c == NKB):
             tl.store(warm_ptr + i_s * HV + i_h, warm.to(tl.int32))
@@ -332,29 +332,29 @@ def _seg_kernel(
             return  # M is dropped: its bound is e^THR
         if warm:
             t_beg = t_end - n_warm * BT
-    ck = tl.arange(0, K)
-    cc = i_c * BVA + tl.arange(0, BVA)  # column of [M | C]
-    cv = cc - K  # value column (C part)
-    S = (ck[:, None] == cc[None, :]).to(tl.float32)  # M part starts from I
+    o_k = tl.arange(0, K)
+    o_c = i_c * BVA + tl.arange(0, BVA)  # column of [M | C]
+    o_v = o_c - K  # value column (C part)
+    b_h = (o_k[:, None] == o_c[None, :]).to(tl.float32)  # M part starts from I
     if is_c:
-        S = tl.zeros([K, BVA], dtype=tl.float32)
+        b_h = tl.zeros([K, BVA], dtype=tl.float32)
         if HAS_H0:
             if (j == 0) & (warm == 0):  # a warm-up from inside the segment has forgotten h0 (same bound)
-                S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+                b_h = tl.load(h0_ptr + ((seq * HV + i_h) * K + o_k[:, None]).to(tl.int64) * V + o_v[None, :])
     for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
         o_r = tt + tl.arange(0, BT)
         m_r = o_r < L
-        k = _ld(k_b, o_r, m_r, HK * K, ck)
-        g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-        gam = tl.cumsum(g, 0) * LOG2E
-        gl = tl.sum(g, 0) * LOG2E
-        tb = _ld(tb_b, o_r, m_r, HV * BT, tl.arange(0, BT))
-        x = -tl.dot(k, S.to(tl.bfloat16)) * tl.exp2(gam)[:, None]
+        b_k = _ld(p_k, o_r, m_r, HK * K, o_k)
+        b_g = tl.load(p_g + o_r * HV, mask=m_r, other=0.0)
+        b_gam = tl.cumsum(b_g, 0) * LOG2E
+        b_gl = tl.sum(b_g, 0) * LOG2E
+        b_tb = _ld(p_tb, o_r, m_r, HV * BT, tl.arange(0, BT))
+        b_x = -tl.dot(b_k, b_h.to(tl.bfloat16)) * tl.exp2(b_gam)[:, None]
         if is_c:
-            x += _ld(v_b, o_r, m_r, HV * V, cv).to(tl.float32)
-        S = _state_update_f32(S, k, tl.dot(tb, x.to(tl.bfloat16)), gam, gl)
-    p = mc_ptr + ((i_s * HV + i_h) * K + ck[:, None]).to(tl.int64) * (K + V) + cc[None, :]
-    tl.store(p, S)
+            b_x += _ld(p_v, o_r, m_r, HV * V, o_v).to(tl.float32)
+        b_h = _state_update_f32(b_h, b_k, tl.dot(b_tb, b_x.to(tl.bfloat16)), b_gam, b_gl)
+    p_mc = mc_ptr + ((i_s * HV + i_h) * K + o_k[:, None]).to(tl.int64) * (K + V) + o_c[None, :]
+    tl.store(p_mc, b_h)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,9 +371,9 @@ def _chain_kernel(
     seq = tl.program_id(2)
     s0 = tl.load(cus_ptr + seq)
     nseg = tl.load(cus_ptr + seq + 1) - s0
-    ck = tl.arange(0, K)
-    cv = K + i_v * BVC + tl.arange(0, BVC)
-    kk = tl.arange(0, BKC)
+    o_k = tl.arange(0, K)
+    o_v = K + i_v * BVC + tl.arange(0, BVC)
+    o_kk = tl.arange(0, BKC)
     for j in range(1, nseg - 1):
         exact = True
         if WARM > 0:
@@ -381,12 +381,12 @@ def _chain_kernel(
         if exact:  # a warmed-up segment's C is already its exit state
             base = mc_ptr + ((s0 + j) * HV + i_h).to(tl.int64) * K * (K + V)
             prev = mc_ptr + ((s0 + j - 1) * HV + i_h).to(tl.int64) * K * (K + V)
-            acc = tl.load(base + ck[:, None] * (K + V) + cv[None, :])
+            b_acc = tl.load(base + o_k[:, None] * (K + V) + o_v[None, :])
             for k0 in tl.static_range(0, K, BKC):
-                m = tl.load(base + ck[:, None] * (K + V) + (k0 + kk)[None, :])
-                s = tl.load(prev + (k0 + kk)[:, None] * (K + V) + cv[None, :])
-                acc += tl.dot(m, s, input_precision=PREC)
-            tl.store(base + ck[:, None] * (K + V) + cv[None, :], acc)
+                b_m = tl.load(base + o_k[:, None] * (K + V) + (k0 + o_kk)[None, :])
+                b_s = tl.load(prev + (k0 + o_kk)[:, None] * (K + V) + o_v[None, :])
+                b_acc += tl.dot(b_m, b_s, input_precision=PREC)
+            tl.store(base + o_k[:, None] * (K + V) + o_v[None, :], b_acc)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,20 +394,20 @@ def _chain_kernel(
 
 
 @triton.jit
-def _fwd_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr,
+def _fwd_loads(p_k, p_g, p_tb, p_q, p_v, p_p, tt, L, o_v, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr,
               V: tl.constexpr, BT: tl.constexpr):
     """Every tile one chunk of _fwd_kernel reads; rows at or past L read as zeros."""
     o_r = tt + tl.arange(0, BT)
     m_r = o_r < L
-    ck = tl.arange(0, K)
-    cb = tl.arange(0, BT)
-    k = _ld(k_b, o_r, m_r, HK * K, ck)
-    g = tl.load(g_b + o_r * HV, mask=m_r, other=0.0)
-    tb = _ld(tb_b, o_r, m_r, HV * BT, cb)
-    q = _ld(q_b, o_r, m_r, HK * K, ck)
-    vb = _ld(v_b, o_r, m_r, HV * V, cv)
-    pa = _ld(p_b, o_r, m_r, HV * BT, cb)
-    return k, g, tb, q, vb, pa
+    o_k = tl.arange(0, K)
+    o_t = tl.arange(0, BT)
+    b_k = _ld(p_k, o_r, m_r, HK * K, o_k)
+    b_g = tl.load(p_g + o_r * HV, mask=m_r, other=0.0)
+    b_tb = _ld(p_tb, o_r, m_r, HV * BT, o_t)
+    b_q = _ld(p_q, o_r, m_r, HK * K, o_k)
+    b_v = _ld(p_v, o_r, m_r, HV * V, o_v)
+    b_p = _ld(p_p, o_r, m_r, HV * BT, o_t)
+    return b_k, b_g, b_tb, b_q, b_v, b_p
 
 
 @triton.jit
@@ -429,42 +429,42 @@ def _fwd_kernel(
         return
     j, nseg, bos, L, t_beg, t_end = _seg_bounds(cu_ptr, cus_ptr, seq, i_s, SEG, BT)
     i_hk = i_h // (HV // HK)  # the q/k head value head i_h reads
-    q_b = q_ptr + (bos * HK + i_hk) * K
-    k_b = k_ptr + (bos * HK + i_hk) * K
-    v_b = v_ptr + (bos * HV + i_h) * V
-    o_b = o_ptr + (bos * HV + i_h) * V
-    g_b = g_ptr + bos * HV + i_h
-    tb_b = tb_ptr + (bos * HV + i_h) * BT
-    p_b = p_ptr + (bos * HV + i_h) * BT
-    ck = tl.arange(0, K)
-    cv = i_v * BV + tl.arange(0, BV)
+    p_q = q_ptr + (bos * HK + i_hk) * K
+    p_k = k_ptr + (bos * HK + i_hk) * K
+    p_v = v_ptr + (bos * HV + i_h) * V
+    p_o = o_ptr + (bos * HV + i_h) * V
+    p_g = g_ptr + bos * HV + i_h
+    p_tb = tb_ptr + (bos * HV + i_h) * BT
+    p_p = p_ptr + (bos * HV + i_h) * BT
+    o_k = tl.arange(0, K)
+    o_v = i_v * BV + tl.arange(0, BV)
     if j == 0:
-        S = tl.zeros([K, BV], dtype=tl.float32)
+        b_h = tl.zeros([K, BV], dtype=tl.float32)
         if HAS_H0:
-            S = tl.load(h0_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :])
+            b_h = tl.load(h0_ptr + ((seq * HV + i_h) * K + o_k[:, None]).to(tl.int64) * V + o_v[None, :])
     else:
-        p = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
-        S = tl.load(p + ck[:, None] * (K + V) + K + cv[None, :])
+        p_mc = mc_ptr + ((i_s - 1) * HV + i_h).to(tl.int64) * K * (K + V)
+        b_h = tl.load(p_mc + o_k[:, None] * (K + V) + K + o_v[None, :])
     for tt in tl.range(t_beg, t_end, BT, num_stages=LOOP_STAGES):
-        k, g, tb, q, vb, pa = _fwd_loads(k_b, g_b, tb_b, q_b, v_b, p_b, tt, L, cv, HV, HK, K, V, BT)
+        b_k, b_g, b_tb, b_q, b_v, b_p = _fwd_loads(p_k, p_g, p_tb, p_q, p_v, p_p, tt, L, o_v, HV, HK, K, V, BT)
         o_r = tt + tl.arange(0, BT)
         m_r = o_r < L
-        gam = tl.cumsum(g, 0) * LOG2E
-        gl = tl.sum(g, 0) * LOG2E
-        s_b = S.to(tl.bfloat16)
-        x = vb.to(tl.float32) - tl.dot(k, s_b) * tl.exp2(gam)[:, None]
-        vn = tl.dot(tb, x.to(tl.bfloat16))
+        b_gam = tl.cumsum(b_g, 0) * LOG2E
+        b_gl = tl.sum(b_g, 0) * LOG2E
+        b_hb = b_h.to(tl.bfloat16)
+        b_x = b_v.to(tl.float32) - tl.dot(b_k, b_hb) * tl.exp2(b_gam)[:, None]
+        b_vn = tl.dot(b_tb, b_x.to(tl.bfloat16))
         # one tile, V~ 2^f, for both dots (P came scaled by 2^-f from the prep); the order below is
         # ptxas's: Q S formed after the V~ tiles spills 64 B/thread less (sm_90)
-        fj = tl.load(f_ptr + (bos + o_r) * HV + i_h, mask=m_r, other=0.0)
-        vd = (vn * tl.exp2(fj)[:, None]).to(tl.bfloat16)
-        o = _qs_f32(q, s_b, gam, scale) + tl.dot(pa, vd)
-        tl.store(o_b + (o_r[:, None] * (HV * V) + cv[None, :]), o.to(tl.bfloat16), mask=m_r[:, None])
-        # n = the integer part of gl - gam that fj leaves (rounded: robust to ulps)
-        kd = (k * tl.exp2(tl.floor(gl - gam - fj + 0.5))[:, None]).to(tl.bfloat16)
-        S = _carry(S, kd, vd, gl)
+        b_f = tl.load(f_ptr + (bos + o_r) * HV + i_h, mask=m_r, other=0.0)
+        b_vd = (b_vn * tl.exp2(b_f)[:, None]).to(tl.bfloat16)
+        b_o = _qs_f32(b_q, b_hb, b_gam, scale) + tl.dot(b_p, b_vd)
+        tl.store(p_o + (o_r[:, None] * (HV * V) + o_v[None, :]), b_o.to(tl.bfloat16), mask=m_r[:, None])
+        # the integer part of gl - gam that f leaves (rounded: robust to ulps)
+        b_kd = (b_k * tl.exp2(tl.floor(b_gl - b_gam - b_f + 0.5))[:, None]).to(tl.bfloat16)
+        b_h = _carry(b_h, b_kd, b_vd, b_gl)
     if j == nseg - 1:
-        tl.store(ht_ptr + ((seq * HV + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :], S)
+        tl.store(ht_ptr + ((seq * HV + i_h) * K + o_k[:, None]).to(tl.int64) * V + o_v[None, :], b_h)
 
 
 # ----------------------------------------------------------------------------------------------
