@@ -246,7 +246,7 @@ def _ld(base, rows, m_rows, STRIDE: tl.constexpr, cols):
 def _carry(b_h, b_kd, b_vd, b_gl):
     """The chunk's state step once its operands are formed: the carried state decays by the chunk's
     total gate, the chunk adds K^T V~ (the decay of each token folded into kd and vd by the caller).
-    Every fused path of the default structure steps the state here."""
+    Both serial kernels step the state here."""
     return b_h * tl.exp2(b_gl) + tl.dot(tl.trans(b_kd), b_vd)
 
 
@@ -281,7 +281,9 @@ def _seg_kernel(
     BVA: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, WARM: tl.constexpr,
     LOOP_STAGES: tl.constexpr,
 ):
-    """[M | C] of segment j: S_out = M S_in + C over the segment's chunks.
+    """[M | C] of segment j: S_out = M S_in + C over the segment's chunks. k [T, HK, K] bf16; v [T, HV, V]
+    bf16; g [T, HV] fp32; Tb [T, HV, BT] bf16; h0 [N, HV, K, V] fp32; -> [M | C] [segments, HV, K, K + V]
+    fp32 and the warm-up flags [segments, HV] int32.
 
     The chunk step in _fwd_kernel's order (V~ = Tb (V - e^gamma K S), no W), LOOP_STAGES its software
     pipelining, as there; the state update with one rounding (_state_update_f32).
@@ -366,6 +368,8 @@ def _chain_kernel(
     mc_ptr, warm_ptr, cus_ptr, N, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BVC: tl.constexpr,
     BKC: tl.constexpr, PREC: tl.constexpr, WARM: tl.constexpr,
 ):
+    """[M | C] [segments, HV, K, K + V] fp32 in place: the C part of segment j becomes the state entering
+    segment j + 1 (M_j S_in(j) + C_j, or C_j as it is where the warm-up flag [segments, HV] is set)."""
     i_v = tl.program_id(0)
     i_h = tl.program_id(1)
     seq = tl.program_id(2)
@@ -416,7 +420,11 @@ def _fwd_kernel(
     scale, HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
     BV: tl.constexpr, LOG_N: tl.constexpr, HAS_H0: tl.constexpr, LOOP_STAGES: tl.constexpr,
 ):
-    """The chunk recurrence with its outputs, in FlashQLA's order: V~ = Tb (V - diag(e^gamma) K S), so
+    """o [T, HV, V] bf16 and the final state [N, HV, K, V] fp32 from q, k [T, HK, K] bf16, v [T, HV, V] bf16,
+    g [T, HV] fp32, Tb and P [T, HV, BT] bf16, f [T, HV] fp32 and the entering states (h0 [N, HV, K, V],
+    or the C slots of [M | C] [segments, HV, K, K + V]).
+
+    The chunk recurrence with its outputs, in FlashQLA's order: V~ = Tb (V - diag(e^gamma) K S), so
     the chunk's W = Tb diag(e^gamma) K (64x64x128, once per value block) is never formed and one k tile
     serves both K S and the update. P (scaled by 2^-f per column) and f come from the prep. The gates
     multiply fp32 products (Q S, and V~ in the state update) instead of bf16 operands (Q, K) before
@@ -507,7 +515,8 @@ def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None, cp
 def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict,
             cp_segment_chunks: int | None = None):
     """gdn_prefill with an explicit config (cfg over CONFIG: a stored config without a newer key keeps
-    working with that key's default)."""
+    working with that key's default). q, k [T, HK, K]; v [T, HV, V]; g, beta [T, HV]; cu_seqlens [N+1];
+    initial_state [N, HV, K, V] or None -> (o [T, HV, V], final_state [N, HV, K, V])."""
     cfg = {**CONFIG, **cfg}
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
