@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Issue 18 on the H200, one device call (~5 min): the timing and profile questions left open on 2026-12-03.
-#   1. scripts/device/fa4_timing_probe.py: why the optimize loop's eager decode times are ~2x the bench script's.
-#   2. scripts/device/fa4_prefill_gap_probe.py: where the eager-vs-graph gap of P9-P12, P25, P30 comes from.
-#   3. Nsight Compute on P7, ours (promoted) beside SDPA: what separates 527 from 588 TFLOP/s.
-#   4. (STEPS=dncu) Nsight Compute on fa4_decode's split and merge kernels, DNCU_SHAPES (D2-q1 D2-q4),
-#      DNCU_IMPL (baseline): why q_len 4 tiles sit further from the bandwidth floor.
-#   5. (STEPS=hoststeps) scripts/device/fa4_host_steps.py: each step of a warm eager call's host path.
+# Issue 18 on the H200, one device call: the fa4 profile and host-cost probes (shapes and inputs from the
+# contract, scripts/device/fa4_contract.py).
+#   ncu        Nsight Compute on NCU_SHAPE (P7), ours (promoted) beside SDPA: what separates 527 from 588 TFLOP/s.
+#   dncu       Nsight Compute on fa4_decode's split and merge kernels, DNCU_SHAPES (D2-q1 D2-q4),
+#              DNCU_IMPL (baseline): why q_len 4 tiles sit further from the bandwidth floor.
+#   hoststeps  scripts/device/fa4_host_steps.py: each step of a warm eager call's host path.
+#   hostcost   scripts/device/fa4_host_cost.py: the whole call against Triton's launch paths.
+# (The 2026-12-03 timing and eager-vs-graph gap probes answered their questions, recorded in
+# docs/perf/fa4_decode.md and docs/perf/fa4_prefill.md, and were deleted.)
 # Carried wheels (.whl/: pydantic, fla-core; .rayw/: ray and its dependencies) are installed into
 # /tmp/site first, so later calls on the warm machine find them. Logs land in $OUT (<= 8 files).
-# Usage (device, repo root): bash scripts/device/device_probes.sh        (STEPS="timing gap ncu" by default)
+# Usage (device, repo root): bash scripts/device/device_probes.sh        (STEPS="ncu" by default)
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/probes_out}; mkdir -p "$OUT"
@@ -26,14 +28,12 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -
   python3 -c 'import ray; print("ray", ray.__version__)' 2>&1 | tail -1
   echo "ncu: ${NCU:-missing}"; [ -n "$NCU" ] && "$NCU" --version | tail -1
 } 2>&1 | tee "$OUT/env.txt"
-STEPS=${STEPS:-timing gap ncu}
+STEPS=${STEPS:-ncu}
 for s in $STEPS; do
   case $s in
-    timing) echo "== decode timing probe"; timeout 150 python3 scripts/device/fa4_timing_probe.py 2>&1 | tee "$OUT/timing_probe.txt" ;;
-    gap) echo "== prefill eager-vs-graph probe"; timeout 150 python3 scripts/device/fa4_prefill_gap_probe.py 2>&1 | tee "$OUT/gap_probe.txt" ;;
     ncu)
       for impl in ${NCU_IMPLS:-promoted sdpa}; do
-        echo "== ncu P7 $impl"
+        echo "== ncu ${NCU_SHAPE:-P7} $impl"
         SEC=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy
              --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats)
         MET=(--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.sum)
@@ -53,6 +53,8 @@ for s in $STEPS; do
         grep -E "^  [a-zA-Z_]|profiled|Duration|Registers Per|Achieved Occupancy|Theoretical Occ|Compute \(SM\) Thr|Memory Thr|DRAM Thr|L2 Hit|Issue Slots Busy|No Eligible|Executed Ipc A|Dynamic Shared|Block Size|Grid Size|Warp Cycles Per Issued|Mem Busy|Max Bandwidth|Waves Per SM" "$OUT/dncu_$shape.txt" | head -70
       done ;;
     hoststeps) echo "== host steps"; timeout 150 python3 scripts/device/fa4_host_steps.py 2>&1 | tee "$OUT/host_steps.txt" ;;
+    hostcost) echo "== host cost"; timeout 150 python3 scripts/device/fa4_host_cost.py 2>&1 | tee "$OUT/host_cost.txt" ;;
+    *) echo "device_probes.sh: unknown step '$s' (ncu dncu hoststeps hostcost)" ;;
   esac
 done
 ls "$OUT"

@@ -9,22 +9,28 @@ between, so the GPU never throttles the loop):
   - a direct launch of the cached CompiledKernel (what a launch cache would do: no binder),
   - an empty Triton kernel through the JIT path.
 
-    python scripts/device/fa4_host_cost.py
+The kernels are the contract's baseline.py of each op, the shapes and inputs the contract's
+(workloads/fa4_*.yaml, kernels/fa4_*/inputs.py, seed 0): case ids of any set. The default prefill
+shapes are E1 (one new token, 2 query heads: the fixed cost of a call) and P1.
+
+    python scripts/device/fa4_host_cost.py [--decode D7-q1,D1-q1,D7-q4] [--prefill E1,P1]
 """
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
 import time
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-import bench_fa4_decode as dec  # noqa: E402
-import bench_fa4_prefill as pre  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fa4_contract import inputs, kernel_module  # noqa: E402
+
+from aka.contract.ops import get_op  # noqa: E402
 
 N = 300
 
@@ -99,6 +105,10 @@ def report(name, fn, jit_fn, extra="", mod=None):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--decode", default="D7-q1,D1-q1,D7-q4", help="fa4_decode case ids")
+    ap.add_argument("--prefill", default="E1,P1", help="fa4_prefill case ids")
+    args = ap.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__, flush=True)
     x = torch.zeros(16, device="cuda")
     print(f"empty Triton kernel (JIT path): {host_us(lambda: _empty[(1,)](x, 1, 2, 3, BLOCK=16)):.1f} us", flush=True)
@@ -106,21 +116,22 @@ def main():
     print(f"torch.empty_like(q): {host_us(lambda: torch.empty_like(q)):.1f} us; "
           f"torch.zeros(16, int32): {host_us(lambda: torch.zeros(16, dtype=torch.int32, device='cuda')):.1f} us",
           flush=True)
-    for sid in ("D7-q1", "D1-q1", "D7-q4"):
-        kv_lens, q_len, hq, hkv = dec.SHAPES[sid]
-        case = dec.make_case(kv_lens, q_len, hq, hkv)
+    dec_op = get_op("fa4_decode")
+    dec = kernel_module(dec_op)
+    for sid in filter(None, args.decode.split(",")):
+        case = inputs(dec_op, sid)
         for cfg in ({}, {"FUSED_MERGE": True}, {"USE_TMA": False, "BLOCK_N": 32, "num_stages": 3}):
-            saved = dict(dec.mod.CONFIG)
-            dec.mod.CONFIG.update(cfg)
-            report(sid, lambda: dec.mod.fa4_decode(**case), dec.mod._fa4_decode_kernel, str(cfg),
-                   dec.mod)
-            dec.mod.CONFIG.clear()
-            dec.mod.CONFIG.update(saved)
+            saved = dict(dec.CONFIG)
+            dec.CONFIG.update(cfg)
+            report(sid, lambda c=case: dec.fa4_decode(**c), dec._fa4_decode_kernel, str(cfg), dec)
+            dec.CONFIG.clear()
+            dec.CONFIG.update(saved)
         del case
-    for sid in ("P0", "P0p", "P1"):
-        q_lens, prefixes, hq, hkv = pre.spec(sid)
-        case = pre.make_case(q_lens, prefixes, hq, hkv)
-        report(sid, lambda: pre.mod.fa4_prefill(**case), pre.mod._fa4_prefill_kernel, mod=pre.mod)
+    pre_op = get_op("fa4_prefill")
+    pre = kernel_module(pre_op)
+    for sid in filter(None, args.prefill.split(",")):
+        case = inputs(pre_op, sid)
+        report(sid, lambda c=case: pre.fa4_prefill(**c), pre._fa4_prefill_kernel, mod=pre)
         del case
 
 

@@ -5,23 +5,25 @@ entry point (the committed promoted.py of each op) into its steps and times each
 over back-to-back repetitions with no sync, so their sum can be set against the whole call:
 shape reads, the plan lookup, allocations, the descriptor cache, the argument tuple, the launch
 cache key, the compiled kernel's launch, and inside that launch the two TMA tensor-map encodes.
+Shapes and inputs are the contract's (case ids of any set, seed 0); prefill E1 is one new token.
 
-    python scripts/device/fa4_host_steps.py
+    python scripts/device/fa4_host_steps.py [--prefill E1,P1] [--decode D7-q1]
 """
 
 from __future__ import annotations
 
-import importlib
-import os
+import argparse
 import sys
+from pathlib import Path
 
 import torch
 import triton
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-import bench_fa4_decode as dec  # noqa: E402
-import bench_fa4_prefill as pre  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fa4_contract import inputs, kernel_module  # noqa: E402
 from fa4_host_cost import host_us  # noqa: E402
+
+from aka.contract.ops import get_op  # noqa: E402
 
 N = 300  # as fa4_host_cost.py: a longer run of launches fills the GPU queue and the host blocks on it
 
@@ -54,9 +56,9 @@ def show(name, steps, whole):
 
 
 def prefill(sid):
-    mod = importlib.import_module("kernels.fa4_prefill.promoted")
-    q_lens, prefixes, hq, hkv = pre.spec(sid)
-    c = pre.make_case(q_lens, prefixes, hq, hkv)
+    op = get_op("fa4_prefill")
+    mod = kernel_module(op, "promoted")
+    c = inputs(op, sid)
     q, k, v, kv_lens = c["q"], c["k_cache"], c["v_cache"], c["kv_lens"]
     mod._LAUNCH.hits.clear()
     mod.fa4_prefill(**c)
@@ -91,9 +93,9 @@ def prefill(sid):
 
 
 def decode(sid, impl):
-    mod = importlib.import_module(f"kernels.fa4_decode.{impl}")
-    kv, q_len, hq, hkv = dec.SHAPES[sid]
-    c = dec.make_case(kv, q_len, hq, hkv)
+    op = get_op("fa4_decode")
+    mod = kernel_module(op, impl)
+    c = inputs(op, sid)
     q, k, v = c["q"], c["k_cache"], c["v_cache"]
     mod._SPLIT_LAUNCH.hits.clear()
     mod._MERGE_LAUNCH.hits.clear()
@@ -137,11 +139,16 @@ def decode(sid, impl):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prefill", default="E1,P1", help="fa4_prefill case ids (promoted kernel)")
+    ap.add_argument("--decode", default="D7-q1", help="fa4_decode case ids (baseline and promoted)")
+    args = ap.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__, flush=True)
-    for sid in ("P0", "P1"):
+    for sid in filter(None, args.prefill.split(",")):
         prefill(sid)
-    for impl in ("baseline", "promoted"):
-        decode("D7-q1", impl)
+    for sid in filter(None, args.decode.split(",")):
+        for impl in ("baseline", "promoted"):
+            decode(sid, impl)
 
 
 if __name__ == "__main__":

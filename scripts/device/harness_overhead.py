@@ -2,9 +2,10 @@
 """Does the timing harness's per-call input refresh change what it measures? (GPU, one process.)
 
 On the H200 (2026-12-01) `aka bench fa4_decode` read 99.6 / 76.0 / 209.8 µs (graph replay) on
-D1-q1 / D7-q1 / D2-q1 where scripts/device/bench_fa4_decode.py read 62.2 / 35.8 / 166.0 µs in the same
-call: about +40 µs per replay since the harness refreshes the inputs before every timed call. This
-times the fa4_decode baseline (or --op/--shapes) with aka.evaluate.host.bench.time_fn, eager and graph, under
+D1-q1 / D7-q1 / D2-q1 where the bench script of the day (bench_fa4_decode.py, since deleted) read
+62.2 / 35.8 / 166.0 µs in the same call: about +40 µs per replay since the harness refreshes the
+inputs before every timed call. This times the fa4_decode baseline (or --op/--shapes) with
+aka.evaluate.host.bench.time_fn, eager and graph, under
 four hooks: none; aka.evaluate.host.rotation's refresh; a host-only pause of --pause-ms (the GPU idles as long as
 a refresh takes); and a GPU burst of the same length (the GPU busy, the host waiting). Which of
 them adds the constant says whether the cause is the refresh's GPU work, the idle gap before the

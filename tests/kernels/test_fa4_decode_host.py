@@ -6,7 +6,7 @@
   force many splits or none, and stay within the float64 reference's tolerance.
 - What one warm call does on the host is pinned (aka.evaluate.host.launches.Recorder): its torch operators and
   Triton launches, so a re-added allocation, an index tensor or a host sync (.item() dispatches
-  _local_scalar_dense) fails here. Timing needs the H200 (scripts/device/bench_fa4_decode.py).
+  _local_scalar_dense) fails here. Timing needs the H200 (`aka bench fa4_decode`).
 """
 
 from __future__ import annotations

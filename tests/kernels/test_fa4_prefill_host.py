@@ -9,7 +9,7 @@
   own descriptors.
 - What one warm call does on the host is pinned (aka.evaluate.host.launches.Recorder), so a re-added view,
   allocation or host sync (.item() dispatches _local_scalar_dense) fails here. Timing needs the
-  H200 (scripts/device/bench_fa4_prefill.py).
+  H200 (`aka bench fa4_prefill`).
 """
 
 from __future__ import annotations
