@@ -40,9 +40,6 @@ REMAINING = {
     "aka.evaluate.checker.precompile._compile_one": "an in-process Triton specialisation record",
     "aka.evaluate.checker.precompile._child": "in-process Triton specialisation records (writes a ChildCompiled)",
     "aka.evaluate.checker.precompile.compile_forked": "in-process Triton specialisation records",
-    # the interpreter's captured launches (aka.evaluate.static.offline_sm90.capture) and that module's task
-    "aka.evaluate.parent.evaluator.offline_compile": "the captured launches are still dicts",
-    "aka.evaluate.static.offline_sm90.compile_task": "its payload (path, captured launches) is still a dict",
 }
 
 

@@ -542,6 +542,23 @@ class ChildCompiled(BaseModel):
     failed: list[str] = Field(default_factory=list, description="the first two failures, one line each")
 
 
+class CapturedLaunch(BaseModel):
+    """One distinct Triton launch the interpreter ran (aka.evaluate.static.offline_sm90.capture): what compiling
+    it for sm_90 without a GPU needs."""
+
+    name: str = Field(description="the kernel's name in the candidate module")
+    args: dict[str, dict[str, JsonValue]] = Field(description="argument name -> {kind: value}, one kind of tensor "
+                                                  "(its dtype name), int, float, bool, str, none or other (a repr)")
+    options: dict[str, int] = Field(description="num_warps and num_stages where the launch passed them")
+
+
+class OfflinePayload(BaseModel):
+    """offline_sm90.compile_task's argument: the launches a candidate made in the interpreter."""
+
+    path: str = Field(description="path of the candidate module")
+    launches: list[CapturedLaunch] = Field(description="the launches to compile for sm_90")
+
+
 class CompileResult(BaseModel):
     """compile_worker's value; unset fields are left out on the wire."""
 
@@ -550,8 +567,7 @@ class CompileResult(BaseModel):
     seconds: float = Field(description="the calls' own work")
     cases: int | None = Field(None, description="cases called; None when the precompile was tainted")
     compile_stats: dict[str, JsonValue] | None = Field(None, description="aka.evaluate.static.compstats.CompileStats")
-    launches: list[dict[str, JsonValue]] = Field(default_factory=list, description="the interpreter's Triton "
-                                                 "launches (aka.evaluate.static.offline_sm90.capture)")
+    launches: list[CapturedLaunch] = Field(default_factory=list, description="the interpreter's Triton launches")
     stats_s: float | None = Field(None, description="seconds reading the kernels' registers and SASS")
     precompile: Precompiled | None = None
 

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from aka.contract.shapes import every_case
 from aka.evaluate.checker.gpulock import gpu_lock
-from aka.evaluate.wire import BenchValue, CompilePayload, CompileResult, Precompiled, ScreenPayload, ScreenResult
+from aka.evaluate.wire import (
+    BenchValue,
+    CapturedLaunch,
+    CompilePayload,
+    CompileResult,
+    Precompiled,
+    ScreenPayload,
+    ScreenResult,
+)
 
 
 def compile_worker(payload: CompilePayload) -> CompileResult:
@@ -46,7 +53,7 @@ def compile_worker(payload: CompilePayload) -> CompileResult:
                                  payload.precompile, payload.gpu_lock)
         if ahead.tainted:  # the evaluator starts over in clean processes, the way it did without this
             return CompileResult(seconds=round(time.perf_counter() - t0, 3), precompile=ahead)
-    launches: list[dict[str, Any]] = []
+    launches: list[CapturedLaunch] = []
     for case in todo:
         inputs = op.inputs.make_inputs(case, 0, "cuda" if gpu else "cpu")
         with gpu_lock(payload.gpu_lock if gpu else None), _captured(not gpu, launches):
@@ -67,7 +74,7 @@ def compile_worker(payload: CompilePayload) -> CompileResult:
 
 
 @contextmanager
-def _captured(on: bool, into: list[dict[str, Any]]):
+def _captured(on: bool, into: list[CapturedLaunch]):
     """In the interpreter, note the Triton launches (aka.evaluate.static.offline_sm90 can compile them for sm_90
     later)."""
     if not on:

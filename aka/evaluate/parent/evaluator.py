@@ -36,6 +36,7 @@ from aka.evaluate.static.compstats import merge as merge_stats
 from aka.evaluate.wire import (
     BenchPayload,
     BenchValue,
+    CapturedLaunch,
     ComparePayload,
     Comparison,
     CompilePayload,
@@ -43,6 +44,7 @@ from aka.evaluate.wire import (
     GatePayload,
     GateReport,
     ImplRef,
+    OfflinePayload,
     ProgressLine,
     ScreenPayload,
     ScreenResult,
@@ -217,11 +219,11 @@ class RealEvaluator:
                 return [(ok, value, err)]
         return map_workers(call, payloads)
 
-    def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
+    def offline_compile(self, path: Path, launches: list[CapturedLaunch]) -> StageOutcome:
         """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.static.offline_sm90); the
         compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
         ok, value, err = door.call("aka.evaluate.static.offline_sm90:compile_task",
-                                   {"path": str(path), "launches": launches}, self.timeout, False)
+                                   OfflinePayload(path=str(path), launches=launches), self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:
