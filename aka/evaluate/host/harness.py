@@ -6,9 +6,9 @@ reference, every kernel's time against the op's speed of light) are in aka.evalu
 Payloads are aka.evaluate.wire's BenchPayload and ComparePayload, values its HostBench and HostComparison.
 Per shape and implementation (a BenchCell): the eager timing, the CUDA-graph replay timing (labelled, or a
 note why not), the peak device memory beyond inputs and outputs, achieved TFLOP/s and TB/s from the op's
-cost model, and the fraction of the roofline at the device's calibrated ceilings. Before every timed call the input
-buffer gets fresh values (aka.evaluate.host.rotation), so no kernel can answer from memory. On CPU every
-timing is labelled interpreter/cpu and there is no roofline.
+cost model, and the fraction of the roofline at the device's calibrated ceilings. Before every timed call
+the input buffer gets fresh values (aka.evaluate.host.rotation), so no kernel can answer from memory. On
+CPU every timing is labelled interpreter/cpu and there is no roofline.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from aka.evaluate.wire import (
     HostComparison,
     ImplRef,
     ProgressLine,
+    Sample,
     StopRule,
     Timing,
     TimingPayload,
@@ -197,7 +198,7 @@ def bench_host(payload: BenchPayload) -> HostBench:
     notes += payload.ceilings_notes
     rows: list[BenchRow] = []
     cache: dict = {}
-    samples = []
+    samples: list[Sample] = []
     cases = op.cases(payload.shapes)
     first = list(payload.first)  # shapes that stopped earlier screens: timed first (stable)
     cases = sorted(cases, key=lambda c: first.index(c.id) if c.id in first else len(first))
