@@ -35,25 +35,11 @@ TASK = re.compile(r"^(aka(?:\.\w+)+):(\w+)$")
 
 # boundary functions still typed with dict[str, Any], and why (issue 41's next steps)
 REMAINING = {
-    # the bench and compare values (rows of cells per shape and implementation, the ABBA summary with
-    # its samples) are still dicts from the harness to the checker and on to the parent, where aka bench,
-    # aka regress, the report and the knowledge read them: typing them is the next step
-    "aka.evaluate.host.harness.bench_host": "the bench value (rows of cells) is still a dict",
-    "aka.evaluate.host.harness.compare_host": "the compare value (Comparison and its samples) is still a dict",
-    "aka.evaluate.host.harness._progress": "reads the bench value's cells (the line it writes is a ProgressLine)",
-    "aka.evaluate.checker.verify.run_host_task": "returns the harness's value: the bench or compare value",
-    "aka.evaluate.checker.verify.bench_timed": "returns the bench value",
-    "aka.evaluate.checker.verify.bench_worker": "returns the bench value",
-    "aka.evaluate.checker.verify.compare_worker": "returns the compare value",
-    "aka.evaluate.checker.verify.compare_checked": "returns the compare value",
     # Triton's specialisation records stay in the compile call's process: they hold JIT functions, the
     # forked children inherit them and nothing serialises them ("data" is Triton's own JSON description)
     "aka.evaluate.checker.precompile._compile_one": "an in-process Triton specialisation record",
     "aka.evaluate.checker.precompile._child": "in-process Triton specialisation records (writes a ChildCompiled)",
     "aka.evaluate.checker.precompile.compile_forked": "in-process Triton specialisation records",
-    # the interpreter's captured launches (aka.evaluate.static.offline_sm90.capture) and that module's task
-    "aka.evaluate.parent.evaluator.offline_compile": "the captured launches are still dicts",
-    "aka.evaluate.static.offline_sm90.compile_task": "its payload (path, captured launches) is still a dict",
 }
 
 

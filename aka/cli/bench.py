@@ -10,7 +10,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -24,7 +24,7 @@ from aka.evaluate.host.bench import NOT_REPRESENTATIVE, BenchConfig, geomean
 from aka.evaluate.parent import door
 from aka.evaluate.parent.impls import resolve
 from aka.evaluate.parent.outcomes import host_cost
-from aka.evaluate.wire import BenchPayload, ProgressLine
+from aka.evaluate.wire import BenchCell, BenchPayload, BenchRow, BenchValue, ProgressLine
 
 console = Console()
 WORKER = "aka.evaluate.checker.verify:bench_worker"
@@ -39,7 +39,7 @@ class BenchUsageError(AkaError):
     """A bad `aka bench` argument."""
 
 
-def run_worker(payload: BenchPayload, timeout: float, total: int | None = None) -> dict[str, Any]:
+def run_worker(payload: BenchPayload, timeout: float, total: int | None = None) -> BenchValue:
     """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone.
 
     With ``total`` (the number of shapes) a progress bar follows the worker, and each finished shape
@@ -50,7 +50,7 @@ def run_worker(payload: BenchPayload, timeout: float, total: int | None = None) 
         res = _with_progress(payload, timeout, total)
     if not res.ok:
         raise BenchRunError(door.failure(res, "bench"))
-    return res.value
+    return BenchValue.model_validate(res.value)
 
 
 def _with_progress(payload: BenchPayload, timeout: float, total: int):
@@ -83,32 +83,27 @@ def _with_progress(payload: BenchPayload, timeout: float, total: int):
                 time.sleep(0.5)
 
 
-def _cell_time(r: dict[str, Any]) -> str:
-    if "skipped" in r:
+def _cell_time(r: BenchCell) -> str:
+    if r.skipped is not None:
         return "[dim]skipped[/dim]"
-    if r.get("rejected"):
+    if r.rejected:
         return "[red]rejected[/red]"
-    if "error" in r:
+    if r.error is not None or r.eager is None:
         return "[red]error[/red]"
-    e = r["eager"]
-    text = f"{e['median_us']:.1f} ±{(e['q3_us'] - e['q1_us']) / 2:.1f}"
-    if r.get("graph"):
-        text += f"\n[dim]graph {r['graph']['median_us']:.1f}[/dim]"
+    e = r.eager
+    text = f"{e.median_us:.1f} ±{e.iqr_us / 2:.1f}"
+    if r.graph:
+        text += f"\n[dim]graph {r.graph.median_us:.1f}[/dim]"
         if (h := host_cost(r)) is not None:
             text += f"\n[dim]host {h:.1f}[/dim]"
     return text
 
 
-def _median(r: dict[str, Any] | None, basis: str = "eager") -> float | None:
-    t = (r or {}).get(basis)
-    return t["median_us"] if t else None
+def _kind(r: BenchCell | None) -> str | None:
+    return r.eager.kind if r and r.eager else None
 
 
-def _kind(r: dict[str, Any] | None) -> str | None:
-    return r["eager"]["kind"] if r and "eager" in r else None
-
-
-def speedups(rows: list[dict[str, Any]], impls: list[str], basis: str = "eager") -> dict[str, list[float | None]]:
+def speedups(rows: list[BenchRow], impls: list[str], basis: str = "eager") -> dict[str, list[float | None]]:
     """Per impl, per row: time of the first impl / time of this impl, eager or CUDA-graph replay times.
 
     None when either is missing or they were measured differently (interpreter against CPU torch).
@@ -117,18 +112,18 @@ def speedups(rows: list[dict[str, Any]], impls: list[str], basis: str = "eager")
     for name in impls:
         col = []
         for row in rows:
-            ra, rb = row["results"].get(impls[0]), row["results"].get(name)
-            a, b = _median(ra, basis), _median(rb, basis)
+            ra, rb = row.results.get(impls[0]), row.results.get(name)
+            a, b = ra and ra.median(basis), rb and rb.median(basis)
             col.append(a / b if a and b and _kind(ra) == _kind(rb) else None)
         out[name] = col
     return out
 
 
-def render(result: dict[str, Any], basis: str = "eager") -> Table:
+def render(result: BenchValue, basis: str = "eager") -> Table:
     """The side-by-side table: per shape, each impl's time, speedup against the first, roofline fraction."""
-    impls, rows = result["impls"], result["rows"]
-    gpu = result["kind"] == "gpu"
-    title = f"{result['op']} on {result['device']}" + ("" if gpu else f" — [bold red]{NOT_REPRESENTATIVE}[/bold red]")
+    impls, rows = result.impls, result.rows
+    gpu = result.kind == "gpu"
+    title = f"{result.op} on {result.device}" + ("" if gpu else f" — [bold red]{NOT_REPRESENTATIVE}[/bold red]")
     table = Table(title=title, caption="eager median ±IQR/2 µs; graph = CUDA-graph replay; host = the host's "
                   "cost per call (eager - graph); × = speedup vs "
                   f"{impls[0] if impls else '-'} ({'graph replay' if basis == 'graph' else 'eager'} times); "
@@ -140,10 +135,10 @@ def render(result: dict[str, Any], basis: str = "eager") -> Table:
         table.add_column("×", justify="right")
         table.add_column("roof", justify="right")
     for i, row in enumerate(rows):
-        cells = [row["shape"]]
+        cells = [row.shape]
         for name in impls:
-            r = row["results"].get(name, {})
-            frac = r.get("roofline_frac")
+            r = row.results.get(name) or BenchCell()
+            frac = r.roofline_frac
             cells += [_cell_time(r), _fmt(sp[name][i], "{:.2f}"), _fmt(frac, "{:.0%}")]
         table.add_row(*cells)
     gm = ["geomean"]
@@ -157,35 +152,34 @@ def _fmt(x: float | None, spec: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else spec.format(x)
 
 
-def notes(result: dict[str, Any], skipped: list[dict[str, str]]) -> list[str]:
+def notes(result: BenchValue, skipped: list[dict[str, str]]) -> list[str]:
     """Every skip, error and competitor note, once per implementation."""
-    lines = [f"{s['name']}: skipped — {s['note']}" for s in skipped] + list(result["notes"])
+    lines = [f"{s['name']}: skipped — {s['note']}" for s in skipped] + list(result.notes)
     seen: set[tuple[str, str]] = set()
-    for row in result["rows"]:
-        for name, r in row["results"].items():
+    for row in result.rows:
+        for name, r in row.results.items():
             for key in ("skipped", "error", "note", "graph_note"):
-                text = r.get(key)
+                text = getattr(r, key)
                 if text and (name, text) not in seen:
                     seen.add((name, text))
-                    where = "" if key in ("note", "skipped") else f" ({row['shape']})"
+                    where = "" if key in ("note", "skipped") else f" ({row.shape})"
                     lines.append(f"{name}{where}: {key.replace('_', ' ')}: {text}")
     return lines
 
 
-def write_csv(result: dict[str, Any], path: Path) -> None:
-    kind = result["kind"]
+def write_csv(result: BenchValue, path: Path) -> None:
+    kind = result.kind
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["shape", "impl", "kind", "median_us", "q1_us", "q3_us", "n", "graph_us", "host_us", "tflops",
                     "tbps", "roofline_frac", "peak_extra_bytes", "status"])
-        for row in result["rows"]:
-            for name, r in row["results"].items():
-                e, g = r.get("eager") or {}, r.get("graph") or {}
-                status = "skipped" if "skipped" in r else "error" if "error" in r else "ok"
-                w.writerow([row["shape"], name, e.get("kind", kind), e.get("median_us"), e.get("q1_us"),
-                            e.get("q3_us"), e.get("n"), g.get("median_us"), host_cost(r), r.get("tflops"),
-                            r.get("tbps"),
-                            r.get("roofline_frac"), r.get("peak_extra_bytes"), status])
+        for row in result.rows:
+            for name, r in row.results.items():
+                e, g = r.eager, r.graph
+                status = "skipped" if r.skipped is not None else "error" if r.error is not None else "ok"
+                w.writerow([row.shape, name, e.kind if e else kind, e and e.median_us, e and e.q1_us, e and e.q3_us,
+                            e and e.n, g and g.median_us, host_cost(r), r.tflops, r.tbps, r.roofline_frac,
+                            r.peak_extra_bytes, status])
 
 
 def bench(
@@ -246,7 +240,8 @@ def bench(
     if csv_path:
         write_csv(result, csv_path)
     if json_path:
-        json_path.write_text(json.dumps({**result, "skipped": [s.model_dump() for s in skipped]}, indent=1))
+        json_path.write_text(json.dumps({**result.model_dump(), "skipped": [s.model_dump() for s in skipped]},
+                                        indent=1))
 
 
 def register(app: typer.Typer) -> None:

@@ -17,8 +17,9 @@ Its code sits in sub-packages by the process it runs in:
   nvcc-only CUDA checks, compile statistics, the offline sm_90 compile.
 
 Shared by all three processes, directly here: ``wire`` (every type and record that crosses a process
-boundary: the gate's payload and report, the timing, screen and compile payloads and results, the
-candidate's process's requests and answers, a worker's result file, ImplRef, how a failure or a death
+boundary: the gate's payload and report, the timing, screen and compile payloads and results (a bench's
+rows of cells, the ABBA comparison, the interpreter's captured launches), the candidate's process's
+requests and answers, a worker's result file, ImplRef, how a failure or a death
 reads; tests/test_typed_payloads.py holds that no untyped dict crosses elsewhere), ``exchange`` (tensors
 as bytes between the checker and the candidate's process) and ``lifeline`` (a child process dies with
 its parent). The parent may import every part; the checker imports the candidate's process's timing

@@ -9,6 +9,10 @@ the checker (the worker process, aka.evaluate.checker) and the candidate's proce
 - the candidate's process's protocol (aka.evaluate.host.main, one JSON object a line each way): the
   checker's requests (``LoadRequest``, ``CallRequest`` with its ``ExpectedOutput``, ``TaskRequest``,
   ``ExitRequest``; parsed by ``HOST_REQUEST``) and the one answer type, ``HostAnswer``;
+- the timing tasks: the parent's payloads (``BenchPayload``, ``ComparePayload``, ``ScreenPayload``), the
+  harness's values (``HostBench``, ``HostComparison``: the timings and the timed outputs it kept, each a
+  ``Sample``) and the checker's judged ones (``BenchValue``, rows of a ``BenchCell`` per shape and
+  implementation; ``Comparison``, the ABBA ratios);
 - ``TaskResult``: what a worker writes to its result file (aka.evaluate.checker.worker) and the runner
   reads back (aka.evaluate.parent.runner);
 - ``SPARE_FLAG``: the command line of a worker started ahead (aka.evaluate.parent.spares).
@@ -23,12 +27,21 @@ Nothing here starts a process or imports another part of aka.evaluate.
 from __future__ import annotations
 
 import inspect
+import math
 import signal
 import traceback
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 from aka.evaluate.exchange import TensorRef
 from aka.settings import OptimizeSettings
@@ -319,13 +332,163 @@ class ScreenPayload(BenchPayload):
                            rounds=self.rounds, seed=self.seed, timeout_s=self.timeout_s)
 
 
+# ---------------------------------------------------------------------------------------------
+# the timing tasks' values: what the harness returns to the checker (HostBench, HostComparison: with the
+# timed outputs it kept) and the checker to the parent (BenchValue, Comparison: judged, without them)
+
+
+TimingKind = Literal["gpu-eager", "gpu-graph", "interpreter", "cpu"]
+
+
+class Timing(BaseModel):
+    """A distribution of per-call times in microseconds, labelled with how it was measured."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: TimingKind
+    median_us: float
+    q1_us: float
+    q3_us: float
+    n: int
+    stop: str = Field(description="why sampling stopped: converged, max_iters or time_cap")
+    samples_us: list[float] = Field(default_factory=list, description="every sample, in call order")
+
+    @property
+    def iqr_us(self) -> float:
+        return self.q3_us - self.q1_us
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.iqr_us / self.median_us if self.median_us > 0 else math.inf
+
+
+class BenchCell(BaseModel):
+    """One implementation on one shape: its timings and the figures from them, or why it has none
+    (skipped, error; rejected by the checker, its numbers kept under discarded).
+
+    Its JSON holds the fields its producer set and no others (a skipped cell is ``{"skipped": why}``): the
+    keys of the files ``aka bench --json`` wrote before this type, and of every cell since."""
+
+    note: str = Field("", description="what the implementation says about its run (a competitor's dispatch path)")
+    eager: Timing | None = Field(None, description="the eager calls' timing")
+    tflops: float | None = Field(None, description="achieved TFLOP/s at the eager median (the op's cost model)")
+    tbps: float | None = Field(None, description="achieved TB/s at the eager median (the op's minimum bytes)")
+    roofline_frac: float | None = Field(None, description="roofline time / eager median; None without ceilings")
+    peak_extra_bytes: int | None = Field(None, description="GPU: peak memory of one call beyond inputs and outputs")
+    graph: Timing | None = Field(None, description="GPU: the CUDA-graph replays' timing")
+    graph_note: str = Field("", description="why there is no graph timing, when there is none")
+    verified: int | None = Field(None, description="timed outputs the checker compared with the float64 reference")
+    skipped: str | None = Field(None, description="why it was not timed: not available here")
+    error: str | None = Field(None, description="why it has no timing: it failed, or the checker rejected it")
+    rejected: bool = Field(False, description="the checker refused its timing (error says why)")
+    discarded: BenchCell | None = Field(None, description="when rejected: the cell as it was timed")
+
+    @model_serializer(mode="wrap")
+    def _set_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+    def timed(self, timing: str) -> Timing | None:
+        """The timing named 'eager' or 'graph'."""
+        return self.graph if timing == "graph" else self.eager
+
+    def median(self, timing: str) -> float | None:
+        """The median µs of that timing; None when it has none."""
+        t = self.timed(timing)
+        return t.median_us if t else None
+
+    def medians(self) -> dict[str, float]:
+        """{'eager'|'graph': median µs} of the timings it has."""
+        return {k: t.median_us for k in ("eager", "graph") if (t := self.timed(k))}
+
+
+class BenchRow(BaseModel):
+    """One shape: its cost model, and a cell per implementation."""
+
+    shape: str = Field(description="shape id")
+    params: str = Field(description="the shape case's parameters, as it describes them")
+    flops: float = Field(description="the op's floating-point operations on this shape")
+    bytes: float = Field(description="the op's minimum bytes moved on this shape")
+    floor_us: float | None = Field(description="roofline time at the calibrated ceilings; None without them")
+    results: dict[str, BenchCell] = Field(description="implementation -> its cell, in table order")
+
+
+class BenchValue(BaseModel):
+    """bench_worker's value: every implementation timed on every shape, the checker's verdicts applied."""
+
+    op: str = Field(description="operator line")
+    device: str = Field(description="device name, or 'cpu (Triton interpreter)'")
+    kind: Literal["gpu", "interpreter"] = Field(description="gpu, or the interpreter (its numbers rank nothing)")
+    impls: list[str] = Field(description="implementation names, in table order")
+    ceilings: Ceilings | None = Field(description="the checker's calibrated ceilings; None: no roofline")
+    config: dict[str, JsonValue] = Field(description="aka.evaluate.host.bench.BenchConfig's fields as timed")
+    notes: list[str] = Field(description="why there are no ceilings, where the timing stopped early")
+    rows: list[BenchRow] = Field(description="one per shape timed, in timing order")
+
+
+class Sample(BaseModel):
+    """The outputs of one timed call and how to rebuild its inputs (aka.evaluate.host.rotation)."""
+
+    impl: str
+    shape: str
+    timing: str = Field(description="eager or graph")
+    base_seed: int
+    seed: int = Field(description="the refresh seed of that call")
+    call: int = Field(description="index of the timed call (in this implementation's calls)")
+    outputs: list[TensorRef]
+
+
+class HostBench(BenchValue):
+    """bench_host's value (the candidate's process to the checker): the timings and the timed outputs kept."""
+
+    samples: list[Sample] = Field(description="the kept timed outputs, in the exchange folder")
+
+    def judged(self) -> BenchValue:
+        """The value without the samples (the checker has read them)."""
+        return BenchValue(**{k: getattr(self, k) for k in BenchValue.model_fields})
+
+
+class ShapeRatio(BaseModel):
+    """B against A on one shape."""
+
+    shape: str
+    ratio: float = Field(description="median over rounds of time_B / time_A")
+    noise: float = Field(description="half-width of the 95% bootstrap interval of the ratio, relative")
+    ci_low: float
+    ci_high: float
+    rounds: int
+    a_median_us: float
+    b_median_us: float
+
+
+class Comparison(BaseModel):
+    """B against A over shapes: per-shape ratios and the geomean ratio with a 95% interval (compare_worker's
+    value)."""
+
+    shapes: list[ShapeRatio]
+    geomean: float
+    ci_low: float
+    ci_high: float
+    kind: str = Field(description="timing kind of the samples; only gpu-* kinds may drive a decision")
+
+
+class HostComparison(Comparison):
+    """compare_host's value (the candidate's process to the checker): the comparison and B's kept outputs."""
+
+    samples: list[Sample] = Field(description="the kept timed outputs, in the exchange folder")
+
+    def judged(self) -> Comparison:
+        """The comparison without the samples (the checker has read them)."""
+        return Comparison(**{k: getattr(self, k) for k in Comparison.model_fields})
+
+
 class ScreenResult(BaseModel):
     """What screen_worker returns: the gate's report (None when skipped) and the bench value."""
 
     gate: GateReport | None = Field(None, description="None: not gated (gate_skipped says why), or not reached")
     gate_skipped: str | None = Field(None, description="why the candidate was not gated (it cannot win)")
-    bench: dict[str, Any] | None = Field(None, description="bench_worker's value (rows of cells); None when the "
-                                         "gate failed first")
+    bench: BenchValue | None = Field(None, description="the timing (bench_worker's value); None when the gate "
+                                     "failed first")
+    slow_shape: str | None = Field(None, description="with gate_skipped: the shape on which the candidate ran so "
+                                   "much slower that the timing stopped")
 
 
 class ProgressLine(BaseModel):
@@ -379,6 +542,23 @@ class ChildCompiled(BaseModel):
     failed: list[str] = Field(default_factory=list, description="the first two failures, one line each")
 
 
+class CapturedLaunch(BaseModel):
+    """One distinct Triton launch the interpreter ran (aka.evaluate.static.offline_sm90.capture): what compiling
+    it for sm_90 without a GPU needs."""
+
+    name: str = Field(description="the kernel's name in the candidate module")
+    args: dict[str, dict[str, JsonValue]] = Field(description="argument name -> {kind: value}, one kind of tensor "
+                                                  "(its dtype name), int, float, bool, str, none or other (a repr)")
+    options: dict[str, int] = Field(description="num_warps and num_stages where the launch passed them")
+
+
+class OfflinePayload(BaseModel):
+    """offline_sm90.compile_task's argument: the launches a candidate made in the interpreter."""
+
+    path: str = Field(description="path of the candidate module")
+    launches: list[CapturedLaunch] = Field(description="the launches to compile for sm_90")
+
+
 class CompileResult(BaseModel):
     """compile_worker's value; unset fields are left out on the wire."""
 
@@ -387,8 +567,7 @@ class CompileResult(BaseModel):
     seconds: float = Field(description="the calls' own work")
     cases: int | None = Field(None, description="cases called; None when the precompile was tainted")
     compile_stats: dict[str, JsonValue] | None = Field(None, description="aka.evaluate.static.compstats.CompileStats")
-    launches: list[dict[str, JsonValue]] = Field(default_factory=list, description="the interpreter's Triton "
-                                                 "launches (aka.evaluate.static.offline_sm90.capture)")
+    launches: list[CapturedLaunch] = Field(default_factory=list, description="the interpreter's Triton launches")
     stats_s: float | None = Field(None, description="seconds reading the kernels' registers and SASS")
     precompile: Precompiled | None = None
 

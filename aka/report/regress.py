@@ -302,7 +302,7 @@ class WorkerMeasurer:
     def bench(self, op, kernels: dict[str, Path], shapes: str) -> tuple[dict[str, dict[str, float]], str]:
         from aka.evaluate.parent import door
         from aka.evaluate.parent.outcomes import eager_medians
-        from aka.evaluate.wire import BenchPayload, ImplRef
+        from aka.evaluate.wire import BenchPayload, BenchValue, ImplRef
 
         impls = [ImplRef(name=n, kind="kernel", path=str(p), function=op.spec.entry) for n, p in kernels.items()]
         # The timing the loop recorded the numbers in (the contract's rank_timing); no graph capture
@@ -313,5 +313,5 @@ class WorkerMeasurer:
         if not ok:
             return {}, err
         # as the loop's bench records them (aka.evaluate.parent.outcomes.bench_outcome)
-        times, untimed = eager_medians(value, list(kernels), rank)
-        return times, "; ".join(f"{n} {shape}: {r.get('error') or r.get('skipped')}" for n, shape, r in untimed)
+        times, untimed = eager_medians(BenchValue.model_validate(value), list(kernels), rank)
+        return times, "; ".join(f"{n} {shape}: {r.error or r.skipped}" for n, shape, r in untimed)

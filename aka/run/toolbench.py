@@ -14,6 +14,7 @@ from typing import Any
 from aka.contract.shapes import every_case
 from aka.evaluate.parent.evaluator import Evaluator
 from aka.evaluate.static.compstats import CompileStats, format_table
+from aka.evaluate.wire import CapturedLaunch
 from aka.settings import OptimizeSettings
 
 NEEDS_GPU = ("{what} needs a GPU: this run uses Triton's CPU interpreter, whose timings mean nothing; "
@@ -54,7 +55,7 @@ class ToolBench:
             lines += self._offline(comp.detail["launches"])
         return True, "\n".join(lines)
 
-    def _offline(self, launches: list[dict[str, Any]]) -> list[str]:
+    def _offline(self, launches: list[CapturedLaunch]) -> list[str]:
         """What ptxas for sm_90 tells of the launches the interpreter ran (aka.evaluate.static.offline_sm90)."""
         off = self.ev.offline_compile(self.draft, launches)
         if not off.ok:

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from aka.contract.ops import get_op  # noqa: E402
 from aka.evaluate.checker.verify import bench_worker, compare_worker  # noqa: E402
 from aka.evaluate.parent.impls import resolve  # noqa: E402
+from aka.evaluate.wire import BenchPayload, ComparePayload  # noqa: E402
 
 LIMIT, MIN_US = 0.02, 50.0
 
@@ -35,32 +36,30 @@ def main() -> int:
     args = ap.parse_args()
     op = get_op(args.op)
     refs, _ = resolve(op, ["baseline", "baseline"])
-    res = bench_worker({"op": op.name, "impls": [r.model_dump() for r in refs], "shapes": args.shapes,
-                        "graph": False})
-    print(f"{op.name} on {res['device']} ({res['kind']}): baseline timed twice in one process")
+    res = bench_worker(BenchPayload(op=op.name, impls=refs, shapes=args.shapes, graph=False))
+    print(f"{op.name} on {res.device} ({res.kind}): baseline timed twice in one process")
     print(f"{'shape':8} {'first µs':>10} {'second µs':>10} {'spread':>8} {'n1/n2':>9}  verdict")
     worst, failed = 0.0, []
-    for row in res["rows"]:
-        e1 = row["results"]["baseline"]["eager"]
-        e2 = row["results"]["baseline#2"]["eager"]
-        m1, m2 = e1["median_us"], e2["median_us"]
+    for row in res.rows:
+        e1 = row.results["baseline"].eager
+        e2 = row.results["baseline#2"].eager
+        m1, m2 = e1.median_us, e2.median_us
         spread = abs(m1 - m2) / min(m1, m2)
         judged = min(m1, m2) > MIN_US
         verdict = ("ok" if spread < LIMIT else "FAIL") if judged else f"(under {MIN_US:.0f} µs, not judged)"
         if judged:
             worst = max(worst, spread)
             if spread >= LIMIT:
-                failed.append(row["shape"])
-        print(f"{row['shape']:8} {m1:10.1f} {m2:10.1f} {spread:8.2%} {e1['n']:>4}/{e2['n']:<4}  {verdict}")
+                failed.append(row.shape)
+        print(f"{row.shape:8} {m1:10.1f} {m2:10.1f} {spread:8.2%} {e1.n:>4}/{e2.n:<4}  {verdict}")
     print(f"worst spread over {MIN_US:.0f} µs: {worst:.2%} (limit {LIMIT:.0%}); failing: {failed or 'none'}")
-    out = {"bench": res}
+    out = {"bench": res.model_dump()}
     if args.abba:
-        cmp = compare_worker({"op": op.name, "a": refs[0].model_dump(), "b": refs[1].model_dump(),
-                              "shapes": args.shapes, "graph": False})
-        print(f"ABBA baseline vs itself: geomean {cmp['geomean']:.4f} [{cmp['ci_low']:.4f}, {cmp['ci_high']:.4f}]")
-        for s in cmp["shapes"]:
-            print(f"  {s['shape']:8} ratio {s['ratio']:.4f} ±{s['noise']:.2%} over {s['rounds']} rounds")
-        out["abba"] = cmp
+        cmp = compare_worker(ComparePayload(op=op.name, a=refs[0], b=refs[1], shapes=args.shapes, graph=False))
+        print(f"ABBA baseline vs itself: geomean {cmp.geomean:.4f} [{cmp.ci_low:.4f}, {cmp.ci_high:.4f}]")
+        for s in cmp.shapes:
+            print(f"  {s.shape:8} ratio {s.ratio:.4f} ±{s.noise:.2%} over {s.rounds} rounds")
+        out["abba"] = cmp.model_dump()
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

@@ -29,7 +29,7 @@ def _payload(op, names, shapes):
 
 def test_interpreter_run_is_labelled_and_never_a_gpu_timing():
     payload, _ = _payload("gdn_prefill", ["baseline"], "S1")
-    res = bench_worker(payload)
+    res = bench_worker(payload).model_dump()  # as it reaches the parent
     cell = res["rows"][0]["results"]["baseline"]
     assert res["kind"] == "interpreter" and res["ceilings"] is None
     assert cell["eager"]["kind"] == "interpreter" and not is_gpu_timing(cell["eager"])
@@ -53,7 +53,7 @@ def test_missing_fla_and_promoted_are_skipped_with_notes(tmp_path):
     assert [s.name for s in skipped] == ["promoted"] and "promoted.py" in skipped[0].note
     payload, skipped = _payload("gdn_prefill", ["baseline", "fla"], "S1")
     assert not skipped
-    fla_cell = bench_worker(payload)["rows"][0]["results"]["fla"]
+    fla_cell = bench_worker(payload).rows[0].results["fla"].model_dump()
     assert "fla not importable" in fla_cell["skipped"]
 
 
@@ -163,19 +163,21 @@ def test_the_harness_takes_its_ceilings_from_the_checker_and_never_calibrates():
     calibrate = aka.evaluate.checker.calibrate
     original, calibrate.ceilings = calibrate.ceilings, None  # calling it here would raise
     try:
-        res = bench_host(payload)
+        res = bench_host(payload).model_dump()
     finally:
         calibrate.ceilings = original
     assert res["ceilings"]["copy_tbps"] == 1.0 and res["rows"][0]["floor_us"] > 0
 
 
 def test_speedups_can_be_taken_on_graph_replay_times():
+    from bench_values import bench_value
+
     from aka.cli.bench import speedups
 
     def cell(e, g):
         return {"eager": {"median_us": e, "kind": "gpu-eager"}, "graph": {"median_us": g, "kind": "gpu-graph"}}
 
-    rows = [{"shape": "G1", "results": {"aka": cell(900.0, 800.0), "fla": cell(750.0, 400.0)}}]
+    rows = bench_value([{"shape": "G1", "results": {"aka": cell(900.0, 800.0), "fla": cell(750.0, 400.0)}}]).rows
     assert speedups(rows, ["aka", "fla"])["fla"] == [900.0 / 750.0]
     assert speedups(rows, ["aka", "fla"], "graph")["fla"] == [2.0]
 

@@ -3,17 +3,19 @@ timing and `aka regress` both use it."""
 
 from __future__ import annotations
 
+from bench_values import bench_value
+
 from aka.contract.ops import get_op
 from aka.evaluate.host.bench import BenchConfig
 from aka.evaluate.parent import door, evaluator
 from aka.evaluate.parent.outcomes import eager_medians
 from aka.settings import OptimizeSettings
 
-ROWS = {"rows": [
+ROWS = bench_value([
     {"shape": "G1", "results": {"fla": {"eager": {"median_us": 5.0}}, "flashqla": {"skipped": "not installed"}}},
     {"shape": "G2", "results": {"fla": {"error": "boom", "skipped": "x"}, "flashqla": {"skipped": "not installed"}}},
     {"shape": "G3", "results": {"fla": {"eager": {"median_us": 7.0}}, "flashqla": {"eager": {"median_us": 6.0}}}},
-]}
+], kind="interpreter")
 
 
 def test_eager_medians_of_every_implementation_in_row_order():
@@ -23,15 +25,15 @@ def test_eager_medians_of_every_implementation_in_row_order():
 
 
 def test_eager_medians_of_named_implementations_keeps_an_untimed_one():
-    times, untimed = eager_medians({"rows": ROWS["rows"][:2]}, ["flashqla", "fla"])
+    times, untimed = eager_medians(ROWS.model_copy(update={"rows": ROWS.rows[:2]}), ["flashqla", "fla"])
     assert list(times) == ["flashqla", "fla"] and times == {"flashqla": {}, "fla": {"G1": 5.0}}
-    assert [(n, s, c.get("error")) for n, s, c in untimed] == [("flashqla", "G1", None), ("flashqla", "G2", None),
+    assert [(n, s, c.error) for n, s, c in untimed] == [("flashqla", "G1", None), ("flashqla", "G2", None),
                                                               ("fla", "G2", "boom")]
 
 
 def test_competitor_times_and_one_note_per_competitor(monkeypatch):
     op = get_op("gdn_prefill")
-    monkeypatch.setattr(door, "call", lambda *a: (True, ROWS, ""))
+    monkeypatch.setattr(door, "call", lambda *a: (True, ROWS.model_dump(), ""))
     ev = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
     times, notes = ev.competitors("full")
     assert times == {"fla": {"G1": 5.0, "G3": 7.0}, "flashqla": {"G3": 6.0}}
@@ -41,14 +43,15 @@ def test_competitor_times_and_one_note_per_competitor(monkeypatch):
                                            "them (--no-competitors skips it)"])
 
 
-GRAPH_ROWS = {"kind": "gpu", "rows": [
+GRAPH_ROWS = bench_value([
     {"shape": "D1", "floor_us": 50.0, "results": {
         "incumbent": {"eager": {"median_us": 300.0}, "graph": {"median_us": 200.0}},
         "candidate": {"eager": {"median_us": 250.0}, "graph": {"median_us": 210.0}, "roofline_frac": 0.2}}},
     {"shape": "D2", "floor_us": None, "results": {
         "incumbent": {"eager": {"median_us": 90.0}, "graph": {"median_us": 60.0}},
         "candidate": {"eager": {"median_us": 80.0}, "graph": None, "graph_note": "no graph: RuntimeError: sync"}}},
-]}
+])
+INTERP_ROWS = GRAPH_ROWS.model_copy(update={"kind": "interpreter"})
 
 
 def test_bench_outcome_reads_the_ranked_timing():
@@ -63,14 +66,14 @@ def test_bench_outcome_reads_the_ranked_timing():
     assert graph.times_us == {"D1": 210.0} and graph.incumbent_us == {"D1": 200.0, "D2": 60.0}
     assert graph.roofline == {"D1": 50.0 / 210.0}
     assert graph.error == "D2: no graph timing (no graph: RuntimeError: sync)"
-    interp = bench_outcome({**GRAPH_ROWS, "kind": "interpreter"}, "graph")  # no graphs there: eager
+    interp = bench_outcome(INTERP_ROWS, "graph")  # no graphs there: eager
     assert interp.times_us == eager.times_us and interp.timing == "interpreter"
 
 
 def test_medians_in_graph_timing_name_the_missing_capture():
     times, untimed = eager_medians(GRAPH_ROWS, ["candidate"], "graph")
     assert times == {"candidate": {"D1": 210.0}}
-    assert [(n, s, c["error"]) for n, s, c in untimed] == [
+    assert [(n, s, c.error) for n, s, c in untimed] == [
         ("candidate", "D2", "no graph timing: no graph: RuntimeError: sync")]
 
 
@@ -107,14 +110,11 @@ def test_the_host_cost_is_eager_minus_graph_and_never_the_ranked_time(tmp_path):
     graph = bench_outcome(GRAPH_ROWS, "graph")
     assert graph.host_us == {"D1": 40.0} and graph.incumbent_host_us == {"D1": 100.0, "D2": 30.0}
     assert graph.times_us == {"D1": 210.0}  # the replay, not the eager time
-    def cell(c):
-        return {**c, "eager": {**c["eager"], "q1_us": c["eager"]["median_us"], "q3_us": c["eager"]["median_us"]}}
-
-    assert "host 40.0" in _cell_time(cell(GRAPH_ROWS["rows"][0]["results"]["candidate"]))
-    assert "host" not in _cell_time(cell(GRAPH_ROWS["rows"][1]["results"]["candidate"]))  # no replay: no figure
+    assert "host 40.0" in _cell_time(GRAPH_ROWS.rows[0].results["candidate"])
+    assert "host" not in _cell_time(GRAPH_ROWS.rows[1].results["candidate"])  # no replay: no figure
     path = tmp_path / "b.csv"
     write_csv(GRAPH_ROWS, path)
     rows = {(r["shape"], r["impl"]): r for r in csv.DictReader(path.open())}
     assert float(rows["D1", "incumbent"]["host_us"]) == 100.0 and rows["D2", "candidate"]["host_us"] == ""
-    interp = bench_outcome({**GRAPH_ROWS, "kind": "interpreter"}, "graph")
+    interp = bench_outcome(INTERP_ROWS, "graph")
     assert interp.host_us == {}  # interpreter timings give no host figure

@@ -93,7 +93,7 @@ def test_a_missing_flash_attn4_is_a_one_line_skip(monkeypatch):
     op = get_op("fa4_decode")
     refs, _ = resolve(op, ["baseline", "flash_attn4"])
     cfg = {"warmup": 1, "min_iters": 1, "max_iters": 1, "input_copies": 1, "graph": False}
-    res = bench_worker(BenchPayload(op=op.name, impls=refs, shapes="S1", config=cfg, force_cpu=True))
+    res = bench_worker(BenchPayload(op=op.name, impls=refs, shapes="S1", config=cfg, force_cpu=True)).model_dump()
     cell = res["rows"][0]["results"]["flash_attn4"]
     assert cell["skipped"].startswith("ImportError: flash_attn.cute not importable") and "\n" not in cell["skipped"]
 

@@ -114,7 +114,7 @@ def test_a_missing_flashqla_is_a_one_line_skip():
     op = get_op("gdn_prefill")
     refs, _ = resolve(op, ["baseline", "flashqla"])
     cfg = {"warmup": 1, "min_iters": 1, "max_iters": 1, "input_copies": 1, "graph": False}
-    res = bench_worker(BenchPayload(op=op.name, impls=refs, shapes="S1", config=cfg, force_cpu=True))
+    res = bench_worker(BenchPayload(op=op.name, impls=refs, shapes="S1", config=cfg, force_cpu=True)).model_dump()
     cell = res["rows"][0]["results"]["flashqla"]
     assert cell["skipped"].startswith("ImportError: flash_qla not importable") and "\n" not in cell["skipped"]
     assert "eager" in res["rows"][0]["results"]["baseline"]

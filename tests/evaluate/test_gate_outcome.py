@@ -44,11 +44,13 @@ def test_a_parent_measured_duration_wins():
 
 
 def test_bench_outcome_reads_the_incumbent_timed_beside_the_candidate():
+    from bench_values import bench_value
+
     from aka.evaluate.parent.outcomes import bench_outcome
 
     rows = [{"shape": "G1", "results": {"incumbent": {"eager": {"median_us": 110.0}},
                                         "candidate": {"eager": {"median_us": 100.0}, "roofline_frac": 0.2}}},
             {"shape": "G2", "results": {"candidate": {"eager": {"median_us": 50.0}}}}]
-    b = bench_outcome({"kind": "gpu", "rows": rows})
+    b = bench_outcome(bench_value(rows))
     assert b.times_us == {"G1": 100.0, "G2": 50.0} and b.incumbent_us == {"G1": 110.0}
     assert b.timing == "gpu" and b.roofline == {"G1": 0.2} and not b.error

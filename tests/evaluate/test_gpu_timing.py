@@ -55,7 +55,8 @@ def test_side_stream_work_is_timed():
 def test_same_kernel_twice_in_one_run_agrees_within_2_percent():
     op = get_op("gdn_prefill")
     refs, _ = resolve(op, ["baseline", "baseline"])
-    res = bench_worker(BenchPayload(op="gdn_prefill", impls=refs, shapes="G1,G2,G5,G10", config={"graph": False}))
+    res = bench_worker(BenchPayload(op="gdn_prefill", impls=refs, shapes="G1,G2,G5,G10",
+                                    config={"graph": False})).model_dump()
     for row in res["rows"]:
         m1 = row["results"]["baseline"]["eager"]["median_us"]
         m2 = row["results"]["baseline#2"]["eager"]["median_us"]

@@ -12,6 +12,7 @@ from aka.evaluate.host.interp import interpreter_requested
 from aka.evaluate.parent.runner import run_task
 from aka.evaluate.static.compstats import CompileStats
 from aka.evaluate.static.offline_sm90 import capture, signature
+from aka.evaluate.wire import OfflinePayload
 
 TOY = Path(__file__).parents[1] / "support" / "toyop"
 
@@ -44,10 +45,10 @@ def test_the_interpreters_launches_compile_for_sm90_on_this_machine():
     case = min(op.cases("smoke"), key=op.flops)
     with capture() as launches:
         module.scale_add(**op.inputs.make_inputs(case, 0, "cpu"))
-    assert [x["name"] for x in launches] == ["_kernel"]
-    assert launches[0]["args"]["BLOCK"] == {"int": 128} and launches[0]["args"]["x_ptr"] == {"tensor": "float32"}
+    assert [x.name for x in launches] == ["_kernel"]
+    assert launches[0].args["BLOCK"] == {"int": 128} and launches[0].args["x_ptr"] == {"tensor": "float32"}
     res = run_task("aka.evaluate.static.offline_sm90:compile_task",
-                   {"path": str(op.path("baseline")), "launches": launches}, timeout=300, interpreter=False)
+                   OfflinePayload(path=str(op.path("baseline")), launches=launches), timeout=300, interpreter=False)
     assert res.ok, res.error
     cs = CompileStats.model_validate(res.value)
     (k,) = cs.kernels

@@ -5,10 +5,12 @@ with the pairing the evaluator only asks for on a GPU."""
 
 from __future__ import annotations
 
+from bench_values import bench_value
+
 from aka.contract.ops import get_op
 from aka.evaluate.host.harness import losing
 from aka.evaluate.parent import door
-from aka.evaluate.wire import StopRule
+from aka.evaluate.wire import BenchRow, StopRule
 from aka.records import Measurements
 from aka.run.supervisor import decide
 from aka.settings import PromotionRules
@@ -17,9 +19,9 @@ OP = get_op("fa4_decode")
 STOP = StopRule(name="candidate", against="incumbent", timing="eager", after=2, below=0.9)
 
 
-def _row(inc: float, cand: float | None, shape: str = "X") -> dict:
-    return {"shape": shape, "results": {"incumbent": {"eager": {"median_us": inc}},
-                        "candidate": {"eager": {"median_us": cand}} if cand else {"error": "x"}}}
+def _row(inc: float, cand: float | None, shape: str = "X") -> BenchRow:
+    return bench_value([{"shape": shape, "results": {"incumbent": {"eager": {"median_us": inc}},
+                         "candidate": {"eager": {"median_us": cand}} if cand else {"error": "x"}}}]).rows[0]
 
 
 def test_losing_is_the_geomean_after_enough_shapes():
@@ -65,7 +67,7 @@ def test_the_shape_that_refused_a_candidate_is_timed_first_by_the_next_screens(t
     # the geomean rule off, the shape rule far below the interpreter's noise: only S1's sleep trips it
     value = _screen(tmp_path, slow, gate_above=0.005, first=["S2"], shape_below=0.5, below=0.0)
     assert [r["shape"] for r in value["bench"]["rows"]] == ["S2", "S1"]  # S2 first, then S1 refuses it
-    assert value["bench"]["slow_shape"] == "S1" and "but S1 at 0." in value["gate_skipped"], value["gate_skipped"]
+    assert value["slow_shape"] == "S1" and "but S1 at 0." in value["gate_skipped"], value["gate_skipped"]
 
 
 def test_a_candidate_that_could_win_is_gated_after_its_timing(tmp_path):

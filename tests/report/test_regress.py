@@ -178,6 +178,8 @@ def test_hand_edited_promoted_kernel_is_noted(gpu_run, project):
 def test_worker_measurer_times_through_the_door(monkeypatch, project):
     """The real measurer's bench: one bench_worker task through aka.evaluate.parent.door, eager medians per kernel,
     and the untimed cells (error or skip) as one line; a failed worker is the door's one-line error."""
+    from bench_values import bench_value
+
     from aka.evaluate.parent import door
     from aka.report.regress import WorkerMeasurer
 
@@ -187,7 +189,7 @@ def test_worker_measurer_times_through_the_door(monkeypatch, project):
 
     def fake_call(task, payload, timeout, interpreter):
         calls.append((task, [i.name for i in payload.impls], payload.graph, timeout, interpreter))
-        return True, {"rows": rows}, ""
+        return True, bench_value(rows).model_dump(), ""
 
     monkeypatch.setattr(door, "call", fake_call)
     m = WorkerMeasurer(timeout_s=5.0, interpreter=False)

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from aka.contract.shapes import every_case
 from aka.evaluate.checker.gpulock import gpu_lock
-from aka.evaluate.wire import CompilePayload, CompileResult, Precompiled, ScreenPayload, ScreenResult
+from aka.evaluate.wire import (
+    BenchValue,
+    CapturedLaunch,
+    CompilePayload,
+    CompileResult,
+    Precompiled,
+    ScreenPayload,
+    ScreenResult,
+)
 
 
 def compile_worker(payload: CompilePayload) -> CompileResult:
@@ -46,7 +53,7 @@ def compile_worker(payload: CompilePayload) -> CompileResult:
                                  payload.precompile, payload.gpu_lock)
         if ahead.tainted:  # the evaluator starts over in clean processes, the way it did without this
             return CompileResult(seconds=round(time.perf_counter() - t0, 3), precompile=ahead)
-    launches: list[dict[str, Any]] = []
+    launches: list[CapturedLaunch] = []
     for case in todo:
         inputs = op.inputs.make_inputs(case, 0, "cuda" if gpu else "cpu")
         with gpu_lock(payload.gpu_lock if gpu else None), _captured(not gpu, launches):
@@ -67,7 +74,7 @@ def compile_worker(payload: CompilePayload) -> CompileResult:
 
 
 @contextmanager
-def _captured(on: bool, into: list[dict[str, Any]]):
+def _captured(on: bool, into: list[CapturedLaunch]):
     """In the interpreter, note the Triton launches (aka.evaluate.static.offline_sm90 can compile them for sm_90
     later)."""
     if not on:
@@ -94,8 +101,9 @@ def screen_worker(payload: ScreenPayload) -> ScreenResult:
     paired = payload.gate_above is not None
     with new_host() as host:
         bench = _timed(host, payload) if paired else None
-        if paired and (why := _cannot_win(bench, payload)):
-            return ScreenResult(gate_skipped=why, bench=bench)
+        why, slow = _cannot_win(bench, payload) if paired else ("", None)
+        if why:
+            return ScreenResult(gate_skipped=why, bench=bench, slow_shape=slow)
         report = gate_on(host, payload.gate())
         report.stderr_tail = host.log_tail()
         if report.passed and not paired:
@@ -103,7 +111,7 @@ def screen_worker(payload: ScreenPayload) -> ScreenResult:
         return ScreenResult(gate=report, bench=bench if report.passed else None)
 
 
-def _timed(host, payload: ScreenPayload) -> dict[str, Any]:
+def _timed(host, payload: ScreenPayload) -> BenchValue:
     from aka.evaluate.checker.verify import bench_judged, bench_timed
 
     # exclusive: the next candidates' compile workers call kernels on the GPU too (shared lock per
@@ -113,19 +121,19 @@ def _timed(host, payload: ScreenPayload) -> dict[str, Any]:
     return bench_judged(host, sent, value)
 
 
-def _cannot_win(bench: dict[str, Any], payload: ScreenPayload) -> str:
-    """Why the candidate is not gated: its timing failed, or its gain is at most gate_above. '' to gate."""
+def _cannot_win(bench: BenchValue, payload: ScreenPayload) -> tuple[str, str | None]:
+    """Why the candidate is not gated: its timing failed, or its gain is at most gate_above ('' to gate); and
+    the shape on which it ran so much slower that the screen refuses it whatever the geomean, if one."""
     from aka.evaluate.host.harness import slow_shape
     from aka.evaluate.parent.outcomes import bench_outcome, speedup
 
     b = bench_outcome(bench, payload.rank)
     if b.error or not b.times_us:
-        return f"timing failed: {b.error or 'no times'}"
+        return f"timing failed: {b.error or 'no times'}", None
     gain = (speedup(b.incumbent_us, b.times_us) or 0.0) - 1
-    stopped = [n for n in bench.get("notes", []) if n.startswith("stopped after")]
-    if payload.stop and (slow := slow_shape(bench["rows"], payload.stop)):  # decide() refuses it whatever the geomean
-        bench["slow_shape"] = slow[0]
-        return f"screen gain {gain:+.2%}, but {slow[0]} at {slow[1]:.3f}x the incumbent"
+    stopped = [n for n in bench.notes if n.startswith("stopped after")]
+    if payload.stop and (slow := slow_shape(bench.rows, payload.stop)):  # decide() refuses it whatever the geomean
+        return f"screen gain {gain:+.2%}, but {slow[0]} at {slow[1]:.3f}x the incumbent", slow[0]
     if gain > payload.gate_above:
-        return ""
-    return f"screen gain {gain:+.2%} not above {payload.gate_above:.2%}" + (f" ({stopped[0]})" if stopped else "")
+        return "", None
+    return f"screen gain {gain:+.2%} not above {payload.gate_above:.2%}" + (f" ({stopped[0]})" if stopped else ""), None

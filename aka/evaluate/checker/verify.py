@@ -11,19 +11,29 @@ run the harness there (aka.evaluate.host.harness) and judge what it timed in thi
   peaks (bf16 dense FLOP/s, HBM bandwidth, from its wiki page) did not do the work: suspect, never
   promoted. The margin covers cost models that count more FLOPs than the cleverest algorithm needs.
 
-A rejected cell keeps its numbers under ``discarded`` and gets an ``error`` naming the reason.
+A rejected cell keeps its numbers under ``discarded`` and gets an ``error`` naming the reason. What the
+harness returns (aka.evaluate.wire's HostBench, HostComparison) is parsed here; what these entries return
+(BenchValue, Comparison) is the judged value without the timed outputs.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from aka.evaluate.wire import (
+    BenchCell,
     BenchPayload,
+    BenchValue,
     Ceilings,
     ComparePayload,
+    Comparison,
+    HostBench,
+    HostComparison,
+    Sample,
     TaskFailure,
     TaskRequest,
     TimingPayload,
@@ -32,11 +42,12 @@ from aka.evaluate.wire import (
 from aka.hardware import datasheet_peaks
 
 SUSPECT = 0.4  # a time below this fraction of the speed of light is not a measurement of the op
+Value = TypeVar("Value", bound=BaseModel)
 
 
-def run_host_task(host, task: str, payload: TimingPayload, timeout: float) -> dict[str, Any]:
-    """Run an aka harness in the candidate's process; TaskFailure with the stage when it cannot. Its
-    value (a bench's rows of cells, a comparison) is still a dict: typed in a later step of issue 41."""
+def run_host_task(host, task: str, payload: TimingPayload, timeout: float, kind: type[Value]) -> Value:
+    """Run an aka harness in the candidate's process and parse its value as `kind`; TaskFailure with the
+    stage when it cannot."""
     from aka.evaluate.checker.sandbox import HostError
 
     try:
@@ -45,10 +56,10 @@ def run_host_task(host, task: str, payload: TimingPayload, timeout: float) -> di
         raise TaskFailure(exc.stage, str(exc)) from None
     if not ans.ok:
         raise TaskFailure(ans.stage or "run", ans.error)
-    value = ans.value
-    if not isinstance(value, dict):
-        raise TaskFailure("check", "the timing harness answered with malformed data")
-    return value
+    try:
+        return kind.model_validate(ans.value)
+    except ValidationError:
+        raise TaskFailure("check", "the timing harness answered with malformed data") from None
 
 
 def _verify_settings(payload: TimingPayload) -> VerifySettings:
@@ -74,7 +85,7 @@ def checker_ceilings(device: str, notes: list[str]) -> Ceilings | None:
         return None
 
 
-def bench_worker(payload: BenchPayload) -> dict[str, Any]:
+def bench_worker(payload: BenchPayload) -> BenchValue:
     """The checker's entry: the timing runs in the candidate's process, the verdicts here
     (aka.evaluate.checker.verify)."""
     from aka.evaluate.checker.sandbox import new_host
@@ -83,7 +94,7 @@ def bench_worker(payload: BenchPayload) -> dict[str, Any]:
         return bench_checked(host, payload)
 
 
-def compare_worker(payload: ComparePayload) -> dict[str, Any]:
+def compare_worker(payload: ComparePayload) -> Comparison:
     """The checker's entry for ABBA: timed in the candidate's process, its outputs checked here."""
     from aka.evaluate.checker.sandbox import new_host
 
@@ -91,13 +102,13 @@ def compare_worker(payload: ComparePayload) -> dict[str, Any]:
         return compare_checked(host, payload)
 
 
-def bench_checked(host, payload: BenchPayload) -> dict[str, Any]:
+def bench_checked(host, payload: BenchPayload) -> BenchValue:
     """aka.evaluate.host.harness:bench_host in the candidate's process, then its timed outputs and times judged."""
     payload, value = bench_timed(host, payload)
     return bench_judged(host, payload, value)
 
 
-def bench_timed(host, payload: BenchPayload) -> tuple[BenchPayload, dict[str, Any]]:
+def bench_timed(host, payload: BenchPayload) -> tuple[BenchPayload, HostBench]:
     """The timing half (hold the GPU's exclusive lock around this one only). The roofline ceilings are
     measured here, in the checker, and handed to the harness."""
     from aka.evaluate.checker.gate import device_of
@@ -106,34 +117,34 @@ def bench_timed(host, payload: BenchPayload) -> tuple[BenchPayload, dict[str, An
     ceil = checker_ceilings(device_of()[0], notes)
     payload = payload.model_copy(update={"verify": _verify_settings(payload), "ceilings": ceil,
                                          "ceilings_notes": notes})
-    return payload, run_host_task(host, "aka.evaluate.host.harness:bench_host", payload, payload.timeout_s)
+    return payload, run_host_task(host, "aka.evaluate.host.harness:bench_host", payload, payload.timeout_s, HostBench)
 
 
-def bench_judged(host, payload: BenchPayload, value: dict[str, Any]) -> dict[str, Any]:
+def bench_judged(host, payload: BenchPayload, value: HostBench) -> BenchValue:
     """The judging half: references and speed-of-light floors, in this process."""
     from aka.contract.ops import get_op
     from aka.evaluate.checker.gate import device_of
 
     op = get_op(payload.op, None if payload.root is None else Path(payload.root))
     device, _ = device_of()
-    problems = check_samples(op, value.get("samples") or [], host.folder, device)
+    problems = check_samples(op, value.samples, host.folder, device)
     kinds = {r.name: r.kind for r in payload.impls}
-    for row in value.get("rows", []):
-        case = op.cases(row["shape"])[0]
-        for name, cell in row["results"].items():
-            found = problems.get((name, row["shape"]))
-            why = expected_samples(payload.verify or VerifySettings(), name, kinds.get(name), row["shape"], cell,
+    for row in value.rows:
+        case = op.cases(row.shape)[0]
+        for name, cell in row.results.items():
+            found = problems.get((name, row.shape))
+            medians = cell.medians()
+            why = expected_samples(payload.verify or VerifySettings(), name, kinds.get(name), row.shape, medians,
                                    found)
-            why = why or (floor_problem(op, case, cell, device) if kinds.get(name) == "kernel" else "")
+            why = why or (floor_problem(op, case, medians, device) if kinds.get(name) == "kernel" else "")
             if why:
-                row["results"][name] = {"error": why, "rejected": True, "discarded": cell}
-            elif (name, row["shape"]) in problems:
-                cell["verified"] = problems[(name, row["shape"])]["checked"]
-    value.pop("samples", None)
-    return value
+                row.results[name] = BenchCell(error=why, rejected=True, discarded=cell)
+            elif found:
+                cell.verified = found["checked"]
+    return value.judged()
 
 
-def compare_checked(host, payload: ComparePayload) -> dict[str, Any]:
+def compare_checked(host, payload: ComparePayload) -> Comparison:
     """aka.evaluate.host.harness:compare_host there; here the candidate's (B's) timed outputs and times."""
     from aka.contract.ops import get_op
     from aka.evaluate.checker.gate import device_of
@@ -141,25 +152,26 @@ def compare_checked(host, payload: ComparePayload) -> dict[str, Any]:
 
     b = payload.b.name
     payload = payload.model_copy(update={"verify": _verify_settings(payload).model_copy(update={"impls": [b]})})
-    value = run_host_task(host, "aka.evaluate.host.harness:compare_host", payload, payload.timeout_s)
+    value = run_host_task(host, "aka.evaluate.host.harness:compare_host", payload, payload.timeout_s, HostComparison)
     op = get_op(payload.op, None if payload.root is None else Path(payload.root))
     device, _ = device_of()
-    problems = check_samples(op, value.pop("samples", None) or [], host.folder, device)
-    for s in value.get("shapes", []):
-        case = op.cases(s["shape"])[0]
-        cell = {compare_timing(payload, device): {"median_us": s["b_median_us"]}}  # what compare_host timed
-        why = expected_samples(payload.verify, b, "kernel", s["shape"], cell, problems.get((b, s["shape"])))
-        why = why or floor_problem(op, case, cell, device)
+    problems = check_samples(op, value.samples, host.folder, device)
+    for s in value.shapes:
+        case = op.cases(s.shape)[0]
+        medians = {compare_timing(payload, device): s.b_median_us}  # what compare_host timed
+        why = expected_samples(payload.verify, b, "kernel", s.shape, medians, problems.get((b, s.shape)))
+        why = why or floor_problem(op, case, medians, device)
         if why:
-            raise TaskFailure("check", f"{b} on {s['shape']}: {why}")
-    return value
+            raise TaskFailure("check", f"{b} on {s.shape}: {why}")
+    return value.judged()
 
 
-def expected_samples(verify: VerifySettings, name: str, kind: str | None, shape: str, cell: dict[str, Any],
+def expected_samples(verify: VerifySettings, name: str, kind: str | None, shape: str, medians: dict[str, float],
                      found: dict[str, Any] | None) -> str:
-    """Why a sampled cell fails: a wrong timed output, or none came back. Pure."""
+    """Why a sampled cell fails: a wrong timed output, or none came back; `medians` holds the timings the
+    cell has ('eager', 'graph': median µs). Pure."""
     wanted = kind == "kernel" if verify.impls is None else name in verify.impls
-    timings = {t for t in ("eager", "graph") if cell.get(t)}  # the kinds this cell was timed in
+    timings = set(medians)  # the kinds this cell was timed in
     if not wanted or (verify.shapes is not None and shape not in verify.shapes) or not timings:
         return ""
     if found and found["problem"]:
@@ -168,19 +180,18 @@ def expected_samples(verify: VerifySettings, name: str, kind: str | None, shape:
     return f"no timed {missing[0]} output came back to be checked" if missing else ""
 
 
-def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) -> dict[tuple[str, str], dict]:
+def check_samples(op, samples: list[Sample], folder: Path, device: str) -> dict[tuple[str, str], dict]:
     """{(impl, shape): {"problem": '' or why, "checked": n, "timings": [...]}} for the kept timed outputs;
     one float64 reference per distinct input (probes share theirs)."""
     import torch
 
     from aka.evaluate.checker.gate_checks import within_tolerance
-    from aka.evaluate.exchange import ExchangeError, TensorRef, get
-    from aka.evaluate.host.rotation import Sample, rotated
+    from aka.evaluate.exchange import ExchangeError, get
+    from aka.evaluate.host.rotation import rotated
 
     names = op.spec.output_names()
     groups: dict[tuple[str, int, int], list[Sample]] = {}
-    for raw in samples:
-        s = Sample.model_validate(raw)
+    for s in samples:
         groups.setdefault((s.shape, s.base_seed, s.seed), []).append(s)
     out: dict[tuple[str, str], dict] = {}
     for (shape, base_seed, seed), group in groups.items():
@@ -198,7 +209,7 @@ def check_samples(op, samples: list[dict[str, Any]], folder: Path, device: str) 
                 if why:
                     break
                 try:
-                    t = get(TensorRef.model_validate(tref), folder, device)
+                    t = get(tref, folder, device)
                 except ExchangeError as exc:
                     why = f"{name}: {exc}"
                     break
@@ -224,10 +235,10 @@ def below_floor(median_us: float, floor_us: float | None, label: str) -> str:
             f"({floor_us:.2f} µs at datasheet peaks); no kernel can do the op's work that fast")
 
 
-def floor_problem(op, case, cell: dict[str, Any], device: str) -> str:
-    eager, graph = cell.get("eager") or {}, cell.get("graph") or {}
-    if device != "cuda" or not ("median_us" in eager or "median_us" in graph):
+def floor_problem(op, case, medians: dict[str, float], device: str) -> str:
+    """Why a kernel's times are suspect: a median ('eager', 'graph': µs) under the speed-of-light floor."""
+    if device != "cuda" or not medians:
         return ""
     floor = speed_of_light_us(op, case, datasheet_peaks())
-    why = below_floor(eager["median_us"], floor, "eager median") if "median_us" in eager else ""
-    return why or (below_floor(graph["median_us"], floor, "graph replay median") if "median_us" in graph else "")
+    why = below_floor(medians["eager"], floor, "eager median") if "eager" in medians else ""
+    return why or (below_floor(medians["graph"], floor, "graph replay median") if "graph" in medians else "")

@@ -17,11 +17,12 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-TimingKind = Literal["gpu-eager", "gpu-graph", "interpreter", "cpu"]
+from aka.evaluate.wire import Timing, TimingKind
+
 GPU_KINDS = ("gpu-eager", "gpu-graph")
 NOT_REPRESENTATIVE = "interpreter, not representative"
 
@@ -53,27 +54,6 @@ class BenchConfig(BaseModel):
     def for_cpu(cls) -> BenchConfig:
         """Interpreter runs are minutes per call at full size: one warm-up, a few samples."""
         return cls(warmup=1, warmup_ms=0.0, min_iters=2, max_iters=3, time_cap_s=30.0, input_copies=1, graph=False)
-
-
-class Timing(BaseModel):
-    """A distribution of per-call times in microseconds, labelled with how it was measured."""
-
-    model_config = ConfigDict(frozen=True)
-    kind: TimingKind
-    median_us: float
-    q1_us: float
-    q3_us: float
-    n: int
-    stop: str = Field(description="why sampling stopped: converged, max_iters or time_cap")
-    samples_us: list[float] = Field(default_factory=list, description="every sample, in call order")
-
-    @property
-    def iqr_us(self) -> float:
-        return self.q3_us - self.q1_us
-
-    @property
-    def rel_iqr(self) -> float:
-        return self.iqr_us / self.median_us if self.median_us > 0 else math.inf
 
 
 def is_gpu_timing(t: Timing | dict[str, Any] | None) -> bool:

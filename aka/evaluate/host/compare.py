@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from aka.evaluate.host.bench import BenchConfig, Timer, median_rse, warm_up
+from aka.evaluate.wire import Comparison, ShapeRatio
 
 ABBA = ("A", "B", "B", "A")
 
@@ -47,29 +46,6 @@ def percentile(xs: Sequence[float], p: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-class ShapeRatio(BaseModel):
-    """B against A on one shape."""
-
-    shape: str
-    ratio: float = Field(description="median over rounds of time_B / time_A")
-    noise: float = Field(description="half-width of the 95% bootstrap interval of the ratio, relative")
-    ci_low: float
-    ci_high: float
-    rounds: int
-    a_median_us: float
-    b_median_us: float
-
-
-class Comparison(BaseModel):
-    """B against A over shapes: per-shape ratios and the geomean ratio with a 95% interval."""
-
-    shapes: list[ShapeRatio]
-    geomean: float
-    ci_low: float
-    ci_high: float
-    kind: str = Field(description="timing kind of the samples; only gpu-* kinds may drive a decision")
 
 
 def shape_ratio(shape: str, a: Sequence[float], b: Sequence[float], resamples: int = 1000,

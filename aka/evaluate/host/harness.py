@@ -3,12 +3,12 @@
 comes back (``bench_worker``, ``compare_worker``: the sampled timed outputs against the float64
 reference, every kernel's time against the op's speed of light) are in aka.evaluate.checker.verify.
 
-Payloads are aka.evaluate.wire's BenchPayload and ComparePayload; results are JSON-able dicts. Per
-shape and implementation: the eager timing, the CUDA-graph replay timing (labelled, or a note why not),
-the peak device memory beyond inputs and outputs, achieved TFLOP/s and TB/s from the op's cost model,
-and the fraction of the roofline at the device's calibrated ceilings. Before every timed call the input
-buffer gets fresh values (aka.evaluate.host.rotation), so no kernel can answer from memory. On CPU every
-timing is labelled interpreter/cpu and there is no roofline.
+Payloads are aka.evaluate.wire's BenchPayload and ComparePayload, values its HostBench and HostComparison.
+Per shape and implementation (a BenchCell): the eager timing, the CUDA-graph replay timing (labelled, or a
+note why not), the peak device memory beyond inputs and outputs, achieved TFLOP/s and TB/s from the op's
+cost model, and the fraction of the roofline at the device's calibrated ceilings. Before every timed call
+the input buffer gets fresh values (aka.evaluate.host.rotation), so no kernel can answer from memory. On
+CPU every timing is labelled interpreter/cpu and there is no roofline.
 """
 
 from __future__ import annotations
@@ -32,7 +32,20 @@ from aka.evaluate.host.bench import (
 )
 from aka.evaluate.host.loader import note_of, prepare
 from aka.evaluate.host.rotation import Rotation
-from aka.evaluate.wire import BenchPayload, ComparePayload, ImplRef, ProgressLine, StopRule, TimingPayload
+from aka.evaluate.wire import (
+    BenchCell,
+    BenchPayload,
+    BenchRow,
+    ComparePayload,
+    HostBench,
+    HostComparison,
+    ImplRef,
+    ProgressLine,
+    Sample,
+    StopRule,
+    Timing,
+    TimingPayload,
+)
 
 
 def _setup(payload: TimingPayload):
@@ -90,7 +103,7 @@ def _timer(device: str, ref: ImplRef, cfg: BenchConfig, cache: dict) -> Timer:
 
 
 def _graph(calls, cfg: BenchConfig, cache: dict, rot: Rotation | None = None, name: str = ""
-           ) -> tuple[dict | None, str]:
+           ) -> tuple[Timing | None, str]:
     if "graph" not in cache:
         cache["graph"] = GraphTimer(int(cfg.flush_factor * l2_bytes()))
     timer = cache["graph"]
@@ -106,30 +119,34 @@ def _graph(calls, cfg: BenchConfig, cache: dict, rot: Rotation | None = None, na
         first = str(exc).splitlines()[0][:160] if str(exc) else ""
         return None, f"no graph: {type(exc).__name__}: {first}"
     hooks = rot.hooks(name, "graph") if rot is not None else None
-    return time_fn(replays, cfg, timer, hooks=hooks).model_dump(), ""
+    return time_fn(replays, cfg, timer, hooks=hooks), ""
 
 
-def _metrics(flops: float, nbytes: float, us: float, floor_us: float | None) -> dict[str, Any]:
-    return {"tflops": flops / (us * 1e-6) / 1e12, "tbps": nbytes / (us * 1e-6) / 1e12,
-            "roofline_frac": (floor_us / us) if floor_us else None}
+def _timed_cell(note: str, eager: Timing, costs: tuple[float, float, float | None]) -> BenchCell:
+    """A timed cell's eager figures: achieved TFLOP/s and TB/s, and the roofline fraction (None without
+    ceilings); the graph timing is added on a GPU."""
+    flops, nbytes, floor_us = costs
+    s = eager.median_us * 1e-6
+    return BenchCell(note=note, eager=eager, tflops=flops / s / 1e12, tbps=nbytes / s / 1e12,
+                     roofline_frac=(floor_us / eager.median_us) if floor_us else None)
 
 
-def _prepare_all(refs: list[ImplRef], copies: list[dict]) -> tuple[dict[str, list], dict[str, dict[str, Any]]]:
+def _prepare_all(refs: list[ImplRef], copies: list[dict]) -> tuple[dict[str, list], dict[str, BenchCell]]:
     """Ready-to-time calls per implementation; the ones that cannot run get their cell now."""
     ready: dict[str, list] = {}
-    cells: dict[str, dict[str, Any]] = {}
+    cells: dict[str, BenchCell] = {}
     for ref in refs:
         try:
             ready[ref.name] = [prepare(ref, inputs) for inputs in copies]
         except (ImportError, RuntimeError) as exc:  # the contract for "not available here"
-            cells[ref.name] = {"skipped": f"{type(exc).__name__}: {exc}"}
+            cells[ref.name] = BenchCell(skipped=f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a broken implementation fails its own cell, not the run
-            cells[ref.name] = {"error": f"preparation failed: {type(exc).__name__}: {str(exc)[:300]}"}
+            cells[ref.name] = BenchCell(error=f"preparation failed: {type(exc).__name__}: {str(exc)[:300]}")
     return ready, cells
 
 
 def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: BenchConfig, cache: dict,
-                costs: tuple[float, float, float | None], rot: Rotation) -> dict[str, dict[str, Any]]:
+                costs: tuple[float, float, float | None], rot: Rotation) -> dict[str, BenchCell]:
     """Every implementation of one shape: eager timings interleaved (drift hits all alike), then
     peak memory and CUDA-graph replay per implementation; fresh input values before every timed call."""
     prepared, cells = _prepare_all(refs, copies)
@@ -148,15 +165,14 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
                 timings[name] = time_fn(calls, ecfg, _timer(device, by_name[name], cfg, cache),
                                         hooks=rot.hooks(name, "eager"))
             except Exception as exc:
-                cells[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                cells[name] = BenchCell(error=f"{type(exc).__name__}: {str(exc)[:300]}")
     for name, eager in timings.items():
         calls = ready[name]
-        res: dict[str, Any] = {"note": note_of(prepared[name][0]), "eager": eager.model_dump()}
-        res.update(_metrics(costs[0], costs[1], eager.median_us, costs[2]))
+        cell = _timed_cell(note_of(prepared[name][0]), eager, costs)
         if device == "cuda":
-            res["peak_extra_bytes"] = _peak_extra(calls[0])
-            res["graph"], res["graph_note"] = _graph(calls, cfg, cache, rot, name) if cfg.graph else (None, "graph off")
-        cells[name] = res
+            cell.peak_extra_bytes = _peak_extra(calls[0])
+            cell.graph, cell.graph_note = _graph(calls, cfg, cache, rot, name) if cfg.graph else (None, "graph off")
+        cells[name] = cell
     return {r.name: cells[r.name] for r in refs}
 
 
@@ -170,7 +186,7 @@ def _sampled(payload: TimingPayload, refs: list[ImplRef], shape: str) -> set[str
     return {r.name for r in refs if (names is None and r.kind == "kernel") or (names is not None and r.name in names)}
 
 
-def bench_host(payload: BenchPayload) -> dict[str, Any]:
+def bench_host(payload: BenchPayload) -> HostBench:
     """Time every implementation on every shape (in the candidate's process); exchange_dir is set by
     aka.evaluate.host.main."""
     import torch
@@ -180,7 +196,9 @@ def bench_host(payload: BenchPayload) -> dict[str, Any]:
     notes: list[str] = []
     ceil = payload.ceilings  # measured by the checker (aka.evaluate.checker.verify.bench_timed), never here
     notes += payload.ceilings_notes
-    rows, cache, samples = [], {}, []
+    rows: list[BenchRow] = []
+    cache: dict = {}
+    samples: list[Sample] = []
     cases = op.cases(payload.shapes)
     first = list(payload.first)  # shapes that stopped earlier screens: timed first (stable)
     cases = sorted(cases, key=lambda c: first.index(c.id) if c.id in first else len(first))
@@ -195,8 +213,8 @@ def bench_host(payload: BenchPayload) -> dict[str, Any]:
         rot = _rotation(op, case, copies, seeds, payload, i, device, cfg.min_iters, _sampled(payload, refs, case.id))
         results = _time_shape(refs, copies, device, cfg, cache, (flops, nbytes, floor), rot)
         samples += rot.finish(Path(payload.exchange_dir), f"s{i}") if payload.exchange_dir else []
-        rows.append({"shape": case.id, "params": case.describe(), "flops": flops, "bytes": nbytes,
-                     "floor_us": floor, "results": results})
+        rows.append(BenchRow(shape=case.id, params=case.describe(), flops=flops, bytes=nbytes, floor_us=floor,
+                             results=results))
         _progress(payload.progress_path, case.id, i + 1, len(cases), results, device, time.monotonic() - t_start)
         del copies
         gc.collect()
@@ -205,13 +223,12 @@ def bench_host(payload: BenchPayload) -> dict[str, Any]:
         if (why := losing(rows, payload.stop)) and i + 1 < len(cases):
             notes.append(f"stopped after {i + 1} of {len(cases)} shapes: {why}")
             break
-    return {"op": op.name, "device": _device_name(device), "kind": "gpu" if device == "cuda" else "interpreter",
-            "impls": [r.name for r in refs], "ceilings": ceil.model_dump() if ceil else None,
-            "config": cfg.model_dump(), "notes": notes,
-            "rows": rows, "samples": samples}
+    return HostBench(op=op.name, device=_device_name(device), kind="gpu" if device == "cuda" else "interpreter",
+                     impls=[r.name for r in refs], ceilings=ceil, config=cfg.model_dump(), notes=notes, rows=rows,
+                     samples=samples)
 
 
-def slow_shape(rows: list[dict[str, Any]], stop: StopRule) -> tuple[str, float] | None:
+def slow_shape(rows: list[BenchRow], stop: StopRule) -> tuple[str, float] | None:
     """The first timed shape where stop.name runs at under stop.shape_below of stop.against (in
     stop.timing), with that ratio; None without one. Pure."""
     for shape, ratio in _ratios(rows, stop) or []:
@@ -220,18 +237,18 @@ def slow_shape(rows: list[dict[str, Any]], stop: StopRule) -> tuple[str, float] 
     return None
 
 
-def _ratios(rows: list[dict[str, Any]], stop: StopRule) -> list[tuple[str, float]] | None:
+def _ratios(rows: list[BenchRow], stop: StopRule) -> list[tuple[str, float]] | None:
     out = []
     for row in rows:
-        a, b = row["results"].get(stop.against) or {}, row["results"].get(stop.name) or {}
-        ta, tb = (a.get(stop.timing) or {}).get("median_us"), (b.get(stop.timing) or {}).get("median_us")
+        a, b = row.results.get(stop.against), row.results.get(stop.name)
+        ta, tb = a and a.median(stop.timing), b and b.median(stop.timing)
         if not (ta and tb):
             return None  # an untimed cell: the checker judges it; no early verdict
-        out.append((row["shape"], ta / tb))
+        out.append((row.shape, ta / tb))
     return out
 
 
-def losing(rows: list[dict[str, Any]], stop: StopRule | None) -> str:
+def losing(rows: list[BenchRow], stop: StopRule | None) -> str:
     """Why timing the rest is pointless: on some shape stop.name runs at under stop.shape_below of
     stop.against's speed (when given), or after at least stop.after shapes at under stop.below
     (geomean of their medians in stop.timing). Pure; '' to go on.
@@ -258,15 +275,15 @@ def _rotation(op, case, copies, seeds, payload: TimingPayload, index: int, devic
                     sample, last=v.last if v else False)
 
 
-def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, dict[str, Any]],
+def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, BenchCell],
               device: str, elapsed_s: float) -> None:
     """One JSON line per finished shape for the parent's progress display (the result itself only
     arrives when every shape is done, which is minutes on a full set)."""
     if not path:
         return
     line = ProgressLine(shape=shape, done=done, total=total,
-                        median_us={n: r["eager"]["median_us"] for n, r in results.items() if "eager" in r},
-                        graph_us={n: r["graph"]["median_us"] for n, r in results.items() if r.get("graph")},
+                        median_us={n: r.eager.median_us for n, r in results.items() if r.eager},
+                        graph_us={n: r.graph.median_us for n, r in results.items() if r.graph},
                         interpreter=device != "cuda", elapsed_s=round(elapsed_s, 1))
     with open(path, "a") as fh:
         fh.write(json.dumps(line.model_dump()) + "\n")
@@ -295,7 +312,7 @@ def compare_timing(payload: TimingPayload, device: str) -> str:
     return "graph" if payload.rank == "graph" and device == "cuda" else "eager"
 
 
-def compare_host(payload: ComparePayload) -> dict[str, Any]:
+def compare_host(payload: ComparePayload) -> HostComparison:
     """A against B, ABBA-interleaved per shape on shared, freshly refreshed inputs (in the candidate's
     process); rank "graph": both replayed from CUDA graphs, as the op is ranked."""
     from aka.evaluate.host.compare import interleave, summarise
@@ -326,4 +343,4 @@ def compare_host(payload: ComparePayload) -> dict[str, Any]:
         if payload.exchange_dir:
             found += rot.finish(Path(payload.exchange_dir), f"c{i}")
         del copies
-    return {**summarise(samples, timer.kind).model_dump(), "samples": found}
+    return HostComparison(**dict(summarise(samples, timer.kind)), samples=found)

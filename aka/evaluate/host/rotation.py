@@ -18,21 +18,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from aka.evaluate.exchange import TensorRef
-
-
-class Sample(BaseModel):
-    """The outputs of one timed call and how to rebuild its inputs."""
-
-    impl: str
-    shape: str
-    timing: str = Field(description="eager or graph")
-    base_seed: int
-    seed: int = Field(description="the refresh seed of that call")
-    call: int = Field(description="index of the timed call (in this implementation's calls)")
-    outputs: list[TensorRef]
+from aka.evaluate.wire import Sample
 
 
 def rotated(op, case, base_seed: int, seed: int, device: str, base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -150,7 +136,7 @@ class Rotation:
 
         return before, after
 
-    def finish(self, folder, tag: str) -> list[dict[str, Any]]:
+    def finish(self, folder, tag: str) -> list[Sample]:
         """Write the kept outputs to the exchange folder; their descriptions for the checker."""
         from aka.evaluate.exchange import put
 
@@ -158,5 +144,5 @@ class Rotation:
         written = []
         for j, (s, outs) in enumerate(kept):
             refs = [put(t, folder, f"{tag}_{j}_{k}.bin") for k, t in enumerate(outs)]
-            written.append(s.model_copy(update={"outputs": refs}).model_dump())
+            written.append(s.model_copy(update={"outputs": refs}))
         return written

@@ -35,12 +35,16 @@ from aka.evaluate.static.compstats import CompileStats
 from aka.evaluate.static.compstats import merge as merge_stats
 from aka.evaluate.wire import (
     BenchPayload,
+    BenchValue,
+    CapturedLaunch,
     ComparePayload,
+    Comparison,
     CompilePayload,
     CompileResult,
     GatePayload,
     GateReport,
     ImplRef,
+    OfflinePayload,
     ProgressLine,
     ScreenPayload,
     ScreenResult,
@@ -215,11 +219,11 @@ class RealEvaluator:
                 return [(ok, value, err)]
         return map_workers(call, payloads)
 
-    def offline_compile(self, path: Path, launches: list[dict[str, Any]]) -> StageOutcome:
+    def offline_compile(self, path: Path, launches: list[CapturedLaunch]) -> StageOutcome:
         """Without a GPU: the launches the interpreter ran, compiled for sm_90 (aka.evaluate.static.offline_sm90); the
         compile tool's registers and spills. Seconds per kernel (gdn_prefill: ~10-16 s on 2 cores)."""
         ok, value, err = door.call("aka.evaluate.static.offline_sm90:compile_task",
-                                   {"path": str(path), "launches": launches}, self.timeout, False)
+                                   OfflinePayload(path=str(path), launches=launches), self.timeout, False)
         return StageOutcome(ok, err, {"compile_stats": value} if ok else {})
 
     def gate(self, path: Path, sets: list[str], rounds: int, seed: int) -> GateRecord:
@@ -255,10 +259,9 @@ class RealEvaluator:
             return GateRecord(error=err or "screen worker failed"), None
         got = ScreenResult.model_validate(value)
         bench = bench_outcome(got.bench, self.rank) if got.bench else None
-        slow = (got.bench or {}).get("slow_shape")
-        self._time_first(slow)
+        self._time_first(got.slow_shape)
         if got.gate_skipped:
-            return GateRecord(skipped=got.gate_skipped, slow_shape=slow or ""), bench
+            return GateRecord(skipped=got.gate_skipped, slow_shape=got.slow_shape or ""), bench
         if got.gate is None:
             return GateRecord(error="screen worker returned no gate report"), bench
         return gate_record(got.gate), bench
@@ -291,7 +294,9 @@ class RealEvaluator:
                 ok, value, err = door.call_following(task, payload, self.timeout, self.interpreter, self.on_shape)
             else:
                 ok, value, err = door.call(task, payload, self.timeout, self.interpreter)
-        return bench_outcome(value, self.rank, *names) if ok else BenchOutcome({}, "none", err)
+        if not ok:
+            return BenchOutcome({}, "none", err)
+        return bench_outcome(BenchValue.model_validate(value), self.rank, *names)
 
     def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
         """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""
@@ -305,11 +310,12 @@ class RealEvaluator:
                                    self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
-        times, untimed = eager_medians(value, timing=self.rank if value.get("kind") == "gpu" else "eager")
+        got = BenchValue.model_validate(value)
+        times, untimed = eager_medians(got, timing=self.rank if got.kind == "gpu" else "eager")
         notes: list[str] = []
         for name, _, res in untimed:
             if f"{name}:" not in " ".join(notes):  # one note per competitor (an import fails everywhere)
-                notes.append(f"{name}: {res.get('skipped') or res.get('error')}"[:300])
+                notes.append(f"{name}: {res.skipped or res.error}"[:300])
         return times, notes
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:
@@ -319,7 +325,7 @@ class RealEvaluator:
         with gpu_lock(str(self.gpu_lock), exclusive=True):
             ok, value, err = door.call("aka.evaluate.checker.verify:compare_worker", payload, 2 * self.timeout,
                                        self.interpreter)
-        out = compare_outcome(value) if ok else CompareOutcome({}, None, None, "none", err)
+        out = compare_outcome(Comparison.model_validate(value)) if ok else CompareOutcome({}, None, None, "none", err)
         slow = {s: r for s, r in out.speedups.items() if r < 1 - self.margin}
         self._time_first(min(slow, key=slow.__getitem__) if slow else None)
         return out

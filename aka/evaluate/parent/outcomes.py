@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aka.evaluate.host.bench import geomean
-from aka.evaluate.wire import GateReport, OutputCheck
+from aka.evaluate.wire import BenchCell, BenchValue, Comparison, GateReport, OutputCheck
 from aka.records import GateRecord
 
 
@@ -53,74 +53,79 @@ def speedup(reference: dict[str, float], candidate: dict[str, float]) -> float |
     return geomean([reference[s] / candidate[s] for s in common]) if common else None
 
 
-def host_cost(cell: dict[str, Any]) -> float | None:
+def host_cost(cell: BenchCell) -> float | None:
     """The host's cost per call of one bench cell: eager median minus CUDA-graph replay median (µs), or
     None without both. Eager intervals hold the host's launches and a device-wide sync; a replay's, the
     GPU's work only (aka.evaluate.host.bench.GraphTimer)."""
-    e, g = (cell.get("eager") or {}).get("median_us"), (cell.get("graph") or {}).get("median_us")
+    e, g = cell.median("eager"), cell.median("graph")
     return round(e - g, 3) if e and g else None
 
 
-def bench_outcome(value: dict[str, Any], rank: str = "eager", name: str = "candidate",
+def bench_outcome(value: BenchValue, rank: str = "eager", name: str = "candidate",
                   beside: str = "incumbent") -> BenchOutcome:
     """The candidate's (and the paired incumbent's; other names with name and beside) medians in the
     timing the op ranks on (the
     contract's rank_timing: "eager", or "graph" for CUDA-graph replay). Under "graph" a shape the
     candidate could not be captured on is an error that names why (a server could not replay it)."""
-    gpu = value["kind"] == "gpu"
+    gpu = value.kind == "gpu"
     rank = rank if gpu else "eager"  # the interpreter has no graphs: its timings decide nothing anyway
     times, errors, roofline, inc, host, inc_host = {}, [], {}, {}, {}, {}
-    for row in value["rows"]:
-        ref = row["results"].get(beside) or {}
-        if (ref.get(rank) or {}).get("median_us"):
-            inc[row["shape"]] = ref[rank]["median_us"]
-        res = row["results"][name]
+    for row in value.rows:
+        ref = row.results.get(beside) or BenchCell()
+        if inc_median := ref.median(rank):
+            inc[row.shape] = inc_median
+        res = row.results[name]
         if gpu and (h := host_cost(res)) is not None:
-            host[row["shape"]] = h
+            host[row.shape] = h
         if gpu and (h := host_cost(ref)) is not None:
-            inc_host[row["shape"]] = h
-        median = (res.get(rank) or {}).get("median_us")
+            inc_host[row.shape] = h
+        median = res.median(rank)
         if median:
-            times[row["shape"]] = median
-            if rank == "eager" and res.get("roofline_frac") is not None:
-                roofline[row["shape"]] = res["roofline_frac"]
-            elif rank != "eager" and row.get("floor_us"):
-                roofline[row["shape"]] = row["floor_us"] / median
-        elif "eager" in res:  # timed eagerly, but not in the ranked timing
-            errors.append(f"{row['shape']}: no {rank} timing ({res.get(f'{rank}_note') or 'not measured'})")
+            times[row.shape] = median
+            if rank == "eager" and res.roofline_frac is not None:
+                roofline[row.shape] = res.roofline_frac
+            elif rank != "eager" and row.floor_us:
+                roofline[row.shape] = row.floor_us / median
+        elif res.eager:  # timed eagerly, but not in the ranked timing
+            errors.append(f"{row.shape}: no {rank} timing ({_note(res, rank) or 'not measured'})")
         else:
-            errors.append(f"{row['shape']}: {res.get('error') or res.get('skipped')}")
+            errors.append(f"{row.shape}: {res.error or res.skipped}")
     return BenchOutcome(times, "gpu" if gpu else "interpreter", "; ".join(errors), roofline, inc, host, inc_host)
 
 
-def eager_medians(value: dict[str, Any], names: list[str] | None = None, timing: str = "eager"
-                  ) -> tuple[dict[str, dict[str, float]], list[tuple[str, str, dict[str, Any]]]]:
+def _note(cell: BenchCell, timing: str) -> str:
+    """Why a cell has no timing of that kind (graph replays only say why)."""
+    return cell.graph_note if timing == "graph" else ""
+
+
+def eager_medians(value: BenchValue, names: list[str] | None = None, timing: str = "eager"
+                  ) -> tuple[dict[str, dict[str, float]], list[tuple[str, str, BenchCell]]]:
     """A bench_worker result read as {implementation: {shape id: eager median µs}}, plus (name, shape,
     cell) for every cell without an eager time (skipped or failed). With ``names``, those implementations
     in that order (each one in every row); else every implementation a row holds. ``timing="graph"``
     reads the CUDA-graph replay medians instead (an op that ranks on them); a cell without one is
     untimed, with a `graph_note` saying why."""
     times: dict[str, dict[str, float]] = {n: {} for n in names or ()}
-    untimed: list[tuple[str, str, dict[str, Any]]] = []
-    for row in value["rows"]:
-        cells = [(n, row["results"][n]) for n in names] if names is not None else row["results"].items()
+    untimed: list[tuple[str, str, BenchCell]] = []
+    for row in value.rows:
+        cells = [(n, row.results[n]) for n in names] if names is not None else row.results.items()
         for name, cell in cells:
-            if (cell.get(timing) or {}).get("median_us"):
-                times.setdefault(name, {})[row["shape"]] = cell[timing]["median_us"]
-            elif "eager" in cell:
-                why = cell.get(f"{timing}_note") or "not measured"
-                untimed.append((name, row["shape"], {**cell, "error": f"no {timing} timing: {why}"}))
+            if median := cell.median(timing):
+                times.setdefault(name, {})[row.shape] = median
+            elif cell.eager:
+                why = _note(cell, timing) or "not measured"
+                untimed.append((name, row.shape, cell.model_copy(update={"error": f"no {timing} timing: {why}"})))
             else:
-                untimed.append((name, row["shape"], cell))
+                untimed.append((name, row.shape, cell))
     return times, untimed
 
 
-def compare_outcome(cmp: dict[str, Any]) -> CompareOutcome:
+def compare_outcome(cmp: Comparison) -> CompareOutcome:
     """aka.evaluate.host.compare ratios are time_cand / time_inc; the Supervisor reads speedups (inverse)."""
-    speedups = {s["shape"]: 1.0 / s["ratio"] for s in cmp["shapes"]}
-    gm = 1.0 / cmp["geomean"]
-    noise = (cmp["ci_high"] - cmp["ci_low"]) / 2 / cmp["geomean"]
-    timing = "gpu" if str(cmp.get("kind", "")).startswith("gpu") else "interpreter"
+    speedups = {s.shape: 1.0 / s.ratio for s in cmp.shapes}
+    gm = 1.0 / cmp.geomean
+    noise = (cmp.ci_high - cmp.ci_low) / 2 / cmp.geomean
+    timing = "gpu" if cmp.kind.startswith("gpu") else "interpreter"
     return CompareOutcome(speedups, gm, noise, timing)
 
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aka.evaluate.static.compstats import CompileStats
+from aka.evaluate.wire import CapturedLaunch, OfflinePayload
 
 TARGET = ("cuda", 90, 32)  # Hopper, warp size 32
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64", "int8": "i8",
@@ -42,7 +43,7 @@ def capture():
     """Record the Triton launches made inside the block (interpreter only); yields the list it fills."""
     from triton.runtime import interpreter
 
-    launches: dict[str, dict[str, Any]] = {}
+    launches: dict[str, CapturedLaunch] = {}
     original = interpreter.InterpretedFunction.run
 
     def run(self, *args, grid, warmup, **kwargs):
@@ -50,11 +51,11 @@ def capture():
         a = {n: _kind(v) for n, v in zip(names, args)}
         a.update({k: _kind(v) for k, v in kwargs.items() if k in names})
         opts = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages") and isinstance(v, int)}
-        rec = {"name": self.fn.__name__, "args": a, "options": opts}
-        launches.setdefault(json.dumps(rec, sort_keys=True), rec)
+        rec = CapturedLaunch(name=self.fn.__name__, args=a, options=opts)
+        launches.setdefault(json.dumps(rec.model_dump(), sort_keys=True), rec)
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
-    out: list[dict[str, Any]] = []
+    out: list[CapturedLaunch] = []
     interpreter.InterpretedFunction.run = run
     try:
         yield out
@@ -87,7 +88,7 @@ def signature(fn, args: dict[str, dict[str, Any]]) -> tuple[dict[str, str], dict
     return sig, consts
 
 
-def compile_task(payload: dict[str, Any]) -> dict[str, Any]:
+def compile_task(payload: OfflinePayload) -> CompileStats:
     """Worker entry (no interpreter): CompileStats of the captured launches compiled for sm_90."""
     from pathlib import Path
 
@@ -98,18 +99,18 @@ def compile_task(payload: dict[str, Any]) -> dict[str, Any]:
     from aka.contract.ops import load_module
     from aka.evaluate.static.compstats import stats_of, unwrap_jit
 
-    module = load_module(Path(payload["path"]))
+    module = load_module(Path(payload.path))
     stats, failed = [], []
-    for launch in payload["launches"]:
+    for launch in payload.launches:
         try:
-            fn = unwrap_jit(getattr(module, launch["name"]))
-            sig, consts = signature(fn, launch["args"])
+            fn = unwrap_jit(getattr(module, launch.name))
+            sig, consts = signature(fn, launch.args)
             kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget(*TARGET),
-                                    options=launch["options"])
+                                    options=launch.options)
             stats.append(stats_of(kernel))
         except Exception as exc:  # one kernel that does not compile must not cost the others
-            failed.append(f"{launch['name']}: {type(exc).__name__}: {' '.join(str(exc).split())[-200:]}")
+            failed.append(f"{launch.name}: {type(exc).__name__}: {' '.join(str(exc).split())[-200:]}")
     note = "ptxas for sm_90 on the launches of the smallest smoke shape"
     cs = (CompileStats(available=True, reason="; ".join([note, *failed]), kernels=stats) if stats
           else CompileStats(available=False, reason="; ".join(failed) or "no Triton launch was captured"))
-    return cs.model_dump()
+    return cs
