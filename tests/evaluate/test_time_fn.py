@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from aka.evaluate.host.bench import BenchConfig, Timing, is_gpu_timing, median_rse, quartiles, time_fn
+from aka.evaluate.host.bench import BenchConfig, is_gpu_timing, median_rse, quartiles, time_fn
+from aka.evaluate.wire import Timing
 
 
 class FakeTimer:
