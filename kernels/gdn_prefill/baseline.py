@@ -84,13 +84,14 @@ CONFIG = {
 
 SPACE = {
     "BV": [64],
-    "fwd_warps": [4, 8],
-    "fwd_loop_stages": [1, 2],
+    "fwd_warps": [4],  # 8: 0.62-0.82x geomean (H200, 2026-12-01), >= 10% slower in the 2026-12-04 screens
+    "fwd_loop_stages": [2],  # 1: 0.89-0.91x geomean (H200, 2026-12-01/02); 3: slower
     "BVA": [32, 64, 128],
     "seg_warps": [4, 8],
     "seg_loop_stages": [1, 2, 3],
     "BVC": [32, 64],
-    "prep_prec": ["tf32x3", "tf32"],  # ieee (fp32 FMA dots): 8x slower prep
+    # tf32x3, the precise fallback, >= 10% slower (H200 paired screens, 2026-12-04); ieee (fp32 FMA): 8x slower prep
+    "prep_prec": ["tf32"],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
