@@ -33,7 +33,7 @@ HANDLERS = {"aka.evaluate.host.main": {"_load", "_call", "_task", "_answer"}}
 UNTYPED = re.compile(r"\b(?:dict|Dict)\[str, *Any\]|(?:^|[\[, |])(?:dict|Dict)(?=$|[\], |])")
 TASK = re.compile(r"^(aka(?:\.\w+)+):(\w+)$")
 
-# boundary functions still typed with dict[str, Any], and why (issue 41's next steps)
+# boundary functions still typed with dict[str, Any], and why each stays so
 REMAINING = {
     # Triton's specialisation records stay in the compile call's process: they hold JIT functions, the
     # forked children inherit them and nothing serialises them ("data" is Triton's own JSON description)
