@@ -15,6 +15,7 @@ from types import ModuleType
 
 from aka.contract.module_config import config_of, render
 from aka.contract.spec import Contract, ShapeCaseBase, load_contract
+from aka.contract.stages import render_stages, write_if_changed
 from aka.errors import ContractError, ProjectNotFoundError, UnknownOpError
 from aka.records import Promoted
 
@@ -85,8 +86,12 @@ class Op:
         return self.contract.spec
 
     def path(self, which: str) -> Path:
-        """Absolute path of one of the contract's modules (reference, inputs, model, baseline, promoted)."""
-        return self.root / getattr(self.spec.modules, which)
+        """Absolute path of one of the contract's modules (reference, inputs, model, baseline, promoted).
+        A baseline written as stage files (modules.stages) is rendered first whenever a stage changed."""
+        path = self.root / getattr(self.spec.modules, which)
+        if which == "baseline" and self.spec.modules.stages:
+            write_if_changed(path, render_stages([self.root / s for s in self.spec.modules.stages], self.root))
+        return path
 
     @functools.cached_property
     def reference(self) -> ModuleType:
@@ -140,9 +145,7 @@ class Op:
         if not out.is_file() or out.read_text() != source:
             out.parent.mkdir(exist_ok=True)
             (out.parent / ".gitignore").write_text("*\n")  # ignored in any repository, whatever its own rules
-            tmp = out.with_name(f".{out.name}.{os.getpid()}")  # whole or absent for a reader beside us
-            tmp.write_text(source)
-            os.replace(tmp, out)
+            write_if_changed(out, source)
         return out
 
 
@@ -153,7 +156,9 @@ def op_names(root: Path | None = None) -> list[str]:
 
 @functools.cache
 def _load(root: Path, name: str) -> Op:
-    return Op(load_contract(root / "workloads" / f"{name}.yaml"), root)
+    op = Op(load_contract(root / "workloads" / f"{name}.yaml"), root)
+    op.path("baseline")  # a baseline written as stages exists as a file for every reader from here on
+    return op
 
 
 def get_op(name: str, root: Path | None = None) -> Op:

@@ -70,7 +70,10 @@ class Modules(_Strict):
     reference: str = Field(description="float64 reference module: reference(**inputs), plain(**inputs)")
     inputs: str = Field(description="input generator module: make_inputs(case, seed, device)")
     model: str = Field(description="cost model module: flops(case), min_bytes(case)")
-    baseline: str = Field(description="the op's baseline kernel module")
+    baseline: str = Field(description="the op's baseline kernel module (rendered there from `stages` when given)")
+    stages: list[str] = Field(default_factory=list, description=(
+        "stage files the baseline is written as, in the order they are rendered into `baseline` "
+        "(aka.contract.stages); empty: `baseline` is itself the source"))
     promoted: str = Field(description="where the promoted kernel lives (may not exist yet)")
 
 

@@ -49,8 +49,10 @@ def source_of(k: Kernel) -> str:
         from aka.contract.ops import get_op
 
         src = get_op(k.op, ROOT).default_kernel().read_text()
-    else:
-        src = (ROOT / "kernels" / k.op / f"{k.base}.py").read_text()
+    else:  # the baseline through the op: one written as stage files is rendered first
+        from aka.contract.ops import get_op
+
+        src = get_op(k.op, ROOT).path(k.base).read_text()
     for search, replace in k.edits:
         n = src.count(search)
         if n != 1:

@@ -1,4 +1,4 @@
-"""Interpreter tests for kernels/gdn_prefill/baseline.py against the float64 recurrence.
+"""Interpreter tests for kernels/gdn_prefill/baseline.py (rendered from stages/) against the float64 recurrence.
 
 Small shapes (D = 128, HK 1-2, HV 1-4): lengths 1, 63, 64, 65, 127, 129, ragged batches, HV == HK,
 initial state on/off, context parallelism forced on with short segments, several CONFIG points.
@@ -20,8 +20,8 @@ from aka.evaluate.host.interp import install_bf16_dot_shim  # noqa: E402
 
 install_bf16_dot_shim()  # also rounds fp32 -> bf16 casts to nearest even, like the GPU
 
+GDN_REF = get_op("gdn_prefill").reference  # get_op renders baseline.py from the stage files first
 mod = importlib.import_module("kernels.gdn_prefill.baseline")
-GDN_REF = get_op("gdn_prefill").reference
 
 D = 128
 

@@ -8,6 +8,7 @@ import subprocess
 from fakes import FakeEvaluator, source
 
 from aka.agent.llm.scripted import ScriptedBackend
+from aka.contract.ops import get_op
 from aka.records import Promoted
 from aka.run import gitops
 from aka.run.loop import run_loop
@@ -104,7 +105,7 @@ def test_offline_search_with_parallel_preparation_never_repeats(project, op):
     from aka.agent.llm.base import get_backend
 
     real = fakes_repo() / "kernels" / "gdn_prefill"
-    shutil.copy(real / "baseline.py", project / "kernels/gdn_prefill/baseline.py")
+    shutil.copy(get_op("gdn_prefill", fakes_repo()).path("baseline"), project / "kernels/gdn_prefill/baseline.py")
     shutil.copytree(real / "patterns", project / "kernels/gdn_prefill/patterns")
     settings = OptimizeSettings(op="gdn_prefill", budget=Budget(max_candidates=12), commit=False, interpreter=True,
                                 prepare_ahead=4)

@@ -118,6 +118,7 @@ def make_project(tmp: Path, git: bool = True) -> Path:
     # ranked eagerly, as FakeEvaluator times (the real contract ranks on graph replay); tests of graph
     # ranking append `rank_timing: graph` (YAML keeps the last) or set the evaluator's rank
     contract = (REPO / "workloads" / "gdn_prefill.yaml").read_text().replace("rank_timing: graph\n", "")
+    contract = re.sub(r"\n  stages: \[[^\]]*\]", "", contract)  # the fake baseline is its own source
     (root / "workloads" / "gdn_prefill.yaml").write_text(contract)
     (root / "kernels" / "gdn_prefill" / "baseline.py").write_text(source(1.0, "baseline"))
     (root / ".gitignore").write_text("/runs/\n")

@@ -1,0 +1,168 @@
+"""Gated DeltaNet chunked prefill (fla layout, packed varlen) in Triton, with context parallelism: the
+entry point, its CONFIG and the launch order of the three stages beside this file.
+
+Recurrence per value head h (state S in R^{K x V}, fla layout), token t:
+    S <- exp(g_t) S;  v~ = beta_t (v_t - S^T k_t);  S <- S + k_t v~^T;  o_t = S^T (scale q_t)
+
+Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (exp2 everywhere):
+    A  = strictly_lower(diag(beta) (K K^T . Gamma)),  T = (I + A)^-1,  Tb = T diag(beta)
+    V~ = Tb (V - diag(e^gamma) K S)                   (FlashQLA's order: W = Tb diag(e^gamma) K never formed)
+    O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
+    S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
+
+Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
+  common.py  _index_kernel, one program: per-sequence prefix sums of chunk and segment counts (device
+             side, so no .tolist() on cu_seqlens); the helpers every stage shares.
+  prep.py    _prep64_kernel, grid (HV, chunks): Tb = T diag(beta) as bf16 [T, HV, 64] (1/4 of what fla
+             stores for w+u) and P = scale Q K^T . Gamma with its column scales f.
+  cp.py      (CP only) _seg_kernel, grid ((K+V)/BVA, HV, segments): every segment's affine transition
+             S_out = M S_in + C; _chain_kernel, grid (V/BVC, HV, N): the entering states, a short serial
+             chain of 128x128 GEMMs per sequence. A sequence is cut into segments of SEG chunks by a
+             policy (_seg_chunks) that reads host-known sizes only; it costs the M/C pass (~2x the state
+             GEMMs of the covered chunks) but turns a 128-step serial chain (G1) into independent segments.
+  fwd.py     _fwd_kernel, grid (V/BV, HV, segments): V~, outputs and state update, chunk by chunk from
+             the segment's entering state; writes o and the final state.
+
+One file per stage is the source; what the gate, the benchmark and the loop see is one module, rendered
+from the stages in the order the contract lists them (workloads/gdn_prefill.yaml, modules.stages) into
+kernels/gdn_prefill/baseline.py (ignored by git; aka re-renders it whenever a stage changes). A candidate
+stays one self-contained file because the policy checks, the LLM rewrites and a promotion stores one
+module: a multi-file candidate would need every tool to agree on which files belong to it. Edit the
+stages; a promoted candidate keeps its own full module (or only its CONFIG values, promoted.json).
+
+Measured slower and removed (docs/perf/gdn_prefill.md, "Variants measured slower", numbers and
+dates): preps with 16x16 blocks in registers (substitution or series), A through memory, a 63-step
+substitution, ten 64x64x64 dots, P in its own kernel; the "w" chunk order (W per chunk); loading the
+next chunk's tiles ahead; x split into two bf16 parts; the gates on bf16 operands (errors above
+fla's); V~ rounded twice; the split structures (recurrence, then outputs in parallel: 0.44-0.53x).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from .common import BT, _index_kernel
+from .cp import _cp_states, _seg_chunks
+from .fwd import _fwd
+from .prep import _prep
+
+# Values the entry point uses; a search replaces this dict wholesale (read at call time). A key is a
+# choice the GPU showed winning somewhere or a launch parameter worth searching; the structures that
+# lost everywhere they were measured are gone (docs/perf/gdn_prefill.md, "Variants measured slower").
+CONFIG = {
+    # value-column block of the serial kernels (state block K x BV in registers): 32 crashes on the H200
+    # (Triton 3.6, illegal memory access); 128 ran slower (G1 631 vs 416 us, 2026-12-01)
+    "BV": 64,
+    # 4 warps (loop stages 2): 255 regs + 144 B spill (ptxas sm_90, Triton 3.6), so two programs share
+    # an SM and hide each other's latency: with the pipelined loop the serial kernel went from 404 to
+    # 145 us at G1 (H200); 8 warps 0.62-0.82x geomean
+    "fwd_warps": 4,
+    "fwd_loop_stages": 2,  # Triton's pipeliner on the serial loop (1: 0.89-0.91x geomean; 3: slower)
+    "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
+    "seg_warps": 4,
+    "seg_loop_stages": 3,
+    "BVC": 32,  # column block of the chain kernel
+    # the prep's series and doubling dots: tf32 since 2026-11-29 (+6.8% end to end); tf32x3 is the
+    # precise fallback (>= 10% slower, H200 paired screens 2026-12-04)
+    "prep_prec": "tf32",
+    "cp": True,  # context parallelism on/off
+    # use CP only when N*HV*(V/BV) is below this (one program per SM): at 264, G5 (4 x 2048, 256 programs)
+    # ran 10% slower with CP than without on the H200 (0.973 vs 1.071 ms)
+    "cp_min_programs": 132,
+    "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
+    "cp_min_seg_chunks": 8,  # never cut segments shorter than this
+    # Warm-up (FlashQLA's idea): a segment whose last n <= cp_warm_chunks chunks decay by
+    # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
+    # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. 32 since 2026-12-01: more
+    # weak-gate heads qualify on long segments (H200, graph, one run against 16: G4 1486 -> 1417 us,
+    # transition pass 222 -> 195; the other shapes within 1%)
+    "cp_warm_chunks": 32,
+    # -14 (e^-14 ~ 8e-7 of |S_in|, far under the contract's 5e-3) since 2026-12-05: aka optimize promoted
+    # it over -18 on 2026-12-03 (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated
+    # smoke+edge twice and full)
+    "cp_warm_log_decay": -14.0,
+}
+
+SPACE = {
+    "BV": [64],
+    "fwd_warps": [4],  # 8: 0.62-0.82x geomean (H200, 2026-12-01), >= 10% slower in the 2026-12-04 screens
+    "fwd_loop_stages": [2],  # 1: 0.89-0.91x geomean (H200, 2026-12-01/02); 3: slower
+    "BVA": [32, 64, 128],
+    "seg_warps": [4, 8],
+    "seg_loop_stages": [1, 2, 3],
+    "BVC": [32, 64],
+    # tf32x3, the precise fallback, >= 10% slower (H200 paired screens, 2026-12-04); ieee (fp32 FMA): 8x slower prep
+    "prep_prec": ["tf32"],
+    "cp": [True, False],
+    "cp_min_programs": [132, 264, 528, 1056],
+    "cp_target_programs": [264, 512, 1024, 2048],
+    "cp_min_seg_chunks": [4, 8, 16, 32],
+    "cp_warm_chunks": [0, 8, 16, 32],
+    "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
+}
+
+
+def gdn_prefill(q, k, v, g, beta, cu_seqlens, initial_state=None, scale=None, cp_segment_chunks=None):
+    """q, k [T, HK, K] bf16; v [T, HV, V] bf16; g, beta [T, HV] fp32; cu_seqlens [N+1] int32;
+    initial_state [N, HV, K, V] fp32 or None -> (o [T, HV, V] bf16, final_state [N, HV, K, V] fp32).
+    cp_segment_chunks (the contract's knob): segments of exactly that many chunks, context parallelism forced."""
+    return forward(q, k, v, g, beta, cu_seqlens, initial_state, scale, CONFIG, cp_segment_chunks)
+
+
+def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, scale, cfg: dict,
+            cp_segment_chunks: int | None = None):
+    """gdn_prefill with an explicit config (cfg over CONFIG: a stored config without a newer key keeps
+    working with that key's default). q, k [T, HK, K]; v [T, HV, V]; g, beta [T, HV]; cu_seqlens [N+1];
+    initial_state [N, HV, K, V] or None -> (o [T, HV, V], final_state [N, HV, K, V]).
+    Host side: glue only (allocation, grids); every operator FLOP is in the stages' kernels."""
+    cfg = {**CONFIG, **cfg}
+    T, HK, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    N = cu_seqlens.numel() - 1
+    scale = K**-0.5 if scale is None else float(scale)
+    dev = q.device
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    g, beta = g.contiguous().float(), beta.contiguous().float()
+    cu = cu_seqlens.to(torch.int32).contiguous()
+    o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)
+    ht = torch.empty(N, HV, K, V, dtype=torch.float32, device=dev)
+    has_h0 = initial_state is not None
+    h0 = initial_state.contiguous().float() if has_h0 else ht  # dummy pointer when absent
+    if N == 0:
+        return o, ht
+
+    seg = _seg_chunks(T, N, HV, V, cfg) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
+    log_n = max(1, int(N).bit_length()) + 1
+    idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
+    cuc, cus = idx[0], idx[1]
+    _index_kernel[(1,)](cu, cuc, cus, N, seg, BT=BT, BLOCK=max(16, triton.next_power_of_2(N)))
+
+    nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
+    nseg_bound = triton.cdiv(nt_bound, seg) + N
+    tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
+    pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
+    fdec = torch.empty(T, HV, dtype=torch.float32, device=dev)
+    if T > 0:
+        _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg)
+    mc = ht  # dummy when CP is off
+    if seg < triton.cdiv(T, BT):  # some sequence may have several segments
+        mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg)
+    _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg)
+    return o, ht
+
+
+def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
+    """Device bytes allocated beyond inputs and outputs: Tb, P and f, the CP transitions, the indices."""
+    cfg = {**CONFIG, **(cfg or {})}
+    seg = _seg_chunks(T, N, HV, V, cfg)
+    nt_bound = triton.cdiv(T, BT) + N
+    b = T * HV * (BT * 2 * 2 + 4) + 2 * (N + 1) * 4
+    if seg < triton.cdiv(T, BT):
+        b += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
+    return b
+
+
+_ = math  # math is whitelisted; kept for callers that compute scales
