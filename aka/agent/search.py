@@ -18,8 +18,9 @@ as `known`. Every known measurement is a trial like the run's own (seen: never r
 it takes part in the halving and the value weights). A known loss (ratio <= LOSS) also restricts:
 a structure all of whose known measurements lost, and none of whose trials did not, gets no first
 look and no mutation; a configuration holding every (key, value) change of a known loss is not
-proposed, unless a trial of its structure that did not lose holds those changes too (the more
-specific measurement speaks). Only when nothing else is left does the search take a restricted
+proposed, unless a trial of its structure that did not lose holds those changes too and the
+configuration keeps every value by which that trial differs from the loss (the more specific
+measurement speaks, for its own setting only). Only when nothing else is left does the search take a restricted
 move, and its rationale says so. The restriction is a filter in front of the same search, so
 without known losses every proposal is what it was before.
 
@@ -174,23 +175,28 @@ class _Rules:
             if k.structure not in self.good:
                 self.banned.setdefault(k.structure, k)
         self.sets = [k for k in self.losers if k.changes]
-        self._cache: dict[tuple[str, int], bool] = {}
 
     def __bool__(self) -> bool:
         return bool(self.losers)
 
-    def _cleared(self, name: str, i: int) -> bool:
-        """A trial of this structure that did not lose holds loser i's changes: they are not what lost."""
-        if (name, i) not in self._cache:
-            self._cache[(name, i)] = any(_holds(c, self.sets[i].changes) for c in self.good.get(name, ()))
-        return self._cache[(name, i)]
+    def _cleared(self, name: str, loser: Known, config: dict[str, Any]) -> bool:
+        """A trial of this structure that did not lose holds the loser's changes, and `config` keeps what
+        that trial set beside them: in that setting the changes are not what lost. Only there: on the H200
+        (2026-12-05) cp_target_programs 1024 lost alone (0.887x) and not beside cp_min_seg_chunks 16 and
+        BVC 64 (0.97x), so it stays forbidden beside cp_min_seg_chunks 16 with BVC 32."""
+        for good in self.good.get(name, ()):
+            if _holds(good, loser.changes):
+                beside = {k: v for k, v in good.items() if _canon(loser.config.get(k)) != _canon(v)}
+                if _holds(config, beside):
+                    return True
+        return False
 
     def blocker(self, name: str, config: dict[str, Any]) -> Known | None:
         """The known loss that forbids this configuration, or None."""
         if name in self.banned:
             return self.banned[name]
-        for i, k in enumerate(self.sets):
-            if _holds(config, k.changes) and not self._cleared(name, i):
+        for k in self.sets:
+            if _holds(config, k.changes) and not self._cleared(name, k, config):
                 return k
         return None
 

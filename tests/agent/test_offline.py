@@ -162,6 +162,7 @@ def kcopy(tmp_path):
 
     kdir = tmp_path / "kernels" / "gdn_prefill"
     shutil.copytree(KDIR / "patterns", kdir / "patterns")
+    shutil.copytree(KDIR / "stages", kdir / "stages")
     (kdir / "patterns" / "single_pass_8w.yaml").write_text(WIDE_SINGLE)
     shutil.copy(BASELINE, kdir / "baseline.py")
     (tmp_path / "workloads").mkdir()
@@ -252,13 +253,7 @@ def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kco
     assert plan.pattern == "single_pass"  # unrelated code: the records say nothing about it
 
 
-# gdn_prefill's entries were measured against the kernel before the tc64 prep (2026-12-05): an edit of
-# baseline.py's code makes them stale by design (aka.knowledge.measured), so until an H200 run records
-# against the new code they do not apply. strict: the day they apply again, this marker must go.
-_GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge predates the tc64 baseline")
-
-
-@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode"])
+@pytest.mark.parametrize("op_name", ["gdn_prefill", "fa4_decode"])
 def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
     """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
     runs recorded (kernels/<op>/knowledge.json), 20 proposals of the offline search on an H200 contain no

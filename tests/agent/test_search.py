@@ -179,6 +179,18 @@ def test_a_losing_change_is_not_repeated_unless_its_structure_measured_it_well()
     assert [p for p in props if p.structure.name == "alt" and p.config["a"] == 3]
 
 
+def test_a_cleared_losing_change_is_cleared_only_beside_what_cleared_it():
+    """a=3 lost alone; beside b=2 it did not: a=3 may come back beside b=2, never beside another b."""
+    three = Structure("ref", {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3], "c": [1, 2]},
+                      {"kind": "ref", "a": 1, "b": 1, "c": 1})
+    a3 = Known("ref", {**three.start, "a": 3}, {"a": 3}, 0.85)
+    a3b2 = Known("ref", {**three.start, "a": 3, "b": 2}, {"a": 3, "b": 2}, 0.97)
+    props = [p for seed in range(6) for p in drive_known(20, [a3, a3b2], seed, structures=(three,))]
+    assert len(props) == 120 and not [p for p in props if "nothing else left" in p.rationale]
+    with_a3 = [p.config for p in props if p.config["a"] == 3]
+    assert with_a3 and all(c["b"] == 2 for c in with_a3)  # only {a 3, b 2, c 2}: {a 3, b 2, c 1} was seen
+
+
 def test_a_known_loser_is_taken_only_when_nothing_else_is_left():
     tiny = Structure("ref", {"a": [1, 2]}, {"kind": "ref", "a": 1})
     alt = Structure("alt", {"a": [1, 2]}, {"kind": "alt", "a": 1})
