@@ -43,6 +43,26 @@ def test_competitor_times_and_one_note_per_competitor(monkeypatch):
                                            "them (--no-competitors skips it)"])
 
 
+def test_competitor_timing_shows_a_line_a_shape_when_the_command_follows_progress(monkeypatch):
+    """stdout into a file: the deferred competitor timing reports each shape as the baseline's does."""
+    from aka.evaluate.wire import ProgressLine
+
+    op = get_op("gdn_prefill")
+
+    def following(task, payload, timeout, interpreter, on_line):
+        on_line(ProgressLine(shape="G1", done=1, total=3, median_us={"fla": 5.0}))
+        return True, ROWS.model_dump(), ""
+
+    monkeypatch.setattr(door, "call", lambda *a: (_ for _ in ()).throw(AssertionError("no progress followed")))
+    monkeypatch.setattr(door, "call_following", following)
+    ev = evaluator.RealEvaluator(op, OptimizeSettings(op=op.name, interpreter=True))
+    seen = []
+    ev.on_shape = seen.append
+    times, _ = ev.competitors("full")
+    assert [(r.shape, r.done, r.median_us) for r in seen] == [("G1", 1, {"fla": 5.0})]
+    assert times["fla"] == {"G1": 5.0, "G3": 7.0}
+
+
 GRAPH_ROWS = bench_value([
     {"shape": "D1", "floor_us": 50.0, "results": {
         "incumbent": {"eager": {"median_us": 300.0}, "graph": {"median_us": 200.0}},

@@ -306,8 +306,12 @@ class RealEvaluator:
         if not refs:
             return {}, ["the contract names no competitors"]
         payload = BenchPayload(**self._where(), impls=refs, shapes=shapes, config=self.screen_cfg)
-        ok, value, err = door.call("aka.evaluate.checker.verify:bench_worker", payload, self.competitors_timeout,
-                                   self.interpreter)
+        task = "aka.evaluate.checker.verify:bench_worker"
+        if self.on_shape is not None:  # a line a shape: fla autotuned the ten gdn shapes for 169 s, silent (H200)
+            ok, value, err = door.call_following(task, payload, self.competitors_timeout, self.interpreter,
+                                                 self.on_shape)
+        else:
+            ok, value, err = door.call(task, payload, self.competitors_timeout, self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
         got = BenchValue.model_validate(value)
