@@ -39,3 +39,19 @@ def test_a_misspelt_step_is_refused_before_anything_runs():
 def test_no_step_prints_the_steps_and_fails():
     res = _run()
     assert res.returncode == 2 and "usage: bash scripts/device/run.sh" in res.stdout
+
+
+def test_the_prep_probe_still_edits_the_baseline_it_probes():
+    """scripts/device/gdn_prep_probe.py leaves parts of the prep out by editing the baseline's text: every
+    edit must still match it (a changed baseline makes the probe say which edit to update)."""
+    import pytest
+
+    from aka.contract.ops import get_op, load_module
+
+    probe = load_module(RUN.parent / "gdn_prep_probe.py")
+    base = get_op("gdn_prefill").path("baseline").read_text()
+    got = probe.variants(base)
+    assert list(got) == ["baseline", "no P", "no inverse", "no doubling", "no P, no inverse"]
+    assert len({*got.values()}) == 5 and all(compile(s, name, "exec") for name, s in got.items())
+    with pytest.raises(ValueError, match="no P: the baseline no longer has 'b_q = tl.load"):
+        probe.variants(base.replace("b_qk = tl.dot(b_q, tl.trans(b_k))", "b_qk = tl.dot(b_q, b_k.T)"))

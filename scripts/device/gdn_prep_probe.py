@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Where _prep64_kernel's time goes, by leaving one part out (GPU, one process): the prep alone, timed
+with triton.testing.do_bench (median, L2 cleared between runs) for the baseline and for copies of it
+with P not formed, the inverse not applied (Tb = A diag(beta): the series and doubling are dead code
+then), or the two doubling steps left out. The differences say which lever is larger: moving P into
+the forward (as FlashQLA's fused forward forms Q Kᵀ) or a cheaper inverse (issue 38). The copies are
+wrong on purpose: only their time means anything.
+
+    python3 scripts/device/gdn_prep_probe.py [--shapes G1,G5,G8,G10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+_NO_P = [("    b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)\n"
+          "    b_qk = tl.dot(b_q, tl.trans(b_k))\n", ""),
+         ("    tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])\n", "")]
+_NO_INV = [("    tl.store(p_tb + o_tt, (b_t * b_beta[None, :]).to(tl.bfloat16), mask=m_t[:, None])",
+            "    tl.store(p_tb + o_tt, (b_a * b_beta[None, :]).to(tl.bfloat16), mask=m_t[:, None])")]
+_NO_DOUBLING = [("    b_t = b_t - tl.dot(b_t, tl.dot(b_l, b_t, input_precision=PREC), input_precision=PREC)\n", "")]
+EDITS = {"no P": _NO_P, "no inverse": _NO_INV, "no doubling": _NO_DOUBLING, "no P, no inverse": _NO_P + _NO_INV}
+
+
+def variants(source: str) -> dict[str, str]:
+    """The baseline and its leave-one-out copies; ValueError naming an edit the baseline no longer matches."""
+    out = {"baseline": source}
+    for name, edits in EDITS.items():
+        s = source
+        for old, new in edits:
+            if old not in s:
+                raise ValueError(f"{name}: the baseline no longer has {old.strip()[:70]!r}: update the probe")
+            s = s.replace(old, new)
+        out[name] = s
+    return out
+
+
+def main() -> None:
+    import torch
+    import triton
+
+    from aka.contract.ops import get_op, load_module
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="G1,G5,G8,G10")
+    args = ap.parse_args()
+    op = get_op("gdn_prefill")
+    tmp = Path(tempfile.mkdtemp(prefix="aka-prep-probe-"))
+    mods = {}
+    for i, (name, src) in enumerate(variants(op.path("baseline").read_text()).items()):
+        (tmp / f"v{i}.py").write_text(src)
+        mods[name] = load_module(tmp / f"v{i}.py")
+    cases = {c.id: c for c in op.cases("full")}
+    print(torch.cuda.get_device_name(0), "torch", torch.__version__, "triton", triton.__version__)
+    print("prep alone, µs (median)   " + "".join(f"{n:>18}" for n in mods))
+    for sid in args.shapes.split(","):
+        x = op.inputs.make_inputs(cases[sid], 0, "cuda")
+        q, k, cu = x["q"], x["k"], x["cu_seqlens"].to(torch.int32)
+        g, beta = x["g"].float().contiguous(), x["beta"].float().contiguous()
+        T, _, D = q.shape
+        HV, N = g.shape[1], cu.numel() - 1
+        row = []
+        for m in mods.values():
+            cuc = torch.zeros(N + 1, dtype=torch.int32, device="cuda")
+            cus = torch.zeros_like(cuc)
+            m._index_kernel[(1,)](cu, cuc, cus, N, 10**6, BT=64, BLOCK=max(16, triton.next_power_of_2(N)))
+            nt = int(cuc[-1])
+            tb = torch.empty(T, HV, 64, dtype=torch.bfloat16, device="cuda")
+            pb, fd = torch.empty_like(tb), torch.empty(T, HV, dtype=torch.float32, device="cuda")
+            log_n = max(1, N.bit_length()) + 1
+            call = functools.partial(m._prep, q, k, g, beta, cu, cuc, tb, pb, fd, N, D**-0.5, log_n, nt, m.CONFIG)
+            call()
+            torch.cuda.synchronize()
+            row.append(triton.testing.do_bench(call, warmup=50, rep=300, return_mode="median") * 1000)
+        print(f"{sid:<26}" + "".join(f"{us:18.1f}" for us in row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
