@@ -6,7 +6,9 @@
 #   profile  scripts/device/gdn_breakdown.py: per-kernel GPU time, baseline / fla / FlashQLA
 # Needs .whl/ carried (pydantic, fla-core); FlashQLA's wheels (tilelang, z3-solver, apache-tvm-ffi,
 # torch-c-dlpack-ext) exceed one call's carry limit: install them into /tmp/site over two calls made
-# back to back while the machine is warm (README, "GPU runs"). CAP_<section>=seconds overrides a cap.
+# back to back while the machine is warm (.qla1: tilelang 0.1.15; .qla2: the rest, with
+# apache-tvm-ffi 0.1.12 and z3-solver 4.15.4: TileLang 0.1.15 fails to import with 0.1.15 / 4.15.8,
+# H200 2026-12-05). CAP_<section>=seconds overrides a cap.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/aka-gdn}; mkdir -p "$OUT"
