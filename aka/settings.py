@@ -31,7 +31,8 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     max_candidates: int = Field(20, ge=1, description="candidates evaluated in the whole run (--budget)")
-    max_time_s: float | None = Field(None, gt=0, description="wall-clock seconds of evaluation, summed over resumes")
+    max_time_s: float | None = Field(None, gt=0, description="wall-clock seconds of evaluation, summed over resumes "
+                                     "(the timing deferred past the candidates fits in what they leave)")
     max_tokens: int | None = Field(None, gt=0, description="backend tokens (input + output) over the run")
     patience: int | None = Field(None, ge=1, description="stop after this many attempts without a new best")
 

@@ -20,6 +20,7 @@ from typing import Any
 from aka.evaluate.parent.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.run.prefetch import View
+from aka.run.state import rebuild
 from aka.run.store import RunStore, cache_dir
 from aka.settings import OptimizeSettings
 
@@ -54,14 +55,38 @@ def write_competitors(cache: Path, key: str, times: dict[str, dict[str, float]],
     os.replace(tmp, cache / f"competitors-{key}.json")
 
 
+# Deferred work starts only with this much of --max-time left: a run asked to end by then ends, and the
+# next run on the machine measures what this one could not.
+MIN_LEFT_S = 30.0
+LEFT_FOR_NEXT = "still deferred: --max-time leaves {left:.0f} s; the next run on this device measures it"
+
+
+def time_left(store: RunStore, settings: OptimizeSettings) -> float | None:
+    """Seconds of --max-time the run has not used (set-up and candidates), None without a limit."""
+    if settings.budget.max_time_s is None:
+        return None
+    return settings.budget.max_time_s - rebuild(store, store.read_run()).used.elapsed_s
+
+
 def after_candidates(store: RunStore, settings: OptimizeSettings, op, evaluator: Evaluator, view: View,
                      profiler=None) -> None:
-    """Measure what set-up deferred (competitors, the incumbent's profile) and cache it."""
+    """Measure what set-up deferred (competitors, the incumbent's profile) and cache it, inside what
+    --max-time leaves: on the H200 (2026-12-05) a budget-3 run under --max-time 230 timed fla for 169 s
+    after its candidates (68 s), beyond the limit."""
     run = store.read_run()
     base = run.baseline
+    left = time_left(store, settings)
+    if left is not None and left < MIN_LEFT_S:
+        if base.competitors_deferred:
+            base.competitors_notes = [*base.competitors_notes, "competitors " + LEFT_FOR_NEXT.format(left=max(0, left))]
+            store.update_run(baseline=base)
+        if (run.profile or {}).get("deferred"):
+            store.update_run(profile={**run.profile, "note": "profile " + LEFT_FOR_NEXT.format(left=max(0, left))})
+        return
     if base.competitors_deferred:
         view.update(stage="time the competitors (deferred: for the report and the next run)")
-        times, notes = evaluator.competitors(base.shapes)
+        cap = settings.competitors_timeout_s if left is None else min(settings.competitors_timeout_s, left)
+        times, notes = evaluator.competitors(base.shapes, timeout=cap)
         key = base.competitors_deferred
         if times:
             write_competitors(cache_dir(store.path.parent.parent, op.name), key, times, notes)

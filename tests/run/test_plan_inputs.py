@@ -4,6 +4,7 @@ run (run.json caches it), evidence steers the offline planner, lessons are writt
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,30 @@ def test_no_competitors_skips_their_timing_on_a_gpu_run(project, op):
     base = store.read_run().baseline
     assert "competitors" not in ev.calls
     assert base.competitors_us == {} and base.competitors_notes == ["competitors not timed: --no-competitors"]
+
+
+def test_deferred_competitors_and_profile_fit_in_what_max_time_leaves(project, op):
+    """With less than 30 s of --max-time left after the candidates, neither runs (each says so); with
+    more, the competitors' timing is capped at what is left."""
+    ev, prof = FakeEvaluator(op, timing="gpu"), Profiler()
+    tight = settings(budget=Budget(max_candidates=1, max_time_s=20))
+    store = prepare_run(project / "runs", tight, op, ev)
+    run_loop(store, tight, op, ScriptedBackend([{"source": source(1.0, tag="a")}]), ev, profiler=prof)
+    run = store.read_run()
+    assert "competitors" not in ev.calls and prof.calls == []
+    assert run.baseline.competitors_notes[-1].startswith("competitors still deferred: --max-time leaves ")
+    assert run.profile["deferred"] and run.profile["note"].startswith("profile still deferred: --max-time leaves ")
+    roomy = settings(budget=Budget(max_candidates=1, max_time_s=100))
+    store = prepare_run(project / "runs", roomy, op, ev)
+    run_loop(store, roomy, op, ScriptedBackend([{"source": source(1.0, tag="b")}]), ev, profiler=prof)
+    assert ev.calls.count("competitors") == 1 and 90 < ev.competitor_timeouts[0] <= 100
+    assert store.read_run().baseline.competitors_us["fla"]
+    unlimited = settings(budget=Budget(max_candidates=1))
+    ev.calls.clear()
+    shutil.rmtree(project / "runs" / op.name / ".cache")  # the roomy run cached them: time them again
+    store = prepare_run(project / "runs", unlimited, op, ev)
+    run_loop(store, unlimited, op, ScriptedBackend([{"source": source(1.0, tag="c")}]), ev, profiler=prof)
+    assert ev.competitor_timeouts[-1] == unlimited.competitors_timeout_s
 
 
 def test_lessons_are_written_when_a_run_ends_even_before_any_attempt(project, op):

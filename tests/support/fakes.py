@@ -42,6 +42,7 @@ class FakeEvaluator:
         self.delay_s = delay_s
         self.screen_delay_s = screen_delay_s  # a measurement long enough to kill its worker in the middle
         self.calls: list[str] = []
+        self.competitor_timeouts: list[float | None] = []  # the cap each competitor timing was given
 
     def device(self) -> dict[str, Any]:
         interp = self.timing != "gpu"
@@ -91,8 +92,9 @@ class FakeEvaluator:
             b.incumbent_us = {c.id: 100.0 / self._speed(beside, c.id) for c in self.op.cases(shapes)}
         return b
 
-    def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
+    def competitors(self, shapes: str, timeout: float | None = None) -> tuple[dict[str, dict[str, float]], list[str]]:
         self.calls.append("competitors")
+        self.competitor_timeouts.append(timeout)
         return {"fla": {c.id: 90.0 for c in self.op.cases(shapes)}}, ["sdpa: ImportError: fake"]
 
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome:

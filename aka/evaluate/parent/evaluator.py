@@ -93,7 +93,8 @@ class Evaluator(Protocol):
     def bench(self, path: Path, shapes: str, beside: Path | None = None,
               names: tuple[str, str] = ("candidate", "incumbent")) -> BenchOutcome: ...
     def compare(self, incumbent: Path, candidate: Path, shapes: str) -> CompareOutcome: ...
-    def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]: ...
+    def competitors(self, shapes: str, timeout: float | None = None) -> tuple[dict[str, dict[str, float]], list[str]]:
+        ...
 
 
 class RealEvaluator:
@@ -298,8 +299,9 @@ class RealEvaluator:
             return BenchOutcome({}, "none", err)
         return bench_outcome(BenchValue.model_validate(value), self.rank, *names)
 
-    def competitors(self, shapes: str) -> tuple[dict[str, dict[str, float]], list[str]]:
-        """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips."""
+    def competitors(self, shapes: str, timeout: float | None = None) -> tuple[dict[str, dict[str, float]], list[str]]:
+        """The contract's external competitors (fla, sdpa): {name: {shape: µs}} and notes on skips; `timeout`
+        caps the timing (default: the settings' competitors_timeout_s)."""
         from aka.evaluate.parent.impls import resolve
 
         refs, _ = resolve(self.op, list(self.op.spec.competitors))
@@ -308,10 +310,10 @@ class RealEvaluator:
         payload = BenchPayload(**self._where(), impls=refs, shapes=shapes, config=self.screen_cfg)
         task = "aka.evaluate.checker.verify:bench_worker"
         if self.on_shape is not None:  # a line a shape: fla autotuned the ten gdn shapes for 169 s, silent (H200)
-            ok, value, err = door.call_following(task, payload, self.competitors_timeout, self.interpreter,
-                                                 self.on_shape)
+            ok, value, err = door.call_following(task, payload, timeout or self.competitors_timeout,
+                                                 self.interpreter, self.on_shape)
         else:
-            ok, value, err = door.call(task, payload, self.competitors_timeout, self.interpreter)
+            ok, value, err = door.call(task, payload, timeout or self.competitors_timeout, self.interpreter)
         if not ok:
             return {}, [f"competitor timing failed ({err}); the run goes on without them (--no-competitors skips it)"]
         got = BenchValue.model_validate(value)
