@@ -22,6 +22,12 @@ if os.environ.get("AKA_TEST_ON_GPU") != "1":
 
     install_bf16_dot_shim()
 
+# A baseline written as stage files (gdn_prefill) is a file only once aka renders it, which any aka command
+# does first; tests read kernels/<op>/baseline.py directly too, so a fresh clone renders them here.
+from aka.contract.ops import all_ops  # noqa: E402
+
+all_ops(Path(__file__).resolve().parents[1])
+
 
 @pytest.fixture(autouse=True)
 def _no_api_keys(monkeypatch):
