@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aka.contract.module_config import config_of, render
 from aka.contract.ops import get_op
+from aka.contract.stages import write_if_changed
 from aka.errors import AkaError
 from aka.knowledge.measured import changes_from, template_hash
 from aka.records import ConfigPromotion, Promoted
@@ -97,7 +98,7 @@ def write_promoted(root: Path, op: str, source: str, meta: Promoted) -> None:
     over = as_config_promotion(get_op(op, root).path("baseline").read_text(), source)
     meta = meta.model_copy(update={"over_baseline": over})
     if over is None:
-        (root / py).write_text(source)
+        write_if_changed(root / py, source)
     else:
         (root / py).unlink(missing_ok=True)
     write_promoted_meta(root, op, meta)
@@ -105,7 +106,7 @@ def write_promoted(root: Path, op: str, source: str, meta: Promoted) -> None:
 
 def write_promoted_meta(root: Path, op: str, meta: Promoted) -> Path:
     path = root / promoted_paths(root, op)[1]
-    path.write_text(meta.to_json())
+    write_if_changed(path, meta.to_json())
     return path
 
 

@@ -161,3 +161,26 @@ def test_two_runs_on_one_op_at_once_stay_consistent(project):
     status = subprocess.run(["git", "status", "--porcelain", "kernels"], cwd=project, capture_output=True,
                             text=True).stdout
     assert status == ""
+
+
+def test_a_kill_while_a_promotion_is_written_leaves_the_old_files_whole(project, monkeypatch):
+    """The promoted files are replaced whole: a kill before the rename leaves the previous promotion
+    (committed, so not an edit), never a torn file the resumed run would take for someone's edit."""
+    from aka.contract import stages
+    from aka.records import Promoted
+    from aka.run import gitops
+
+    first, second = source(1.2, tag="first"), source(1.3, tag="second")
+    gitops.promote(project, "gdn_prefill", first, Promoted(code_hash="a"), "first", True)
+
+    def killed(*_):
+        raise KeyboardInterrupt  # the kill lands between the temporary file and its rename
+
+    monkeypatch.setattr(stages.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        gitops.promote(project, "gdn_prefill", second, Promoted(code_hash="b"), "second", True)
+    monkeypatch.undo()
+    assert (project / "kernels" / "gdn_prefill" / "promoted.py").read_text() == first
+    gitops.check_clean(project, "gdn_prefill", ours=second)  # nothing uncommitted: the resume may promote
+    assert gitops.promote(project, "gdn_prefill", second, Promoted(code_hash="b"), "second", True)
+    assert (project / "kernels" / "gdn_prefill" / "promoted.py").read_text() == second
