@@ -88,6 +88,7 @@ echo "optimize rc ${PIPESTATUS[0]}"
 
 RUN=$(ls -d "$SCRATCH/runs/$OP"/*/ 2>/dev/null | tail -1)
 [ -n "$RUN" ] && cp "$RUN/run.json" "$RUN/attempts.jsonl" "$OUT/" 2>/dev/null
-cp "$SCRATCH/kernels/$OP/promoted.py" "$SCRATCH/kernels/$OP/promoted.json" "$OUT/" 2>/dev/null
+cp "$SCRATCH/kernels/$OP/promoted.py" "$SCRATCH/kernels/$OP/promoted.json" "$SCRATCH/kernels/$OP/knowledge.json" \
+  "$OUT/" 2>/dev/null  # knowledge.json: what the run measured, for kernels/<op>/ of the real repository
 (cd "$SCRATCH" && git log --format='%h %s' | head -5 && git format-patch -q -o "$OUT/patches" HEAD~"$(($(git rev-list --count HEAD) - 1))" 2>/dev/null)
 ls "$OUT" "$OUT/patches" 2>/dev/null | head -20

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Where _prep64_kernel's time goes, by leaving one part out (GPU, one process): the prep alone, timed
 with triton.testing.do_bench (median, L2 cleared between runs) for the baseline and for copies of it
-with P not formed, the inverse not applied (Tb = A diag(beta): the series and doubling are dead code
-then), or the two doubling steps left out. The differences say which lever is larger: moving P into
-the forward (as FlashQLA's fused forward forms Q Kᵀ) or a cheaper inverse (issue 38). The copies are
-wrong on purpose: only their time means anything.
+with P not formed, the inverse not applied (Tb = A's blocks: the series and substitution are dead code
+then), or the block substitution below the diagonal blocks left out. The differences say which lever
+is larger: moving P into the forward (as FlashQLA's fused forward forms Q Kᵀ) or a cheaper inverse
+(issue 38). The copies are wrong on purpose: only their time means anything.
 
     python3 scripts/device/gdn_prep_probe.py [--shapes G1,G5,G8,G10]
 """
@@ -22,10 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 _NO_P = [("    b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)\n"
           "    b_qk = tl.dot(b_q, tl.trans(b_k))\n", ""),
          ("    tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])\n", "")]
-_NO_INV = [("    tl.store(p_tb + o_tt, (b_t * b_beta[None, :]).to(tl.bfloat16), mask=m_t[:, None])",
-            "    tl.store(p_tb + o_tt, (b_a * b_beta[None, :]).to(tl.bfloat16), mask=m_t[:, None])")]
-_NO_DOUBLING = [("    b_t = b_t - tl.dot(b_t, tl.dot(b_l, b_t, input_precision=PREC), input_precision=PREC)\n", "")]
-EDITS = {"no P": _NO_P, "no inverse": _NO_INV, "no doubling": _NO_DOUBLING, "no P, no inverse": _NO_P + _NO_INV}
+_NO_INV = [("    tl.store(p_tb + o_r4 * (HV * BT) + o_c4, (b_tt * b_bc)",
+            "    tl.store(p_tb + o_r4 * (HV * BT) + o_c4, (b_a4 * b_bc)")]
+_NO_SUBST = [("    b_tt = tl.where(i_c4 == i_r4 - 3, b_f3[:, :, None, :], 0.0)\n",
+              "    b_tt = b_t[:, :, None, :] * 0.0\n"),
+             ("    b_tt = tl.where(i_c4 == i_r4 - 2, b_f2[:, :, None, :], b_tt)\n", ""),
+             ("    b_tt = tl.where(i_c4 == i_r4 - 1, b_f1[:, :, None, :], b_tt)\n", "")]
+EDITS = {"no P": _NO_P, "no inverse": _NO_INV, "no substitution": _NO_SUBST, "no P, no inverse": _NO_P + _NO_INV}
 
 
 def variants(source: str) -> dict[str, str]:

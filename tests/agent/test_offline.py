@@ -37,13 +37,13 @@ def test_patterns_pin_structure_and_respect_the_kernel_space():
     assert set(pats) == {"context_parallel", "single_pass"}
     space = read_dict(BASELINE.read_text(), "SPACE")
     single = structure_of(pats["single_pass"], {"sms": 132}, {})
-    single_knobs = {"BV", "fwd_warps", "fwd_loop_stages", "prep_prec"}
+    single_knobs = {"BV", "fwd_warps", "fwd_loop_stages"}
     assert single.start["cp"] is False
     assert set(single.space) <= single_knobs  # no dead knob: every mutation changes the kernel
     assert "cp_min_programs" not in single.space and not any(k.startswith("seg_") for k in single.space)
     cp = structure_of(pats["context_parallel"], {"sms": 132}, {})
     assert cp.start["cp"] is True and "cp" not in cp.space
-    assert {"cp_warm_chunks", "cp_warm_log_decay", "prep_prec"} <= set(cp.space)  # the warm-up is searched
+    assert {"cp_warm_chunks", "cp_warm_log_decay"} <= set(cp.space)  # the warm-up is searched
     assert cp.space["cp_min_programs"] == [132, 264, 528]  # the H200 region
     assert structure_of(pats["context_parallel"], {"sms": 0}, {}).space["cp_min_programs"] == space["cp_min_programs"]
     for s in (single, cp):
@@ -145,7 +145,7 @@ WIDE_SINGLE = """name: single_pass_8w
 description: single_pass at 8 warps
 template: ../baseline.py
 fixed: {cp: false, fwd_warps: 8}
-params: [fwd_loop_stages, prep_prec]
+params: [fwd_loop_stages, BV]
 constraints: []
 regions: []
 """
@@ -253,7 +253,14 @@ def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kco
     assert plan.pattern == "single_pass"  # unrelated code: the records say nothing about it
 
 
-@pytest.mark.parametrize("op_name", ["gdn_prefill", "fa4_decode"])
+# gdn_prefill's entries were measured against the kernel before the block-substitution prep (2026-12-05,
+# fourth session): an edit of the stage files makes them stale by design (aka.knowledge.measured), so until
+# an H200 run records against the new code they do not apply. strict: the day they apply again, this
+# marker must go.
+_GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge predates the block-substitution prep")
+
+
+@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode"])
 def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
     """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
     runs recorded (kernels/<op>/knowledge.json), 20 proposals of the offline search on an H200 contain no

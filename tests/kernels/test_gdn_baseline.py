@@ -118,20 +118,17 @@ def test_cp_strong_decay():
         {"BV": 128, "BVA": 32, "fwd_warps": 8, "seg_warps": 8},
         dict(NOCP, BV=64),
         {"fwd_warps": 8, "fwd_loop_stages": 1, "seg_loop_stages": 1},
-        {"prep_prec": "tf32x3"},
     ],
-    ids=["bv32", "bv128", "nocp", "unpipelined", "prep_tf32x3"],
+    ids=["bv32", "bv128", "nocp", "unpipelined"],
 )
 def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
 
 
-# the prep (_prep64_kernel) at its precisions, and HV = HK with context parallelism forced on
-# (segments of one chunk)
-@pytest.mark.parametrize("cfg", [{"prep_prec": "ieee"}, {"prep_prec": "tf32x3"}], ids=["ieee", "tf32x3"])
-def test_prep_options_ragged_h0(cfg):
+# the prep on ragged chunks, and HV = HK with context parallelism forced on (segments of one chunk)
+def test_prep_ragged_h0():
     # lengths 1, 63, 65, 129 in one ragged batch (GVA, HV = 2 HK), initial state, default CP policy
-    check([1, 63, 65, 129], 1, 2, cfg=cfg, h0=True, seed=12)
+    check([1, 63, 65, 129], 1, 2, h0=True, seed=12)
 
 
 def test_prep_hv_equals_hk_cp():
@@ -181,11 +178,8 @@ def test_prep_tb_vs_float64(corr):
     # Tb straight from the prep kernel vs the float64 triangular solve; the bf16 store alone costs ~2e-3
     # relative, so it must sit at that floor (the interpreter's dots are fp32, so tf32 rounding cannot
     # show here: the GPU gate's cases measure it)
-    errs = {}
-    for name, cfg in (("tf32", {}), ("ieee", {"prep_prec": "ieee"})):
-        tb, ref = prep_tb([129, 63], 1, 2, cfg, seed=14, corr=corr)
-        errs[name] = rel(tb, ref)
-        assert errs[name] <= 4e-3, (name, errs)
+    tb, ref = prep_tb([129, 63, 200], 1, 2, {}, seed=14, corr=corr)
+    assert rel(tb, ref) <= 4e-3
 
 
 def test_extra_memory_g1():

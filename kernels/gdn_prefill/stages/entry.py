@@ -65,9 +65,6 @@ CONFIG = {
     "seg_warps": 4,
     "seg_loop_stages": 3,
     "BVC": 32,  # column block of the chain kernel
-    # the prep's series and doubling dots: tf32 since 2026-11-29 (+6.8% end to end); tf32x3 is the
-    # precise fallback (>= 10% slower, H200 paired screens 2026-12-04)
-    "prep_prec": "tf32",
     "cp": True,  # context parallelism on/off
     # use CP only when N*HV*(V/BV) is below this (one program per SM): at 264, G5 (4 x 2048, 256 programs)
     # ran 10% slower with CP than without on the H200 (0.973 vs 1.071 ms)
@@ -94,8 +91,6 @@ SPACE = {
     "seg_warps": [4, 8],
     "seg_loop_stages": [1, 2, 3],
     "BVC": [32, 64],
-    # tf32x3, the precise fallback, >= 10% slower (H200 paired screens, 2026-12-04); ieee (fp32 FMA): 8x slower prep
-    "prep_prec": ["tf32"],
     "cp": [True, False],
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
