@@ -1,0 +1,155 @@
+"""Compile kernels/fa4_prefill/gluon.py's Gluon kernel for sm_90a offline (no GPU) and print what ptxas made of it.
+
+    PYTHONPATH=/tmp/t36 .venv/bin/python scripts/device/fa4_gluon_compile.py [--group G] [--space] [--dump DIR]
+
+Runs with whatever Triton it imports (the H200 test machine has 3.6.0: install that wheel apart from
+the venv's, e.g. `pip install --no-deps --target /tmp/t36 triton==3.6.0`, and put it first on
+PYTHONPATH). Builds the kernel's signature by hand as Triton's launcher would specialise it (tensor
+descriptors with their NVMMA layout, pointers and strides 16-divisible), compiles with
+``triton.compile(GluonASTSource(...), target=GPUTarget("cuda", 90, 32))`` and prints per kernel:
+registers at launch and spills (cuobjdump -res-usage on the cubin, Triton's bundled cuobjdump),
+shared memory (Triton's metadata), the setmaxnreg values of the warp-specialised partitions, and
+a few PTX facts a hang would come from (mbarrier arrivals, named barriers). Exit 1 on a spill or a
+compile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_module():
+    import importlib.util
+
+    path = ROOT / "kernels" / "fa4_prefill" / "gluon.py"
+    spec = importlib.util.spec_from_file_location("fa4_gluon_candidate", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _signature(mod, group: int, cfg: dict):
+    fn = mod._fa4_prefill_kernel
+    layout = mod._smem_layout()
+    desc = f"tensordesc<bf16[{mod._HALF_M}, {mod._HEAD_D}],{layout!r}>"
+    sig = {
+        "q_desc": desc, "k_desc": desc, "v_desc": desc,
+        "o_ptr": "*bf16", "pt_ptr": "*i32", "cu_ptr": "*i32", "kvl_ptr": "*i32",
+        "qk_scale": "fp32", "N": "i32",
+        "stride_ot": "i32", "stride_oh": "i32", "stride_pt": "i32",
+    }
+    consts = dict(G=group, PAGE=mod._PAGE, HEAD_D=mod._HEAD_D, BLOCK_M=mod._BLOCK_M, BLOCK_N=mod._BLOCK_N,
+                  STAGES=int(cfg["STAGES"]), REGS_CONSUMER=int(cfg["REGS_CONSUMER"]),
+                  REGS_LOADER=int(cfg["REGS_LOADER"]))
+    sig.update(dict.fromkeys(consts, "constexpr"))
+    # Triton marks 16-byte aligned pointers and 16-divisible ints (Hq * 256, 256, a 16-divisible max_pages).
+    names = fn.arg_names
+    attrs = {(names.index(n),): [["tt.divisibility", 16]]
+             for n in ("o_ptr", "pt_ptr", "cu_ptr", "kvl_ptr", "stride_ot", "stride_oh")}
+    return fn, sig, consts, attrs
+
+
+def _res_usage(cubin: bytes) -> dict[str, dict[str, int]]:
+    import subprocess
+    import tempfile
+
+    from triton import knobs
+
+    tool = knobs.nvidia.cuobjdump.path
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    usage, name = {}, None
+    for line in out.splitlines():
+        m = re.search(r"Function (\S+):", line)
+        if m:
+            name = m.group(1)
+            continue
+        if name and "REG:" in line:
+            usage[name] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    return usage
+
+
+def _compile_one(mod, group: int, cfg: dict, dump: Path | None) -> bool:
+    """Compile one configuration and print its figures; True when it compiled without spills."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn, sig, consts, attrs = _signature(mod, group, cfg)
+    label = " ".join(f"{k}={v}" for k, v in cfg.items())
+    print(f"== G={group} {label}")
+    try:
+        kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                                options={"num_warps": 4})
+    except Exception as exc:
+        print(f"compile failed: {type(exc).__name__}: {exc}")
+        return False
+    md = kernel.metadata
+    ptx = kernel.asm["ptx"]
+    if dump:
+        dump.mkdir(parents=True, exist_ok=True)
+        tag = "_".join(f"{k}{int(v)}" for k, v in cfg.items())
+        for k in ("ttgir", "llir", "ptx"):
+            (dump / f"fa4_gluon_{tag}.{k}").write_text(kernel.asm[k])
+        try:
+            (dump / f"fa4_gluon_{tag}.sass").write_text(kernel.asm["sass"])
+        except Exception as exc:  # no disassembler
+            print(f"no sass: {exc}")
+    usage = _res_usage(kernel.asm["cubin"])
+    spills = 0
+    for name, u in usage.items():
+        spills += u.get("STACK", 0) + u.get("LOCAL", 0)
+        print(f"{name}: REG {u.get('REG')} (at launch) STACK {u.get('STACK', 0)} LOCAL {u.get('LOCAL', 0)} "
+              f"SHARED(static) {u.get('SHARED', 0)}")
+    print(f"metadata: num_warps {md.num_warps} shared {md.shared} B ({md.shared / 1024:.1f} KB)")
+    # Triton's warp-specialise lowering: the default partition takes registers while the workers wait
+    # (inc), then each partition sets its own count at the region's start.
+    regs = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
+    print("setmaxnreg (in PTX order):", " ".join(f"{a}{n}" for a, n in regs))
+    default = next((int(n) for a, n in regs if a == "dec"), None)  # the default partition's, at the region's start
+    warps = md.num_warps
+    print(f"registers a thread: {u.get('REG')} at launch ({warps} warps); in the region: default partition "
+          f"(consumer 0) {default}, consumer 1 {cfg['REGS_CONSUMER']}, loader {cfg['REGS_LOADER']}; "
+          f"{128 * (default or 0) + 128 * cfg['REGS_CONSUMER'] + 128 * cfg['REGS_LOADER']} of 65536 "
+          "(the loader's warp counts as a warpgroup)")
+    print("mbarrier.arrive:", len(re.findall(r"mbarrier\.arrive", ptx)), "| try_wait:",
+          len(re.findall(r"mbarrier\.try_wait", ptx)), "| bar.sync / barrier.sync:",
+          " ".join(sorted(set(" ".join(b.split()) for b in re.findall(r"(?:bar|barrier)\.sync[^;]*;", ptx)))))
+    print("wgmma:", len(re.findall(r"wgmma\.mma_async", ptx)), "| TMA loads:",
+          len(re.findall(r"cp\.async\.bulk\.tensor", ptx)), "| expect-tx bytes:",
+          sorted(set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], (\d+);", ptx))))
+    if spills:
+        print(f"SPILLS: {spills} bytes of local memory")
+    return not spills
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--group", type=int, default=16, help="Hq // Hkv (a constexpr of the kernel)")
+    ap.add_argument("--space", action="store_true", help="every SPACE combination, not only CONFIG")
+    ap.add_argument("--dump", type=Path, default=None, help="write ttgir/llir/ptx/sass here")
+    args = ap.parse_args()
+
+    import itertools
+
+    import triton
+
+    mod = _load_module()
+    print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
+    cfgs = [dict(mod.CONFIG)]
+    if args.space:
+        names = list(mod.SPACE)
+        cfgs = [dict(mod.CONFIG, **dict(zip(names, vals))) for vals in itertools.product(*mod.SPACE.values())]
+    ok = [_compile_one(mod, args.group, cfg, args.dump) for cfg in cfgs]
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
