@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from aka.contract.files import write_if_changed
 from aka.contract.module_config import config_of, render
 from aka.contract.spec import Contract, ShapeCaseBase, load_contract
-from aka.contract.stages import render_stages, write_if_changed
+from aka.contract.stages import render_stages
 from aka.errors import ContractError, ProjectNotFoundError, UnknownOpError
 from aka.records import Promoted
 
@@ -70,12 +71,21 @@ def load_module(path: Path, name: str | None = None) -> ModuleType:
     return module
 
 
+def _stat(paths: list[Path]) -> tuple | None:
+    """(mtime_ns, size) of each file; None when one is missing (the caller then renders and names it)."""
+    try:
+        return tuple((st.st_mtime_ns, st.st_size) for st in map(os.stat, paths))
+    except OSError:
+        return None
+
+
 class Op:
     """One operator line: its contract plus lazily imported trusted modules."""
 
     def __init__(self, contract: Contract, root: Path):
         self.contract = contract
         self.root = root
+        self._rendered: tuple | None = None  # the stage files' and the rendered baseline's stat when last rendered
 
     @property
     def name(self) -> str:
@@ -90,7 +100,12 @@ class Op:
         A baseline written as stage files (modules.stages) is rendered first whenever a stage changed."""
         path = self.root / getattr(self.spec.modules, which)
         if which == "baseline" and self.spec.modules.stages:
-            write_if_changed(path, render_stages([self.root / s for s in self.spec.modules.stages], self.root))
+            stages = [self.root / s for s in self.spec.modules.stages]
+            # rendering parses every stage (26 ms on 2 cores) and the loop asks for the path a few times a
+            # candidate: render again only when a stage or the rendered file changed since the last time
+            if self._rendered is None or _stat(stages + [path]) != self._rendered:
+                write_if_changed(path, render_stages(stages, self.root))
+                self._rendered = _stat(stages + [path])
         return path
 
     @functools.cached_property

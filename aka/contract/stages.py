@@ -11,7 +11,6 @@ code after its imports, in the listed order, under a banner with the stage's fil
 from __future__ import annotations
 
 import ast
-import os
 from pathlib import Path
 
 from aka.errors import ContractError
@@ -70,12 +69,3 @@ def render_stages(paths: list[Path], root: Path) -> str:
             title += "".join(f"\n# {line}".rstrip() for line in doc.strip().splitlines())
         out.append(f"\n\n{title}\n\n{code}")
     return "".join(out)
-
-
-def write_if_changed(out: Path, source: str) -> None:
-    """Write `source` to `out` unless it already holds it; whole or absent for a reader beside us."""
-    if out.is_file() and out.read_text() == source:
-        return
-    tmp = out.with_name(f".{out.name}.{os.getpid()}")
-    tmp.write_text(source)
-    os.replace(tmp, out)

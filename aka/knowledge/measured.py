@@ -32,6 +32,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aka.contract.files import write_atomic
 from aka.contract.module_config import config_of, config_span
 from aka.errors import AkaError
 from aka.evaluate.parent.outcomes import code_hash
@@ -395,9 +396,7 @@ def _write(path: Path, k: Knowledge) -> None:
     entries = f"[\n{body}\n]" if lines else "[]"
     promotions = f"[\n{chain}\n]" if k.promotions else "[]"
     text = f'{head}{entries}, "promotions": {promotions}}}\n'
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def kernel_dir_of(op: Any, root: Path | None = None) -> Path:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from aka.contract.files import write_atomic
 from aka.evaluate.parent.evaluator import Evaluator
 from aka.knowledge.incumbent_facts import profile_incumbent
 from aka.run.prefetch import View
@@ -50,9 +50,8 @@ def write_competitors(cache: Path, key: str, times: dict[str, dict[str, float]],
     import time
 
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = cache / f".competitors-{key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"times_us": times, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M")}))
-    os.replace(tmp, cache / f"competitors-{key}.json")
+    write_atomic(cache / f"competitors-{key}.json",
+                 json.dumps({"times_us": times, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M")}))
 
 
 # Deferred work starts only with this much of --max-time left: a run asked to end by then ends, and the

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aka.contract.files import write_if_changed
 from aka.contract.module_config import config_of, render
 from aka.contract.ops import get_op
-from aka.contract.stages import write_if_changed
 from aka.errors import AkaError
 from aka.knowledge.measured import changes_from, template_hash
 from aka.records import ConfigPromotion, Promoted

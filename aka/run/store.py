@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from aka.contract.files import write_atomic
 from aka.errors import AkaError
 from aka.records import Attempt, AttemptLogError, RunRecord, RunRecordError, find_run, read_attempts, read_run_record
 
@@ -30,15 +31,6 @@ class RunBusyError(AkaError):
 def new_run_id() -> str:
     """Sortable and unique: UTC time to the second plus 6 random hex digits."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class RunStore:
@@ -92,7 +84,7 @@ class RunStore:
         return read_run_record(self.path)
 
     def write_run(self, record: RunRecord) -> None:
-        _atomic_write(self.path / "run.json", record.to_json())
+        write_atomic(self.path / "run.json", record.to_json(), durable=True)
 
     def update_run(self, **fields: Any) -> None:
         """Set top-level fields of run.json (records or their JSON form), validated as RunRecord."""
@@ -117,7 +109,7 @@ class RunStore:
 
     def write_candidate(self, n: int | str, source: str) -> Path:
         path = self.path / "candidates" / f"{n}.py"
-        _atomic_write(path, source)
+        write_atomic(path, source, durable=True)
         return path
 
     def _repair_tail(self) -> None:

@@ -80,3 +80,26 @@ def test_a_missing_stage_file_is_one_line_naming_it(tmp_path):
     (tmp_path / "kernels" / "gdn_prefill" / "stages" / "cp.py").unlink()
     with pytest.raises(ContractError, match=r"stages/cp\.py: stage file named by the contract cannot be read"):
         get_op("gdn_prefill", tmp_path)
+
+
+def test_the_baseline_is_rendered_again_only_when_a_stage_or_the_file_changed(tmp_path, monkeypatch):
+    import aka.contract.ops as ops
+
+    shutil.copytree(ROOT / "workloads", tmp_path / "workloads")
+    shutil.copytree(ROOT / "kernels" / "gdn_prefill", tmp_path / "kernels" / "gdn_prefill",
+                    ignore=shutil.ignore_patterns("baseline.py", "__pycache__"))
+    op = get_op("gdn_prefill", tmp_path)
+    calls = []
+    real = ops.render_stages
+    monkeypatch.setattr(ops, "render_stages", lambda *a: calls.append(1) or real(*a))
+    base = op.path("baseline")
+    for _ in range(3):
+        assert op.path("baseline") == base
+    assert calls == []  # nothing changed since get_op rendered it
+    base.write_text("# edited by hand\n")
+    assert "CONFIG = {" in op.path("baseline").read_text() and len(calls) == 1  # the hand edit is replaced
+    prep = tmp_path / "kernels" / "gdn_prefill" / "stages" / "prep.py"
+    prep.write_text(prep.read_text() + "\n\nPREP_EDITED = 1\n")
+    assert "PREP_EDITED = 1" in op.path("baseline").read_text() and len(calls) == 2
+    op.path("baseline")
+    assert len(calls) == 2

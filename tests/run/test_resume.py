@@ -166,7 +166,7 @@ def test_two_runs_on_one_op_at_once_stay_consistent(project):
 def test_a_kill_while_a_promotion_is_written_leaves_the_old_files_whole(project, monkeypatch):
     """The promoted files are replaced whole: a kill before the rename leaves the previous promotion
     (committed, so not an edit), never a torn file the resumed run would take for someone's edit."""
-    from aka.contract import stages
+    from aka.contract import files
     from aka.records import Promoted
     from aka.run import gitops
 
@@ -176,7 +176,7 @@ def test_a_kill_while_a_promotion_is_written_leaves_the_old_files_whole(project,
     def killed(*_):
         raise KeyboardInterrupt  # the kill lands between the temporary file and its rename
 
-    monkeypatch.setattr(stages.os, "replace", killed)
+    monkeypatch.setattr(files.os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         gitops.promote(project, "gdn_prefill", second, Promoted(code_hash="b"), "second", True)
     monkeypatch.undo()
