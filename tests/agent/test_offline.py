@@ -98,16 +98,20 @@ def test_every_pattern_matches_its_template_and_renders_policy_clean(name):
 @pytest.mark.parametrize("name", ["fa4_prefill", "fa4_decode"])
 def test_fa4_patterns_search_around_the_incumbent(name):
     """The incumbent is the start of one pattern (never proposed again); the search's first proposals
-    are the other structures, then parameter steps, all inside the constraints."""
+    are the other structures the hardware allows (on an sm_90 GPU also fa4_prefill's Gluon one), then
+    parameter steps, all inside the constraints."""
+    from aka.agent.llm.offline import applies
+
     kdir = REPO / "kernels" / name
     base = kdir / "baseline.py"
+    hw = {"sms": 132, "capability": "sm_90", "interpreter": False}
 
     def c(n, history):
         return Context(op=name, attempt=n, incumbent_source=base.read_text(), incumbent_label="baseline",
-                       baseline_path=str(base), kernel_dir=str(kdir), hardware={"sms": 132}, history=list(history))
+                       baseline_path=str(base), kernel_dir=str(kdir), hardware=hw, history=list(history))
 
-    pats = {p.name: p for p in load_patterns(kdir, base)}
-    structures = {n: structure_of(p, {"sms": 132}, read_dict(base.read_text(), "CONFIG")) for n, p in pats.items()}
+    pats = {p.name: p for p in load_patterns(kdir, base) if applies(p, hw)}
+    structures = {n: structure_of(p, hw, read_dict(base.read_text(), "CONFIG")) for n, p in pats.items()}
     inc = read_dict(base.read_text(), "CONFIG")
     assert [n for n, s in structures.items() if s.start == inc]  # the incumbent belongs to one structure
     be = get_backend("offline")
@@ -121,6 +125,40 @@ def test_fa4_patterns_search_around_the_incumbent(name):
         history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 1.0,
                         "failed_stage": ""})
     assert {h["plan"]["pattern"] for h in history} >= set(pats) - {n for n, s in structures.items() if s.start == inc}
+
+
+def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names(tmp_path):
+    """fa4_prefill's Gluon pattern needs an sm_90 GPU: never proposed in the interpreter or on another
+    capability, proposed (as a structure to look at) on sm_90; a `when` that cannot be evaluated is one
+    PatternError naming the pattern."""
+    from aka.agent.llm.base import BackendExhausted
+    from aka.agent.llm.offline import Pattern, PatternError, applies
+
+    kdir = REPO / "kernels" / "fa4_prefill"
+    base = kdir / "baseline.py"
+    gluon = next(p for p in load_patterns(kdir, base) if p.name == "gluon_fa3")
+    assert not applies(gluon, {"interpreter": True, "sms": 0})
+    assert not applies(gluon, {"interpreter": False, "sms": 148, "capability": "sm_100"})
+    assert applies(gluon, {"interpreter": False, "sms": 132, "capability": "sm_90"})
+
+    def patterns_proposed(hw):
+        history = []
+        for n in range(8):
+            try:
+                plan, _ = get_backend("offline").plan(Context(
+                    op="fa4_prefill", attempt=n, incumbent_source=base.read_text(), incumbent_label="baseline",
+                    baseline_path=str(base), kernel_dir=str(kdir), hardware=hw, history=list(history)))
+            except BackendExhausted:
+                break
+            history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 0.9,
+                            "failed_stage": ""})
+        return {h["plan"]["pattern"] for h in history}
+
+    assert "gluon_fa3" in patterns_proposed({"sms": 132, "capability": "sm_90", "interpreter": False})
+    assert "gluon_fa3" not in patterns_proposed({"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0})
+    bad = Pattern("typo", "", base, {}, None, [], [], when="smss > 1")
+    with pytest.raises(PatternError, match="pattern 'typo': when: 'smss > 1' cannot be evaluated"):
+        applies(bad, {"sms": 132})
 
 
 def test_the_search_sees_which_shape_refused_an_attempt():

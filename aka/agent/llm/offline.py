@@ -2,9 +2,11 @@
 
 A pattern (kernels/<op>/patterns/<name>.yaml) names a template kernel whose module-level CONFIG
 dict is the only thing a candidate changes, the structural choices it pins (`fixed`), which of the
-template's SPACE entries it tunes, constraints that keep a configuration valid, and regions of the
-space to prefer given hardware facts. Without a patterns folder the baseline itself, with its
-CONFIG/SPACE, is the one pattern, so a new op gets the search for free.
+template's SPACE entries it tunes, constraints that keep a configuration valid, regions of the
+space to prefer given hardware facts, and `when`, the hardware facts the pattern needs at all (a
+Gluon template: `not interpreter and capability == 'sm_90'`, since the interpreter cannot run it).
+Without a patterns folder the baseline itself, with its CONFIG/SPACE, is the one pattern, so a new op
+gets the search for free.
 
 The backend keeps no state: every plan() rebuilds the search from the run's finished attempts,
 which is what makes `aka optimize --resume` propose exactly what the killed run would have. What
@@ -49,6 +51,7 @@ class Pattern:
     params: list[str] | None
     constraints: list[str]
     regions: list[dict[str, Any]]
+    when: str = "True"  # an expression over the hardware facts (sms, interpreter, capability, name)
 
 
 @functools.lru_cache(maxsize=4)  # a tree is ~5 MB: the templates and the incumbent
@@ -100,11 +103,24 @@ def load_patterns(kernel_dir: Path, baseline: Path) -> list[Pattern]:
                     params=raw.get("params"),
                     constraints=list(raw.get("constraints") or []),
                     regions=list(raw.get("regions") or []),
+                    when=str(raw.get("when", "True")),
                 )
             )
         except KeyError as exc:
             raise PatternError(f"{f}: missing field {exc}") from None
     return out
+
+
+def _facts(hardware: dict[str, Any]) -> dict[str, Any]:
+    return {"sms": 0, "interpreter": False, "capability": "", "name": "", **hardware}
+
+
+def applies(p: Pattern, hardware: dict[str, Any]) -> bool:
+    """Whether the pattern's `when` holds on this hardware (an unknown fact is a PatternError naming it)."""
+    try:
+        return bool(eval(p.when, {"__builtins__": {}}, _facts(hardware)))
+    except Exception as exc:  # the expression is the pattern author's: name the file's field
+        raise PatternError(f"pattern '{p.name}': when: {p.when!r} cannot be evaluated ({exc})") from None
 
 
 def structure_of(p: Pattern, hardware: dict[str, Any], incumbent_config: dict[str, Any]) -> Structure:
@@ -114,7 +130,7 @@ def structure_of(p: Pattern, hardware: dict[str, Any], incumbent_config: dict[st
     space = read_dict(src, "SPACE", str(p.template))
     names = p.params if p.params is not None else [k for k in space if k not in p.fixed]
     space = {k: list(space[k]) for k in names if k in space}
-    facts = {"sms": 0, "interpreter": False, **hardware}
+    facts = _facts(hardware)
     for region in p.regions:
         if eval(str(region.get("when", "True")), {"__builtins__": {}}, facts):
             space.update({k: list(v) for k, v in (region.get("space") or {}).items() if k in space})
@@ -144,7 +160,8 @@ class OfflineBackend:
         self.seed = seed
 
     def _structures(self, ctx: Context) -> tuple[list[Pattern], list[Structure]]:
-        patterns = load_patterns(Path(ctx.kernel_dir), Path(ctx.baseline_path))
+        patterns = [p for p in load_patterns(Path(ctx.kernel_dir), Path(ctx.baseline_path))
+                    if applies(p, ctx.hardware or {})]
         inc = read_dict(ctx.incumbent_source, "CONFIG")
         return patterns, [structure_of(p, ctx.hardware, inc) for p in patterns]
 
