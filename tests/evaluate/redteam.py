@@ -391,9 +391,9 @@ GAPS = [
            doc="a packed row's head as offs_m & (G - 1): offs_m % G for groups of 1, 2, 4, 8 and 16, not 3 or 7"),
     Kernel("separable_decay", "gdn_prefill", "input regime", r"^S2: round 2 \(fast; [^)]*\): (o|final_state): (NaN|rel L2|max element)",
            base="promoted", shapes="S1,S2", rounds=3,
-           edits=(("    b_a = b_kk * tl.exp2(b_lg) * b_beta[:, None]\n",
-                   "    b_a = tl.where(o_t[:, None] > o_t[None, :], b_kk * (tl.exp2(b_gam)[:, None] * tl.exp2(-b_gam)[None, :]),"
-                   " 0.0) * b_beta[:, None]\n"),),
+           edits=(("    b_a4 = tl.reshape(b_kk * tl.exp2(b_lg) * b_beta[:, None], [4, 16, 4, 16])\n",
+                   "    b_a4 = tl.reshape(tl.where(o_t[:, None] > o_t[None, :], b_kk * (tl.exp2(b_gam)[:, None]"
+                   " * tl.exp2(-b_gam)[None, :]), 0.0) * b_beta[:, None], [4, 16, 4, 16])\n"),),
            doc="the decay between two rows of a chunk as 2^ga * 2^-gb: inf times 0 once the gates sum below -88"),
     Kernel("reuses_outputs", "gdn_prefill", "aliasing", r"^S1: round 1.*shares storage with an earlier call's output",
            base="promoted", shapes="S1", prologue=_OUT_CACHE,
