@@ -127,7 +127,7 @@ def test_fa4_patterns_search_around_the_incumbent(name):
     assert {h["plan"]["pattern"] for h in history} >= set(pats) - {n for n, s in structures.items() if s.start == inc}
 
 
-def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names(tmp_path):
+def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names():
     """fa4_prefill's Gluon pattern needs an sm_90 GPU: never proposed in the interpreter or on another
     capability, proposed (as a structure to look at) on sm_90; a `when` that cannot be evaluated is one
     PatternError naming the pattern."""
