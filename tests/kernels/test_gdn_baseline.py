@@ -241,17 +241,17 @@ def test_the_knob_forces_context_parallelism():
     o2, s2 = mod.forward(q, k, v, g, beta, cu, init, None, dict(mod.CONFIG, **CP))
     assert torch.equal(o1, o2) and torch.equal(s1, s2)
     assert rel(o1, o_ref) <= 1e-2 and rel(s1, s_ref) <= 5e-3
-    real, grids = mod._seg_kernel, []
+    real, grids = mod._SEG_LAUNCH.fn, []  # every launch goes through _Launch
 
     class Counted:  # _seg_kernel runs only where a sequence has several segments
         def __getitem__(self, grid):
             grids.append(grid)
             return real[grid]
 
-    mod._seg_kernel = Counted()
+    mod._SEG_LAUNCH.fn = Counted()
     try:
         mod.gdn_prefill(q, k, v, g, beta, cu, init)  # 270 tokens, 2 heads: the policy keeps one segment
         mod.gdn_prefill(q, k, v, g, beta, cu, init, cp_segment_chunks=2)
     finally:
-        mod._seg_kernel = real
+        mod._SEG_LAUNCH.fn = real
     assert len(grids) == 1, grids

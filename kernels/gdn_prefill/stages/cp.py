@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import BT, LOG2E, _carry, _ld, _locate
+from .common import BT, LOG2E, _carry, _Launch, _ld, _locate
 
 
 @triton.jit
@@ -153,6 +153,10 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     return min(seg, no_cp)
 
 
+_SEG_LAUNCH = _Launch(_seg_kernel)
+_CHAIN_LAUNCH = _Launch(_chain_kernel)
+
+
 def _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg):
     """Every segment's entering state: k [T, HK, K] bf16; v [T, HV, V] bf16; g [T, HV] fp32; Tb [T, HV, BT]
     bf16; h0 [N, HV, K, V] fp32 (any tensor when has_h0 is False); cu [N+1], cus (segment prefix sums)
@@ -162,12 +166,12 @@ def _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg)
     mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=k.device)
     warm = torch.empty(nseg_bound, HV, dtype=torch.int32, device=k.device)
     bva, nwarm = cfg["BVA"], cfg["cp_warm_chunks"]
-    _seg_kernel[((K + V) // bva, HV, nseg_bound)](
-        k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"]), HV=HV, HK=HK, K=K, V=V,
-        BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm, LOOP_STAGES=cfg["seg_loop_stages"],
-        num_warps=cfg["seg_warps"], num_stages=1,
-    )
+    _SEG_LAUNCH(((K + V) // bva, HV, nseg_bound),
+                (k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"])),
+                dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm,
+                     LOOP_STAGES=cfg["seg_loop_stages"], num_warps=cfg["seg_warps"], num_stages=1))
     bvc = cfg["BVC"]
-    _chain_kernel[(V // bvc, HV, N)](mc, warm, cus, N, HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32",
-                                        WARM=nwarm, num_warps=4, num_stages=1)  # stages>1: 256 KB smem
+    _CHAIN_LAUNCH((V // bvc, HV, N), (mc, warm, cus, N),
+                  dict(HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", WARM=nwarm, num_warps=4,
+                       num_stages=1))  # stages > 1: 256 KB of shared memory
     return mc

@@ -8,7 +8,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import BT, LOG2E, _chunk_t0, _locate
+from .common import BT, LOG2E, _chunk_t0, _Launch, _locate
 
 
 @triton.jit
@@ -107,6 +107,9 @@ def _prep64_kernel(
     tl.store(p_tb + o_r4 * (HV * BT) + o_c4, (b_tt * b_bc).to(tl.bfloat16), mask=o_r4 < eos - t0)
 
 
+_PREP_LAUNCH = _Launch(_prep64_kernel)
+
+
 def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg):
     """_prep64_kernel: Tb [T, HV, BT] into tb, P [T, HV, BT] into pbuf and f [T, HV] into fdec (what the
     Tb tests call alone)."""
@@ -114,6 +117,5 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg
     HV = g.shape[1]
     # 4 warps: 126 registers, no spill (ptxas sm_90, Triton 3.6); 8 warps ran 1.4x slower (H100,
     # 2026-12-05, the doubling prep). The kernel has no loop, so num_stages is Triton's default.
-    _prep64_kernel[(HV, nt_bound)](
-        q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, num_warps=4,
-    )
+    _PREP_LAUNCH((HV, nt_bound), (q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale),
+                 dict(HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, num_warps=4))

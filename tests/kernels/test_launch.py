@@ -1,6 +1,7 @@
-"""The fa4 kernels' launch cache (_Launch, issue 18 point 3): a warm call skips Triton's per-call
-binding by launching the compiled kernel itself, but only where Triton would have picked that same
-compiled kernel. A fake JIT function stands in for Triton (the interpreter compiles nothing)."""
+"""The kernels' launch cache (_Launch: fa4's, issue 18 point 3; gdn's, issue 38's host cost): a warm call
+skips Triton's per-call binding by launching the compiled kernel itself, but only where Triton would have
+picked that same compiled kernel. A fake JIT function stands in for Triton (the interpreter compiles
+nothing)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ import importlib
 import pytest
 import torch
 
-MODULES = ["kernels.fa4_decode.baseline", "kernels.fa4_prefill.baseline"]
+from aka.contract.ops import get_op
+
+MODULES = ["kernels.fa4_decode.baseline", "kernels.fa4_prefill.baseline", "kernels.gdn_prefill.baseline"]
+
+
+def _launcher(name, fn):
+    """launch(grid, plan, args, kw) for every module: gdn's _Launch keys on the launch's keywords alone
+    (its plans are the constexprs), so there the plan travels as one more keyword."""
+    if name.startswith("kernels.gdn_prefill"):
+        get_op("gdn_prefill")  # renders baseline.py from the stage files
+        launch = importlib.import_module(name)._Launch(fn)
+        return lambda grid, plan, args, kw: launch(grid, args, {**kw, "PLAN": plan})
+    return importlib.import_module(name)._Launch(fn)
 
 
 class FakeCompiled:
@@ -46,9 +59,8 @@ def kinds(log):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_a_warm_call_launches_the_compiled_kernel_with_its_constexprs(name):
-    launch_cls = importlib.import_module(name)._Launch
     fn = FakeJit()
-    launch = launch_cls(fn)
+    launch = _launcher(name, fn)
     x = torch.zeros(64, dtype=torch.bfloat16)
     kw = dict(BLOCK=64, FLAG=True, num_warps=4, num_stages=2)
     launch((2, 5), "plan", (x, 7, 0.5), kw)
@@ -61,9 +73,8 @@ def test_a_warm_call_launches_the_compiled_kernel_with_its_constexprs(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_anything_triton_specialises_on_misses_the_cache(name):
-    launch_cls = importlib.import_module(name)._Launch
     fn = FakeJit()
-    launch = launch_cls(fn)
+    launch = _launcher(name, fn)
     buf = torch.zeros(128, dtype=torch.bfloat16)
     x = buf[:64]
     kw = dict(BLOCK=64, FLAG=True)
@@ -80,9 +91,8 @@ def test_anything_triton_specialises_on_misses_the_cache(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_without_a_compiled_kernel_every_call_takes_the_jit_path(name):
-    launch_cls = importlib.import_module(name)._Launch
     fn = FakeJit(compiles=False)  # the interpreter returns no kernel
-    launch = launch_cls(fn)
+    launch = _launcher(name, fn)
     x = torch.zeros(8)
     for _ in range(3):
         launch((1,), "plan", (x, 3, 1.0), dict(BLOCK=8, FLAG=False))
