@@ -85,12 +85,13 @@ class _Launch:
     differently never reuses the wrong code. The interpreter compiles nothing: there every call takes the
     JIT path."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, arg_key=_launch_key):
         self.fn = fn
+        self.arg_key = arg_key  # a kernel with other argument kinds (TMA descriptors) brings its own
         self.hits = {}
 
     def __call__(self, grid, args, kw):
-        key = (tuple(kw.items()), tuple(map(_launch_key, args)))
+        key = (tuple(kw.items()), tuple(map(self.arg_key, args)))
         hit = self.hits.get(key)
         if hit is not None:
             hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes
@@ -101,3 +102,6 @@ class _Launch:
                 self.hits.clear()
             # the compiled launcher takes every parameter in order, constexprs included
             self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
+
+
+_INDEX_LAUNCH = _Launch(_index_kernel)  # the entry's launch (stages render after the entry)
