@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = {"ws_regs_out": 224, "ws_regs_load": 24}  # defaults; entry.py's CONFIG values win
+CFG = {"ws_regs_out": 224, "ws_regs_load": 24, "ws_stages": 2}  # defaults; entry.py's CONFIG values win
 
 
 def _load_module():
@@ -54,7 +54,7 @@ def _signature(mod, hk: int, hv: int, bv: int, has_h0: bool, cfg: dict):
         "g_ptr": "*fp32", "f_ptr": "*fp32", "o_ptr": "*bf16", "h0_ptr": "*fp32", "ht_ptr": "*fp32",
         "mc_ptr": "*fp32", "cu_ptr": "*i32", "cus_ptr": "*i32", "N": "i32", "SEG": "i32", "scale": "fp32",
     }
-    consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, BV=bv, LOG_N=4, HAS_H0=has_h0, STAGES=mod._WS_STAGES,
+    consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, BV=bv, LOG_N=4, HAS_H0=has_h0, STAGES=int(cfg["ws_stages"]),
                   REGS_OUT=int(cfg["ws_regs_out"]), REGS_LOAD=int(cfg["ws_regs_load"]))
     sig.update(dict.fromkeys(consts, "constexpr"))
     names = fn.arg_names
@@ -96,7 +96,7 @@ def _compile_one(mod, hk: int, hv: int, bv: int, has_h0: bool, cfg: dict, dump: 
     print(f"== {tag} regs_out={cfg['ws_regs_out']} regs_load={cfg['ws_regs_load']}")
     try:
         kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                                options={"num_warps": 4})
+                                options={"num_warps": 4, **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})})
     except Exception as exc:
         print(f"compile failed: {type(exc).__name__}: {exc}")
         return False
@@ -137,12 +137,14 @@ def main() -> int:
     ap.add_argument("--only", type=int, default=None, help="only this BV (128 or 64)")
     ap.add_argument("--heads", default="16/32,4/16", help="HK/HV pairs, comma-separated")
     ap.add_argument("--dump", type=Path, default=None, help="write ttgir/llir/ptx/sass here")
+    ap.add_argument("--set", default="", help="CONFIG overrides, e.g. ws_stages=1,ws_regs_out=80")
     args = ap.parse_args()
 
     import triton
 
     mod = _load_module()
     cfg = _config()
+    cfg.update({k: int(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)})
     print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
     heads = [tuple(int(x) for x in h.split("/")) for h in args.heads.split(",")]
     bvs = [args.only] if args.only else [128, 64]

@@ -94,6 +94,7 @@ CONFIG = {
     # (scripts/device/gdn_ws_compile.py)
     "ws_regs_out": 224,
     "ws_regs_load": 24,
+    "ws_stages": 2,  # ring slots of the Gluon forward's loads (3 would need 256 KB at ws_BV 128)
 }
 
 SPACE = {
@@ -116,6 +117,7 @@ SPACE = {
     "ws_BV": [128],
     "ws_regs_out": [224],
     "ws_regs_load": [24],
+    "ws_stages": [2],
 }
 
 

@@ -83,8 +83,6 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from .common import BT, LOG2E, _Launch
 from .fwd import _fwd
 
-_WS_STAGES = 2  # ring slots: 3 would need 256 KB at BV = 128
-
 
 @gluon.jit
 def _ws_add(a, b):
@@ -105,19 +103,26 @@ def _ws_locate(cu_ptr, idx, N, LOG_N: gl.constexpr):
 
 
 @gluon.jit
-def _ws_gates(g_ptr, f_ptr, t0, t_stop, i_h, HV: gl.constexpr, BT: gl.constexpr, row_l: gl.constexpr):
-    """One chunk's gates on the rows of an accumulator layout: gam = cumsum(g) and gl = sum(g) (log2 units),
-    2^f's exponent f, and the rows' validity. t0 is the chunk's first token and t_stop the sequence's
-    end (both absolute token indices; rows at or past t_stop read g = f = 0)."""
-    vec_l: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # the scan runs on a plain blocked vector
+def _ws_gate_loads(g_ptr, f_ptr, t0, t_stop, i_h, HV: gl.constexpr, BT: gl.constexpr, row_l: gl.constexpr):
+    """One chunk's g (on a plain blocked vector, for the scan) and f (on the rows of an accumulator layout);
+    t0 is the chunk's first token and t_stop the sequence's end (absolute); rows at or past t_stop read 0.
+    Issued a chunk ahead by both consumers: the loads are strided by HV (one line a row), and waited for
+    in the same chunk they put a global round trip on the serial path of every chunk."""
+    vec_l: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     o_t = t0 + gl.arange(0, BT, layout=vec_l)
     b_g = gl.load(g_ptr + (o_t.to(gl.int64) * HV + i_h), mask=o_t < t_stop, other=0.0)
+    o_r = t0 + gl.arange(0, BT, layout=row_l)
+    b_f = gl.load(f_ptr + (o_r.to(gl.int64) * HV + i_h), mask=o_r < t_stop, other=0.0)
+    return b_g, b_f
+
+
+@gluon.jit
+def _ws_gates(b_g, t0, t_stop, BT: gl.constexpr, row_l: gl.constexpr):
+    """gam = cumsum(g) and gl = sum(g) in log2 units on the accumulator rows, and the rows' validity."""
     b_gam = gl.associative_scan(b_g, 0, _ws_add) * LOG2E
     b_gl = gl.sum(b_g, 0) * LOG2E
-    o_r = t0 + gl.arange(0, BT, layout=row_l)
-    m_r = o_r < t_stop
-    b_f = gl.load(f_ptr + (o_r.to(gl.int64) * HV + i_h), mask=m_r, other=0.0)
-    return gl.convert_layout(b_gam, row_l), b_gl, b_f, m_r
+    m_r = (t0 + gl.arange(0, BT, layout=row_l)) < t_stop
+    return gl.convert_layout(b_gam, row_l), b_gl, m_r
 
 
 @gluon.jit
@@ -183,9 +188,13 @@ def _ws_recurrence(k_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty, hs_read
     t_first = bos + t_beg  # absolute tokens from here on: fewer live values in the loop
     t_stop = bos + L
     b_zero = gl.zeros([BT, BV], gl.float32, acc_l)
+    b_gn, b_fn = _ws_gate_loads(g_ptr, f_ptr, t_first, t_stop, i_h, HV, BT, row_l)
     for c in range(n_ch):
         slot = c % STAGES
-        b_gam, b_gl, b_f, m_r = _ws_gates(g_ptr, f_ptr, t_first + c * BT, t_stop, i_h, HV, BT, row_l)
+        t0 = t_first + c * BT
+        b_g, b_f = b_gn, b_fn
+        b_gn, b_fn = _ws_gate_loads(g_ptr, f_ptr, t0 + BT, t_stop, i_h, HV, BT, row_l)
+        b_gam, b_gl, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
         mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
         k_c = k_s.index(slot)
         # publish bf16(S) once the outputs' q hs of chunk c - 1 has read the previous one
@@ -231,10 +240,13 @@ def _ws_output(q_s, p_s, hs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_r
     row_l: gl.constexpr = gl.SliceLayout(1, acc_l)
     o_c = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, acc_l))
     b_zero = gl.zeros([BT, BV], gl.float32, acc_l)
+    b_gn, b_fn = _ws_gate_loads(g_ptr, f_ptr, t_first, t_stop, i_h, HV, BT, row_l)
     for c in range(n_ch):
         slot = c % STAGES
         t0 = t_first + c * BT
-        b_gam, b_gl, b_f, m_r = _ws_gates(g_ptr, f_ptr, t0, t_stop, i_h, HV, BT, row_l)
+        b_g = b_gn
+        b_gn, b_fn = _ws_gate_loads(g_ptr, f_ptr, t0 + BT, t_stop, i_h, HV, BT, row_l)
+        b_gam, b_gl, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
         mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
         mbarrier.wait(hs_ready, c & 1)
         b_o = warpgroup_mma(q_s.index(slot), hs_s, b_zero, use_acc=False)
@@ -353,6 +365,6 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
     bv = cfg["ws_BV"]
     descs = (_ws_desc(q, K, K), _ws_desc(k, K, K), _ws_desc(v, V, bv), _ws_desc(tb, BT, BT), _ws_desc(pbuf, BT, BT))
     _WS_LAUNCH((V // bv, HV, nseg_bound), (*descs, g, fdec, o, h0, ht, mc, cu, cus, N, seg, scale),
-               dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv, LOG_N=log_n, HAS_H0=has_h0, STAGES=_WS_STAGES,
+               dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv, LOG_N=log_n, HAS_H0=has_h0, STAGES=cfg["ws_stages"],
                     REGS_OUT=cfg["ws_regs_out"], REGS_LOAD=cfg["ws_regs_load"], num_warps=4))
 
