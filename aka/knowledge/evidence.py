@@ -181,9 +181,17 @@ def kernel_params(source: str) -> dict[str, list[str]]:
     """Which CONFIG keys each kernel's launch reads: ``_fwd_kernel[grid](..., BV=bv, num_warps=cfg["fwd_warps"])``
     with ``bv = cfg["BV"]`` gives {"_fwd_kernel": ["BV", "fwd_warps", ...]}. String subscripts in the
     launch (grid included) and in the local variables it uses, one assignment deep (``a, b = cfg["A"],
-    cfg["B"]`` pairs each name with its own value)."""
+    cfg["B"]`` pairs each name with its own value). A launcher object made at module level from a
+    kernel (``_FWD_LAUNCH = _Launch(_fwd_kernel)``, called ``_FWD_LAUNCH(grid, args, dict(...))``) counts
+    as that kernel's launch."""
     out: dict[str, set[str]] = {}
-    for func in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)):
+    tree = ast.parse(source)
+    kernels = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list}
+    launchers = {node.targets[0].id: node.value.args[0].id for node in tree.body
+                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                 and isinstance(node.value, ast.Call) and node.value.args
+                 and isinstance(node.value.args[0], ast.Name) and node.value.args[0].id in kernels}
+    for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
         local: dict[str, set[str]] = {}
         for node in ast.walk(func):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
@@ -197,14 +205,19 @@ def kernel_params(source: str) -> dict[str, list[str]]:
                 if keys:
                     local.setdefault(name.id, set()).update(keys)
         for node in ast.walk(func):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) \
-                    and isinstance(node.func.value, ast.Name):
-                parts = [node.func.slice, *node.args, *(kw.value for kw in node.keywords)]
-                keys = set()
-                for part in parts:
-                    keys |= _str_keys(part)
-                    keys |= {k for n in ast.walk(part) if isinstance(n, ast.Name) for k in local.get(n.id, ())}
-                out.setdefault(node.func.value.id, set()).update(keys)
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name):
+                kernel, parts = node.func.value.id, [node.func.slice]
+            elif isinstance(node.func, ast.Name) and node.func.id in launchers:
+                kernel, parts = launchers[node.func.id], []
+            else:
+                continue
+            keys = set()
+            for part in [*parts, *node.args, *(kw.value for kw in node.keywords)]:
+                keys |= _str_keys(part)
+                keys |= {k for n in ast.walk(part) if isinstance(n, ast.Name) for k in local.get(n.id, ())}
+            out.setdefault(kernel, set()).update(keys)
     return {k: sorted(v) for k, v in out.items()}
 
 

@@ -205,16 +205,6 @@ def test_config_space_lists_config_values():
         assert key in mod.SPACE and val in mod.SPACE[key], key
 
 
-def test_the_gluon_forward_sizes_cp_segments_with_its_own_value_block():
-    # fwd = "ws" runs fwd_ws.py's Gluon kernel (sm_90a only: not here); the CP policy must then split by
-    # its value block, since the programs it counts are that kernel's
-    cfg = mod._stage_cfg(dict(mod.CONFIG, fwd="ws", ws_BV=128, BV=64))
-    assert cfg["BV"] == 128
-    assert mod._stage_cfg(dict(mod.CONFIG, fwd="triton", BV=64))["BV"] == 64
-    with pytest.raises(ValueError, match="'triton' or 'ws'"):
-        mod._stage_cfg(dict(mod.CONFIG, fwd="gluon"))
-
-
 def test_entry_reads_config_at_call_time(monkeypatch):
     q, k, v, g, beta, cu, _ = make([70], 1, 1, seed=7)
     monkeypatch.setitem(mod.CONFIG, "BV", 32)

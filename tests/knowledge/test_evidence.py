@@ -134,3 +134,18 @@ def test_no_evidence_no_constraints(baseline):
     space, config, params = baseline
     assert steer([], space, config, params) == Constraints()
     assert Constraints().apply(space, config) == space and Constraints().nudge(config) == config
+
+
+def test_kernel_params_through_a_launcher_object():
+    # the gdn stages launch through module-level _Launch objects, not kernel[grid](...)
+    src = (
+        "import triton\n"
+        "@triton.jit\n"
+        "def _k(x, B: tl.constexpr):\n"
+        "    pass\n"
+        "_K_LAUNCH = _Launch(_k)\n"
+        "def run(x, cfg):\n"
+        "    b = cfg['B']\n"
+        "    _K_LAUNCH((1,), (x,), dict(B=b, num_warps=cfg['w']))\n"
+    )
+    assert kernel_params(src) == {"_k": ["B", "w"]}

@@ -85,13 +85,12 @@ class _Launch:
     differently never reuses the wrong code. The interpreter compiles nothing: there every call takes the
     JIT path."""
 
-    def __init__(self, fn, arg_key=_launch_key):
+    def __init__(self, fn):
         self.fn = fn
-        self.arg_key = arg_key  # a kernel with other argument kinds (TMA descriptors) brings its own
         self.hits = {}
 
     def __call__(self, grid, args, kw):
-        key = (tuple(kw.items()), tuple(map(self.arg_key, args)))
+        key = (tuple(kw.items()), tuple(map(_launch_key, args)))
         hit = self.hits.get(key)
         if hit is not None:
             hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes

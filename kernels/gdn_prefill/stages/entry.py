@@ -22,9 +22,6 @@ Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
              GEMMs of the covered chunks) but turns a 128-step serial chain (G1) into independent segments.
   fwd.py     _fwd_kernel, grid (V/BV, HV, segments): V~, outputs and state update, chunk by chunk from
              the segment's entering state; writes o and the final state.
-  fwd_ws.py  _fwd_ws_kernel (CONFIG["fwd"] = "ws"): the same stage in Gluon for Hopper (sm_90a), warp-
-             specialised (TMA loader, recurrence warpgroup, output warpgroup); not runnable by
-             Triton's interpreter, so "triton" (fwd.py) is the default.
 
 One file per stage is the source; what the gate, the benchmark and the loop see is one module, rendered
 from the stages in the order the contract lists them (workloads/gdn_prefill.yaml, modules.stages) into
@@ -50,7 +47,6 @@ import triton
 from .common import _INDEX_LAUNCH, BT
 from .cp import _cp_states, _seg_chunks
 from .fwd import _fwd
-from .fwd_ws import _fwd_ws
 from .prep import _prep
 
 # Values the entry point uses; a search replaces this dict wholesale (read at call time). A key is a
@@ -85,16 +81,6 @@ CONFIG = {
     # it over -18 on 2026-12-03 (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated
     # smoke+edge twice and full)
     "cp_warm_log_decay": -14.0,
-    # the forward stage: "triton" (fwd.py, what the interpreter runs) or "ws" (fwd_ws.py, Gluon, sm_90a only;
-    # the CP policy then sizes segments with BV = ws_BV)
-    "fwd": "triton",
-    "ws_BV": 128,  # value columns a CTA of the Gluon forward: 128, one CTA owns the head's state (64 compiles)
-    # setmaxnreg of the Gluon forward's output warpgroup and of its TMA warp's warpgroup; Triton 3.6 then
-    # gives the recurrence (default partition) 256: 128 * (256 + 224 + 24) = 64512 of 65536, no spills
-    # (scripts/device/gdn_ws_compile.py)
-    "ws_regs_out": 224,
-    "ws_regs_load": 24,
-    "ws_stages": 2,  # ring slots of the Gluon forward's loads (3 would need 256 KB at ws_BV 128)
 }
 
 SPACE = {
@@ -111,13 +97,6 @@ SPACE = {
     "cp_min_seg_chunks": [4, 8, 16, 32],
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
-    # "ws" needs sm_90a and cannot run in the interpreter the offline search uses: a hardware-gated
-    # pattern pins it instead; the ws_* knobs are fixed by the register file and shared memory
-    "fwd": ["triton"],
-    "ws_BV": [128],
-    "ws_regs_out": [224],
-    "ws_regs_load": [24],
-    "ws_stages": [2],
 }
 
 
@@ -134,7 +113,7 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     working with that key's default). q, k [T, HK, K]; v [T, HV, V]; g, beta [T, HV]; cu_seqlens [N+1];
     initial_state [N, HV, K, V] or None -> (o [T, HV, V], final_state [N, HV, K, V]).
     Host side: glue only (allocation, grids); every operator FLOP is in the stages' kernels."""
-    cfg = _stage_cfg({**CONFIG, **cfg})
+    cfg = {**CONFIG, **cfg}
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = cu_seqlens.numel() - 1
@@ -166,23 +145,13 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg)
-    fwd = _fwd_ws if cfg["fwd"] == "ws" else _fwd
-    fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg)
+    _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg)
     return o, ht
-
-
-def _stage_cfg(cfg: dict) -> dict:
-    """cfg as the stages read it: with the Gluon forward, BV (the CP policy's value block) is ws_BV."""
-    if cfg["fwd"] == "ws":
-        return {**cfg, "BV": cfg["ws_BV"]}
-    if cfg["fwd"] != "triton":
-        raise ValueError(f"CONFIG['fwd'] is 'triton' or 'ws', not {cfg['fwd']!r}")
-    return cfg
 
 
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
     """Device bytes allocated beyond inputs and outputs: Tb, P and f, the CP transitions, the indices."""
-    cfg = _stage_cfg({**CONFIG, **(cfg or {})})
+    cfg = {**CONFIG, **(cfg or {})}
     seg = _seg_chunks(T, N, HV, V, cfg)
     nt_bound = triton.cdiv(T, BT) + N
     b = T * HV * (BT * 2 * 2 + 4) + 2 * (N + 1) * 4
