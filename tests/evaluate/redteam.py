@@ -334,7 +334,7 @@ GDN = [
            base="baseline", edits=(_GDN_SCALE,), shapes="S1", doc="always uses 128**-0.5"),
     Kernel("cp_drops_h0", "gdn_prefill", "CP path never run", r"^E7: round (0|1 \(mixed; scale=[0-9.]+\)): (o|final_state): (rel L2|max element)",
            base="baseline", shapes="E7",
-           edits=(("HAS_H0=has_h0, WARM=nwarm, LOOP_STAGES=", "HAS_H0=False, WARM=nwarm, LOOP_STAGES="),),
+           edits=(("HAS_H0=has_h0, WARM=nwarm,", "HAS_H0=False, WARM=nwarm,"),),
            doc="the context-parallel segment transitions leave the initial state out"),
     # in the interpreter the binary search's stray index reads out of bounds and kills the process; on a
     # GPU it reads the wrong sequence's rows (scripts/red_team.py records which)
