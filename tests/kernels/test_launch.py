@@ -112,3 +112,17 @@ def test_plan_numbers_stay_unique_when_the_plan_cache_starts_over(monkeypatch):
         numbers = [make(0.01 * (i + 1))[-1] for i in range(10)]  # 10 plans through a cache of 3
         assert len(set(numbers)) == 10, numbers
         assert make(0.1)[-1] == numbers[-1]  # the live entry is found again, same number
+
+
+def test_a_callers_key_stands_for_the_arguments():
+    """gdn's entry keys a whole call once (sizes, ints, CONFIG, dtypes and alignment of the caller's tensors)
+    and hands that key to every launch: the same key hits whatever the tensors, another key misses."""
+    get_op("gdn_prefill")
+    fn = FakeJit()
+    launch = importlib.import_module("kernels.gdn_prefill.baseline")._Launch(fn)
+    kw = dict(BLOCK=64, FLAG=True)
+    x = torch.zeros(64, dtype=torch.bfloat16)
+    launch((1,), (x, 16, 0.5), kw, ("call", 1))
+    launch((2,), (torch.ones(64, dtype=torch.bfloat16), 16, 0.5), kw, ("call", 1))
+    launch((1,), (x, 16, 0.5), kw, ("call", 2))
+    assert kinds(fn.log) == ["jit", "direct", "jit"]

@@ -157,11 +157,11 @@ _SEG_LAUNCH = _Launch(_seg_kernel)
 _CHAIN_LAUNCH = _Launch(_chain_kernel)
 
 
-def _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg):
+def _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg, key=None):
     """Every segment's entering state: k [T, HK, K] bf16; v [T, HV, V] bf16; g [T, HV] fp32; Tb [T, HV, BT]
     bf16; h0 [N, HV, K, V] fp32 (any tensor when has_h0 is False); cu [N+1], cus (segment prefix sums)
     [N+1] int32 -> [M | C] [nseg_bound, HV, K, K + V] fp32 whose C part of segment j holds the state
-    entering segment j + 1 (what _fwd_kernel reads)."""
+    entering segment j + 1 (what _fwd_kernel reads). key: the entry's launch key (_Launch)."""
     HV, HK, K, V = v.shape[1], k.shape[1], k.shape[2], v.shape[2]
     mc = torch.empty(nseg_bound, HV, K, K + V, dtype=torch.float32, device=k.device)
     warm = torch.empty(nseg_bound, HV, dtype=torch.int32, device=k.device)
@@ -169,9 +169,9 @@ def _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg)
     _SEG_LAUNCH(((K + V) // bva, HV, nseg_bound),
                 (k, v, g, tb, h0, mc, warm, cu, cus, N, seg, float(cfg["cp_warm_log_decay"])),
                 dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BVA=bva, LOG_N=log_n, HAS_H0=has_h0, WARM=nwarm,
-                     LOOP_STAGES=cfg["seg_loop_stages"], num_warps=cfg["seg_warps"], num_stages=1))
+                     LOOP_STAGES=cfg["seg_loop_stages"], num_warps=cfg["seg_warps"], num_stages=1), key)
     bvc = cfg["BVC"]
     _CHAIN_LAUNCH((V // bvc, HV, N), (mc, warm, cus, N),
                   dict(HV=HV, K=K, V=V, BVC=bvc, BKC=32, PREC="tf32", WARM=nwarm, num_warps=4,
-                       num_stages=1))  # stages > 1: 256 KB of shared memory
+                       num_stages=1), key)  # stages > 1: 256 KB of shared memory
     return mc

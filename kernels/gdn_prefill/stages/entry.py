@@ -129,24 +129,45 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     if N == 0:
         return o, ht
 
-    seg = _seg_chunks(T, N, HV, V, cfg) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
-    log_n = max(1, int(N).bit_length()) + 1
+    cfg_key = tuple(cfg.items())
+    seg, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key)
+    # everything a launch specialises on, once per call (_Launch): the buffers allocated here have
+    # fixed dtypes and torch's alignment, so only the caller's tensors are keyed
+    key = (N, seg, log_n, HK, HV, K, V, has_h0, scale, dev, cfg_key, q.dtype, k.dtype, v.dtype,
+           tuple(t.data_ptr() & 15 for t in (q, k, v, g, beta, cu, h0)))
     idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
     cuc, cus = idx[0], idx[1]
-    _INDEX_LAUNCH((1,), (cu, cuc, cus, N, seg), dict(BT=BT, BLOCK=max(16, triton.next_power_of_2(N))))
+    _INDEX_LAUNCH((1,), (cu, cuc, cus, N, seg), dict(BT=BT, BLOCK=block), key)
 
-    nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
-    nseg_bound = triton.cdiv(nt_bound, seg) + N
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
     pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
     fdec = torch.empty(T, HV, dtype=torch.float32, device=dev)
     if T > 0:
-        _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg)
+        _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg, key)
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
-        mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg)
-    _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg)
+        mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg, key)
+    _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
     return o, ht
+
+
+_PLANS: dict = {}  # (T, N, HV, V, cp_segment_chunks, CONFIG items) -> _plan's numbers
+
+
+def _plan(T: int, N: int, HV: int, V: int, cp_segment_chunks: int | None, cfg: dict, cfg_key: tuple) -> tuple:
+    """(segment chunks, LOG_N, chunk bound, segment bound, the index kernel's block), from sizes only and
+    kept per size: the CP policy alone took ~6 us of host time a call."""
+    pkey = (T, N, HV, V, cp_segment_chunks, cfg_key)
+    plan = _PLANS.get(pkey)
+    if plan is None:
+        seg = _seg_chunks(T, N, HV, V, cfg) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
+        nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
+        plan = (seg, max(1, int(N).bit_length()) + 1, nt_bound, triton.cdiv(nt_bound, seg) + N,
+                max(16, triton.next_power_of_2(N)))
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        _PLANS[pkey] = plan
+    return plan
 
 
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:

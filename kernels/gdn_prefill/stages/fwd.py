@@ -111,15 +111,16 @@ def _fwd_kernel(
 _FWD_LAUNCH = _Launch(_fwd_kernel)
 
 
-def _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg):
+def _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg,
+         key=None):
     """_fwd_kernel over every segment: q, k [T, HK, K] bf16; v [T, HV, V] bf16; g [T, HV] fp32; Tb and P
     [T, HV, BT] bf16; f [T, HV] fp32; h0 [N, HV, K, V] fp32 (any tensor when has_h0 is False); [M | C]
     [segments, HV, K, K + V] fp32 (any tensor without CP) -> o [T, HV, V] bf16 and the final states
-    ht [N, HV, K, V] fp32, written in place."""
+    ht [N, HV, K, V] fp32, written in place. key: the entry's launch key (_Launch)."""
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     bv = cfg["BV"]
     _FWD_LAUNCH((V // bv, HV, nseg_bound), (q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, scale),
                 dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv, LOG_N=log_n, HAS_H0=has_h0,
                      LOOP_STAGES=cfg["fwd_loop_stages"], num_warps=cfg["fwd_warps"],
-                     num_stages=1))  # > 1: out-of-range shared address on the H200 (Triton 3.6)
+                     num_stages=1), key)  # > 1: out-of-range shared address on the H200 (Triton 3.6)

@@ -110,12 +110,12 @@ def _prep64_kernel(
 _PREP_LAUNCH = _Launch(_prep64_kernel)
 
 
-def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg):
+def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg, key=None):
     """_prep64_kernel: Tb [T, HV, BT] into tb, P [T, HV, BT] into pbuf and f [T, HV] into fdec (what the
-    Tb tests call alone)."""
+    Tb tests call alone). key: the entry's launch key (_Launch)."""
     T, HK, K = q.shape
     HV = g.shape[1]
     # 4 warps: 126 registers, no spill (ptxas sm_90, Triton 3.6); 8 warps ran 1.4x slower (H100,
     # 2026-12-05, the doubling prep). The kernel has no loop, so num_stages is Triton's default.
     _PREP_LAUNCH((HV, nt_bound), (q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale),
-                 dict(HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, num_warps=4))
+                 dict(HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, num_warps=4), key)
