@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device machine's one entry: bash scripts/device/run.sh STEP[:ARG,ARG...] ...
 # Each STEP runs one of the scripts beside this one from the repository root, in order; ARGs (comma-
-# separated after a colon) are that script's arguments; settings travel as environment variables, as
+# separated after a colon, or space-separated when quoted with a space: 'prep-probe:--shapes G1,G5'
+# keeps the comma inside an argument) are that script's arguments; settings travel as environment variables, as
 # each script's header says (OUT, BUDGET, OP, ...). Wheels in .whl/ are installed into /tmp/site first
 # where the device lacks pydantic (carry [".whl"] on the device call).
 #   bash scripts/device/run.sh loop:cold,opt:gdn_prefill     the loop from an empty Triton cache (device_loop.sh)
@@ -32,7 +33,10 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}:/tmp/site"
 rc=0
 for step in "$@"; do
   name=${step%%:*}; script=scripts/device/${STEPS[$name]}; args=()
-  [ "$step" != "$name" ] && IFS=, read -r -a args <<< "${step#*:}"
+  if [ "$step" != "$name" ]; then
+    sep=,; [[ ${step#*:} == *" "* ]] && sep=" "
+    IFS=$sep read -r -a args <<< "${step#*:}"
+  fi
   echo "== run.sh $name: $script ${args[*]}"
   case $script in
     *.py) python3 "$script" "${args[@]}" ;;
