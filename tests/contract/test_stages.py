@@ -61,7 +61,7 @@ def test_the_gdn_baseline_is_rendered_from_its_stages_and_follows_them(tmp_path)
     op = get_op("gdn_prefill", tmp_path)  # renders on load: a plain reader of the file finds it
     base = tmp_path / "kernels" / "gdn_prefill" / "baseline.py"
     assert base.is_file() and base.read_text().count("\nCONFIG = {") == 1
-    for stage in ("entry", "common", "prep", "cp", "fwd"):
+    for stage in ("entry", "common", "prep", "cp", "fwd", "fwd_ws"):
         assert f"\n# {stage}.py\n" in base.read_text()
     fwd = tmp_path / "kernels" / "gdn_prefill" / "stages" / "fwd.py"
     fwd.write_text(fwd.read_text() + "\n\nEDITED = True\n")

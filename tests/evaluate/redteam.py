@@ -343,7 +343,7 @@ GDN = [
            edits=(('    "cp_warm_log_decay": -14.0,\n', '    "cp_warm_log_decay": -3.0,\n'),),
            doc="a segment's warm-up stops once its gates decayed by e^-3: 5% of the carried state is dropped"),
     Kernel("fixed_log2_n", "gdn_prefill", "few sequences", r"^E9: .*(died of SIG|(o|final_state): )",
-           stage="crash", base="baseline", shapes="E9", edits=(("    log_n = max(1, int(N).bit_length()) + 1\n", "    log_n = 4\n"),),
+           stage="crash", base="baseline", shapes="E9", edits=(("plan = (seg, max(1, int(N).bit_length()) + 1, nt_bound,", "plan = (seg, 4, nt_bound,"),),
            doc="binary search sized for at most 15 sequences"),
     Kernel("empty_sequence_skipped", "gdn_prefill", "zero-length with h0", r"^E9: round 0: final_state: ",
            base="baseline", shapes="E9",

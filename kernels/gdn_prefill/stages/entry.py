@@ -22,6 +22,9 @@ Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
              GEMMs of the covered chunks) but turns a 128-step serial chain (G1) into independent segments.
   fwd.py     _fwd_kernel, grid (V/BV, HV, segments): V~, outputs and state update, chunk by chunk from
              the segment's entering state; writes o and the final state.
+  fwd_ws.py  _fwd_ws_kernel (CONFIG["fwd"] = "ws"): the same stage in Gluon for Hopper (sm_90a), warp-
+             specialised (TMA loader, two recurrence warpgroups of 64 value columns in one CTA a head);
+             not runnable by Triton's interpreter, so "triton" (fwd.py) is the default.
 
 One file per stage is the source; what the gate, the benchmark and the loop see is one module, rendered
 from the stages in the order the contract lists them (workloads/gdn_prefill.yaml, modules.stages) into
@@ -47,6 +50,7 @@ import triton
 from .common import _INDEX_LAUNCH, BT
 from .cp import _cp_states, _seg_chunks
 from .fwd import _fwd
+from .fwd_ws import _fwd_ws
 from .prep import _prep
 
 # Values the entry point uses; a search replaces this dict wholesale (read at call time). A key is a
@@ -81,6 +85,15 @@ CONFIG = {
     # it over -18 on 2026-12-03 (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated
     # smoke+edge twice and full)
     "cp_warm_log_decay": -14.0,
+    # the forward stage: "triton" (fwd.py, what the interpreter runs) or "ws" (fwd_ws.py, Gluon, sm_90a only;
+    # one CTA a (head, segment) with two 64-column recurrence warpgroups: the CP policy's BV = 64 already
+    # counts its chains)
+    "fwd": "triton",
+    # setmaxnreg of the Gluon forward's second recurrence warpgroup and of its TMA warp's warpgroup; Triton
+    # 3.6 gives the first (default partition) the rest (scripts/device/gdn_ws_compile.py)
+    "ws_regs": 240,
+    "ws_regs_load": 24,
+    "ws_stages": 2,  # ring slots of the Gluon forward's loads (64 KB each; 3 would need 256 KB)
 }
 
 SPACE = {
@@ -97,6 +110,13 @@ SPACE = {
     "cp_min_seg_chunks": [4, 8, 16, 32],
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
+    # "ws" needs sm_90a and cannot run in Triton's interpreter: only the hardware-gated pattern
+    # (patterns/ws_forward.yaml) pins it, no pattern searches the key; the ws_* knobs are fixed by the
+    # register file and shared memory
+    "fwd": ["triton", "ws"],
+    "ws_regs": [240],
+    "ws_regs_load": [24],
+    "ws_stages": [2],
 }
 
 
@@ -147,7 +167,12 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg, key)
-    _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
+    if cfg["fwd"] == "ws":
+        _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg)
+    elif cfg["fwd"] == "triton":
+        _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
+    else:
+        raise ValueError(f"CONFIG['fwd'] is 'triton' or 'ws', not {cfg['fwd']!r}")
     return o, ht
 
 

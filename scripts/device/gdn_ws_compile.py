@@ -1,0 +1,155 @@
+"""Compile the gdn_prefill Gluon forward (kernels/gdn_prefill/stages/fwd_ws.py) for sm_90a offline (no GPU)
+and print what ptxas made of it.
+
+    PYTHONPATH=/tmp/t36 .venv/bin/python scripts/device/gdn_ws_compile.py [--heads 16/32] [--set K=V] [--dump DIR]
+
+Runs with whatever Triton it imports (the H200 test machine has 3.6.0; off the device install that wheel
+apart from the venv's, `pip install --no-deps --target /tmp/t36 triton==3.6.0`, and put it first on
+PYTHONPATH). Loads the stage file as a package module beside its siblings (it imports .common and .fwd),
+builds the kernel's signature as Triton's launcher would specialise it (tensor descriptors with their
+NVMMA layout, 16-byte aligned pointers, 16-divisible ints), compiles with
+``triton.compile(GluonASTSource(...), target=GPUTarget("cuda", 90, 32))`` with and without h0, at
+(HK, HV) = (16, 32) and (4, 16), and prints per configuration: registers at launch and
+spills (cuobjdump -res-usage, Triton's bundled cuobjdump), shared memory (Triton's metadata), the
+setmaxnreg values of the partitions, and the barrier / wgmma / TMA counts a hang would come from.
+Exit 1 on a spill or a compile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CFG = {"ws_regs": 240, "ws_regs_load": 24, "ws_stages": 2}  # defaults; entry.py's CONFIG values win
+
+
+def _load_module():
+    """fwd_ws.py as kernels.gdn_prefill.stages.fwd_ws (its relative imports need the package)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT))
+    return importlib.import_module("kernels.gdn_prefill.stages.fwd_ws")
+
+
+def _config() -> dict:
+    import importlib
+
+    entry = importlib.import_module("kernels.gdn_prefill.stages.entry")
+    return {k: entry.CONFIG.get(k, v) for k, v in CFG.items()}
+
+
+def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
+    fn = mod._fwd_ws_kernel
+    layout = mod._ws_smem_layout()
+    bt, k = mod.BT, 128
+
+    def desc(cols):
+        return f"tensordesc<bf16[{bt}, {cols}],{layout!r}>"
+
+    sig = {
+        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(128), "tb_desc": desc(bt), "p_desc": desc(bt),
+        "g_ptr": "*fp32", "f_ptr": "*fp32", "o_ptr": "*bf16", "h0_ptr": "*fp32", "ht_ptr": "*fp32",
+        "mc_ptr": "*fp32", "cu_ptr": "*i32", "cus_ptr": "*i32", "N": "i32", "SEG": "i32", "scale": "fp32",
+    }
+    consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, LOG_N=4, HAS_H0=has_h0, STAGES=int(cfg["ws_stages"]),
+                  REGS=int(cfg["ws_regs"]), REGS_LOAD=int(cfg["ws_regs_load"]))
+    sig.update(dict.fromkeys(consts, "constexpr"))
+    names = fn.arg_names
+    attrs = {(names.index(n),): [["tt.divisibility", 16]]
+             for n in ("g_ptr", "f_ptr", "o_ptr", "h0_ptr", "ht_ptr", "mc_ptr", "cu_ptr", "cus_ptr")}
+    return fn, sig, consts, attrs
+
+
+def _res_usage(cubin: bytes) -> dict[str, dict[str, int]]:
+    import subprocess
+    import tempfile
+
+    from triton import knobs
+
+    tool = knobs.nvidia.cuobjdump.path
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    usage, name = {}, None
+    for line in out.splitlines():
+        m = re.search(r"Function (\S+):", line)
+        if m:
+            name = m.group(1)
+            continue
+        if name and "REG:" in line:
+            usage[name] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    return usage
+
+
+def _compile_one(mod, hk: int, hv: int, has_h0: bool, cfg: dict, dump: Path | None) -> bool:
+    """Compile one configuration and print its figures; True when it compiled without spills."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn, sig, consts, attrs = _signature(mod, hk, hv, has_h0, cfg)
+    tag = f"HK{hk}_HV{hv}_H0{int(has_h0)}"
+    print(f"== {tag} regs={cfg['ws_regs']} regs_load={cfg['ws_regs_load']} stages={cfg['ws_stages']}")
+    try:
+        kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                                options={"num_warps": 4, **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})})
+    except Exception as exc:
+        print(f"compile failed: {type(exc).__name__}: {exc}")
+        return False
+    md = kernel.metadata
+    ptx = kernel.asm["ptx"]
+    if dump:
+        dump.mkdir(parents=True, exist_ok=True)
+        for k in ("ttgir", "llir", "ptx"):
+            (dump / f"gdn_ws_{tag}.{k}").write_text(kernel.asm[k])
+        try:
+            (dump / f"gdn_ws_{tag}.sass").write_text(kernel.asm["sass"])
+        except Exception as exc:  # no disassembler
+            print(f"no sass: {exc}")
+    usage = _res_usage(kernel.asm["cubin"])
+    spills = 0
+    for name, u in usage.items():
+        spills += u.get("STACK", 0) + u.get("LOCAL", 0)
+        print(f"{name}: REG {u.get('REG')} (at launch) STACK {u.get('STACK', 0)} LOCAL {u.get('LOCAL', 0)}")
+    print(f"metadata: num_warps {md.num_warps} shared {md.shared} B ({md.shared / 1024:.1f} KB)")
+    regs = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
+    print("setmaxnreg (in PTX order):", " ".join(f"{a}{n}" for a, n in regs))
+    print("mbarrier.arrive:", len(re.findall(r"mbarrier\.arrive", ptx)), "| try_wait:",
+          len(re.findall(r"mbarrier\.try_wait", ptx)), "| bar.sync / barrier.sync:",
+          " ".join(sorted(set(" ".join(b.split()) for b in re.findall(r"(?:bar|barrier)\.sync[^;]*;", ptx)))))
+    print("wgmma:", len(re.findall(r"wgmma\.mma_async", ptx)), "| TMA loads:",
+          len(re.findall(r"cp\.async\.bulk\.tensor", ptx)), "| expect-tx bytes:",
+          sorted(set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared(?:::cta)?\.b64 _, \[%r\d+\], (\d+);", ptx))))
+    if md.shared > 227 * 1024:
+        print(f"SHARED MEMORY {md.shared} B exceeds the 227 KB of a CTA")
+        return False
+    if spills:
+        print(f"SPILLS: {spills} bytes of local memory")
+    return not spills
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--heads", default="16/32,4/16", help="HK/HV pairs, comma-separated")
+    ap.add_argument("--dump", type=Path, default=None, help="write ttgir/llir/ptx/sass here")
+    ap.add_argument("--set", default="", help="CONFIG overrides, e.g. ws_stages=1,ws_regs=232")
+    args = ap.parse_args()
+
+    import triton
+
+    mod = _load_module()
+    cfg = _config()
+    cfg.update({k: int(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)})
+    print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
+    heads = [tuple(int(x) for x in h.split("/")) for h in args.heads.split(",")]
+    ok = [_compile_one(mod, hk, hv, h0, cfg, args.dump) for hk, hv in heads for h0 in (False, True)]
+    print(f"{sum(ok)} of {len(ok)} configurations compiled without spills")
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
