@@ -16,9 +16,10 @@ compile error.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
+
+from gluon_compile import compile_sm90a, report  # scripts/device/, beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,80 +55,22 @@ def _signature(mod, group: int, cfg: dict):
     return fn, sig, consts, attrs
 
 
-def _res_usage(cubin: bytes) -> dict[str, dict[str, int]]:
-    import subprocess
-    import tempfile
-
-    from triton import knobs
-
-    tool = knobs.nvidia.cuobjdump.path
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-    usage, name = {}, None
-    for line in out.splitlines():
-        m = re.search(r"Function (\S+):", line)
-        if m:
-            name = m.group(1)
-            continue
-        if name and "REG:" in line:
-            usage[name] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
-    return usage
-
-
 def _compile_one(mod, group: int, cfg: dict, dump: Path | None) -> bool:
     """Compile one configuration and print its figures; True when it compiled without spills."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     fn, sig, consts, attrs = _signature(mod, group, cfg)
     label = " ".join(f"{k}={v}" for k, v in cfg.items())
     print(f"== G={group} {label}")
-    try:
-        kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                                options={"num_warps": 4})
-    except Exception as exc:
-        print(f"compile failed: {type(exc).__name__}: {exc}")
+    kernel = compile_sm90a(fn, sig, consts, attrs, {"num_warps": 4})
+    if kernel is None:
         return False
-    md = kernel.metadata
-    ptx = kernel.asm["ptx"]
-    if dump:
-        dump.mkdir(parents=True, exist_ok=True)
-        tag = "_".join(f"{k}{int(v)}" for k, v in cfg.items())
-        for k in ("ttgir", "llir", "ptx"):
-            (dump / f"fa4_gluon_{tag}.{k}").write_text(kernel.asm[k])
-        try:
-            (dump / f"fa4_gluon_{tag}.sass").write_text(kernel.asm["sass"])
-        except Exception as exc:  # no disassembler
-            print(f"no sass: {exc}")
-    usage = _res_usage(kernel.asm["cubin"])
-    spills = 0
-    for name, u in usage.items():
-        spills += u.get("STACK", 0) + u.get("LOCAL", 0)
-        print(f"{name}: REG {u.get('REG')} (at launch) STACK {u.get('STACK', 0)} LOCAL {u.get('LOCAL', 0)} "
-              f"SHARED(static) {u.get('SHARED', 0)}")
-    print(f"metadata: num_warps {md.num_warps} shared {md.shared} B ({md.shared / 1024:.1f} KB)")
-    # Triton's warp-specialise lowering: the default partition takes registers while the workers wait
-    # (inc), then each partition sets its own count at the region's start.
-    regs = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
-    print("setmaxnreg (in PTX order):", " ".join(f"{a}{n}" for a, n in regs))
-    default = next((int(n) for a, n in regs if a == "dec"), None)  # the default partition's, at the region's start
-    warps = md.num_warps
-    print(f"registers a thread: {u.get('REG')} at launch ({warps} warps); in the region: default partition "
-          f"(consumer 0) {default}, consumer 1 {cfg['REGS_CONSUMER']}, loader {cfg['REGS_LOADER']}; "
+    tag = "_".join(f"{k}{int(v)}" for k, v in cfg.items())
+    ok, facts = report(kernel, dump, f"fa4_gluon_{tag}")
+    default = next((int(n) for a, n in facts["setmaxnreg"] if a == "dec"), None)  # the default partition's
+    print(f"registers a thread: {facts['reg']} at launch ({facts['warps']} warps); in the region: default "
+          f"partition (consumer 0) {default}, consumer 1 {cfg['REGS_CONSUMER']}, loader {cfg['REGS_LOADER']}; "
           f"{128 * (default or 0) + 128 * cfg['REGS_CONSUMER'] + 128 * cfg['REGS_LOADER']} of 65536 "
           "(the loader's warp counts as a warpgroup)")
-    print("mbarrier.arrive:", len(re.findall(r"mbarrier\.arrive", ptx)), "| try_wait:",
-          len(re.findall(r"mbarrier\.try_wait", ptx)), "| bar.sync / barrier.sync:",
-          " ".join(sorted(set(" ".join(b.split()) for b in re.findall(r"(?:bar|barrier)\.sync[^;]*;", ptx)))))
-    print("wgmma:", len(re.findall(r"wgmma\.mma_async", ptx)), "| TMA loads:",
-          len(re.findall(r"cp\.async\.bulk\.tensor", ptx)), "| expect-tx bytes:",
-          sorted(set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 _, \[%r\d+\], (\d+);", ptx))))
-    if spills:
-        print(f"SPILLS: {spills} bytes of local memory")
-    return not spills
+    return ok
 
 
 def main() -> int:

@@ -18,9 +18,10 @@ Exit 1 on a spill or a compile error.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
+
+from gluon_compile import compile_sm90a, report  # scripts/device/, beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = {"ws_regs": 240, "ws_regs_load": 24, "ws_stages": 2}  # defaults; entry.py's CONFIG values win
@@ -63,73 +64,14 @@ def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
     return fn, sig, consts, attrs
 
 
-def _res_usage(cubin: bytes) -> dict[str, dict[str, int]]:
-    import subprocess
-    import tempfile
-
-    from triton import knobs
-
-    tool = knobs.nvidia.cuobjdump.path
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-    usage, name = {}, None
-    for line in out.splitlines():
-        m = re.search(r"Function (\S+):", line)
-        if m:
-            name = m.group(1)
-            continue
-        if name and "REG:" in line:
-            usage[name] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
-    return usage
-
-
 def _compile_one(mod, hk: int, hv: int, has_h0: bool, cfg: dict, dump: Path | None) -> bool:
     """Compile one configuration and print its figures; True when it compiled without spills."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     fn, sig, consts, attrs = _signature(mod, hk, hv, has_h0, cfg)
     tag = f"HK{hk}_HV{hv}_H0{int(has_h0)}"
     print(f"== {tag} regs={cfg['ws_regs']} regs_load={cfg['ws_regs_load']} stages={cfg['ws_stages']}")
-    try:
-        kernel = triton.compile(GluonASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                                options={"num_warps": 4, **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})})
-    except Exception as exc:
-        print(f"compile failed: {type(exc).__name__}: {exc}")
-        return False
-    md = kernel.metadata
-    ptx = kernel.asm["ptx"]
-    if dump:
-        dump.mkdir(parents=True, exist_ok=True)
-        for k in ("ttgir", "llir", "ptx"):
-            (dump / f"gdn_ws_{tag}.{k}").write_text(kernel.asm[k])
-        try:
-            (dump / f"gdn_ws_{tag}.sass").write_text(kernel.asm["sass"])
-        except Exception as exc:  # no disassembler
-            print(f"no sass: {exc}")
-    usage = _res_usage(kernel.asm["cubin"])
-    spills = 0
-    for name, u in usage.items():
-        spills += u.get("STACK", 0) + u.get("LOCAL", 0)
-        print(f"{name}: REG {u.get('REG')} (at launch) STACK {u.get('STACK', 0)} LOCAL {u.get('LOCAL', 0)}")
-    print(f"metadata: num_warps {md.num_warps} shared {md.shared} B ({md.shared / 1024:.1f} KB)")
-    regs = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)
-    print("setmaxnreg (in PTX order):", " ".join(f"{a}{n}" for a, n in regs))
-    print("mbarrier.arrive:", len(re.findall(r"mbarrier\.arrive", ptx)), "| try_wait:",
-          len(re.findall(r"mbarrier\.try_wait", ptx)), "| bar.sync / barrier.sync:",
-          " ".join(sorted(set(" ".join(b.split()) for b in re.findall(r"(?:bar|barrier)\.sync[^;]*;", ptx)))))
-    print("wgmma:", len(re.findall(r"wgmma\.mma_async", ptx)), "| TMA loads:",
-          len(re.findall(r"cp\.async\.bulk\.tensor", ptx)), "| expect-tx bytes:",
-          sorted(set(re.findall(r"mbarrier\.arrive\.expect_tx\.shared(?:::cta)?\.b64 _, \[%r\d+\], (\d+);", ptx))))
-    if md.shared > 227 * 1024:
-        print(f"SHARED MEMORY {md.shared} B exceeds the 227 KB of a CTA")
-        return False
-    if spills:
-        print(f"SPILLS: {spills} bytes of local memory")
-    return not spills
+    options = {"num_warps": 4, **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})}
+    kernel = compile_sm90a(fn, sig, consts, attrs, options)
+    return kernel is not None and report(kernel, dump, f"gdn_ws_{tag}")[0]
 
 
 def main() -> int:

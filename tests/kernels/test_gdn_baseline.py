@@ -255,3 +255,21 @@ def test_the_knob_forces_context_parallelism():
     finally:
         mod._SEG_LAUNCH.fn = real
     assert len(grids) == 1, grids
+
+
+def test_an_unknown_forward_is_refused_before_any_launch():
+    q, k, v, g, beta, cu, _ = make([70], 1, 2, seed=3)
+    real, launched = mod._PREP_LAUNCH.fn, []
+
+    class Counted:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    mod._PREP_LAUNCH.fn = Counted()
+    try:
+        with pytest.raises(ValueError, match="CONFIG\\['fwd'\\] is 'triton' or 'ws', not 'cuda'"):
+            mod.forward(q, k, v, g, beta, cu, None, None, dict(mod.CONFIG, fwd="cuda"))
+    finally:
+        mod._PREP_LAUNCH.fn = real
+    assert launched == []

@@ -67,14 +67,18 @@ def _carry(b_h, b_kd, b_vd, b_gl):
 def _launch_key(a, _tensor=torch.Tensor):
     """What Triton specialises a compiled kernel on, per argument, or more: a tensor's dtype, device and
     16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the width), a float's or
-    bool's type and value. Same key -> the same compiled code applies. Cheap on purpose: it runs for
-    every argument of every launch."""
+    bool's type and value, a host TMA descriptor's base (dtype, device, alignment), shape, strides and
+    box. Same key -> the same compiled code applies. Cheap on purpose: it runs for every argument of
+    every launch."""
     t = type(a)
     if t is int:
         return a
     if isinstance(a, _tensor):
         return (a.dtype, a.device, a.data_ptr() & 15)
-    return (t, a)
+    if t is float or t is bool:
+        return (t, a)
+    base = a.base  # a host TensorDescriptor (the Gluon forward's)
+    return (base.dtype, base.device, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
 
 
 class _Launch:

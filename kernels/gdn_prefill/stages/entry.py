@@ -134,6 +134,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     initial_state [N, HV, K, V] or None -> (o [T, HV, V], final_state [N, HV, K, V]).
     Host side: glue only (allocation, grids); every operator FLOP is in the stages' kernels."""
     cfg = {**CONFIG, **cfg}
+    if cfg["fwd"] not in ("triton", "ws"):  # before any launch
+        raise ValueError(f"CONFIG['fwd'] is 'triton' or 'ws', not {cfg['fwd']!r}")
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = cu_seqlens.numel() - 1
@@ -167,12 +169,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     mc = ht  # dummy when CP is off
     if seg < triton.cdiv(T, BT):  # some sequence may have several segments
         mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg, key)
-    if cfg["fwd"] == "ws":
-        _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg)
-    elif cfg["fwd"] == "triton":
-        _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
-    else:
-        raise ValueError(f"CONFIG['fwd'] is 'triton' or 'ws', not {cfg['fwd']!r}")
+    fwd = _fwd_ws if cfg["fwd"] == "ws" else _fwd
+    fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
     return o, ht
 
 

@@ -65,7 +65,6 @@ had lost everywhere (0.68-0.98x): one serial chain an SM, barrier stalls 40%.
 
 from __future__ import annotations
 
-import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -292,19 +291,6 @@ def _ws_desc(x, width):
     return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, width], _ws_smem_layout())
 
 
-def _ws_arg_key(a, _tensor=torch.Tensor):
-    """common._launch_key, and a tensor descriptor's dtype, alignment, shape, strides and box."""
-    t = type(a)
-    if t is int:
-        return a
-    if isinstance(a, _tensor):
-        return (a.dtype, a.device, a.data_ptr() & 15)
-    if t is float or t is bool:
-        return (t, a)
-    base = a.base  # a host TensorDescriptor
-    return (base.dtype, base.device, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
-
-
 _WS_LAUNCH = _Launch(_fwd_ws_kernel)
 
 
@@ -314,7 +300,7 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
     [T, HV, BT] bf16; f [T, HV] fp32; h0 [N, HV, K, V] fp32 (any tensor when has_h0 is False); [M | C]
     [segments, HV, K, K + V] fp32 (any tensor without CP) -> o [T, HV, V] bf16 and the final states
     ht [N, HV, K, V] fp32, written in place (what _fwd writes). key: the entry's launch key, ignored here
-    (the descriptors are keyed per launch with _ws_arg_key).
+    (the descriptors are keyed per launch, common._launch_key).
 
     cfg: ws_regs / ws_regs_load (setmaxnreg of the second recurrence warpgroup and of the loader warp's
     warpgroup; the first recurrence warpgroup, Triton's default partition, gets what Triton 3.6 gives it,
@@ -331,4 +317,4 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
     args = (*descs, g, fdec, o, h0, ht, mc, cu, cus, N, seg, scale)
     kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=cfg["ws_stages"],
               REGS=cfg["ws_regs"], REGS_LOAD=cfg["ws_regs_load"], num_warps=4)
-    _WS_LAUNCH((HV, nseg_bound), args, kw, (tuple(kw.items()), tuple(map(_ws_arg_key, args))))
+    _WS_LAUNCH((HV, nseg_bound), args, kw)  # keyed per argument: the descriptors are built per call
