@@ -24,7 +24,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from aka.evaluate.static.compstats import res_usage  # noqa: E402
 
 DEFAULTS = {
-    "prefill": dict(G=16, PAGE=64, HEAD_D=256, BLOCK_M=128, BLOCK_N=64, PACK_GQA=False, SPLIT_CAUSAL=True,
+    "prefill": dict(G=16, PAGE=64, HEAD_D=256, BLOCK_M=128, BLOCK_N=64, PACK_GQA=True, SPLIT_CAUSAL=True,
                     USE_TMA=True, WARP_SPEC=False, num_warps=8, num_stages=2),
     "decode": dict(Q_LEN=1, G=16, PAGE=128, HEAD_D=256, BLOCK_M=16, BLOCK_N=32, SPLIT=True, LAZY_RESCALE=False,
                    USE_TMA=False, FUSED_MERGE=False, num_warps=4, num_stages=3),
@@ -67,7 +67,7 @@ def main():
         k, v = arg.split("=")
         cfg[k] = _value(v)
     if which == "prefill":
-        from kernels.fa4_prefill.baseline import _fa4_prefill_kernel as fn
+        from kernels.fa4_prefill.stages.triton_fwd import _fa4_prefill_kernel as fn  # the Triton kernel's stage
     else:
         from kernels.fa4_decode.baseline import _fa4_decode_kernel as fn
     warps, stages = cfg.pop("num_warps"), cfg.pop("num_stages")

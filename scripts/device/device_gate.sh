@@ -43,6 +43,7 @@ benches() {
 checks() {  # CHECK_OPS: which ops (default all three); CHECK_IMPLS: which kernels (default both)
   for op in ${CHECK_OPS:-gdn_prefill fa4_decode fa4_prefill}; do
     for impl in ${CHECK_IMPLS:-baseline promoted}; do
+      [ -f kernels/$op/$impl.py ] || { echo "-- $op $impl: no kernels/$op/$impl.py (nothing promoted), skipped"; continue; }
       echo "-- $op $impl"
       python3 -m aka check $op --kernel kernels/$op/$impl.py --json "$OUT/check_${op}_$impl.json" | tail -3
     done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 18 on the H200, one device call: the fa4 profile and host-cost probes (shapes and inputs from the
 # contract, scripts/device/fa4_contract.py).
-#   ncu        Nsight Compute on NCU_SHAPE (P7), ours (promoted) beside SDPA: what separates 527 from 588 TFLOP/s.
+#   ncu        Nsight Compute on NCU_SHAPE (P7), ours (the baseline: on sm_90 its Gluon kernel, else its Triton
+#              kernel) beside SDPA.
 #   dncu       Nsight Compute on fa4_decode's split and merge kernels, DNCU_SHAPES (D2-q1 D2-q4),
 #              DNCU_IMPL (baseline): why q_len 4 tiles sit further from the bandwidth floor.
 #   hoststeps  scripts/device/fa4_host_steps.py: each step of a warm eager call's host path.
@@ -32,7 +33,7 @@ STEPS=${STEPS:-ncu}
 for s in $STEPS; do
   case $s in
     ncu)
-      for impl in ${NCU_IMPLS:-promoted sdpa}; do
+      for impl in ${NCU_IMPLS:-baseline sdpa}; do
         echo "== ncu ${NCU_SHAPE:-P7} $impl"
         SEC=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy
              --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats)

@@ -1,16 +1,18 @@
-"""Compile kernels/fa4_prefill/gluon.py's Gluon kernel for sm_90a offline (no GPU) and print what ptxas made of it.
+"""Compile fa4_prefill's Gluon kernel (kernels/fa4_prefill/stages/gluon_fwd.py) for sm_90a offline (no GPU) and print
+what ptxas made of it.
 
     PYTHONPATH=/tmp/t36 .venv/bin/python scripts/device/fa4_gluon_compile.py [--group G] [--space] [--dump DIR]
 
 Runs with whatever Triton it imports (the H200 test machine has 3.6.0: install that wheel apart from
 the venv's, e.g. `pip install --no-deps --target /tmp/t36 triton==3.6.0`, and put it first on
-PYTHONPATH). Builds the kernel's signature by hand as Triton's launcher would specialise it (tensor
-descriptors with their NVMMA layout, pointers and strides 16-divisible), compiles with
-``triton.compile(GluonASTSource(...), target=GPUTarget("cuda", 90, 32))`` and prints per kernel:
-registers at launch and spills (cuobjdump -res-usage on the cubin, Triton's bundled cuobjdump),
-shared memory (Triton's metadata), the setmaxnreg values of the warp-specialised partitions, and
-a few PTX facts a hang would come from (mbarrier arrivals, named barriers). Exit 1 on a spill or a
-compile error.
+PYTHONPATH). Loads the stage file as a package module beside its siblings (it imports .common) and the
+Gluon kernel's CONFIG values (the gluon_* keys) from stages/entry.py. Builds the kernel's signature by
+hand as Triton's launcher would specialise it (tensor descriptors with their NVMMA layout, pointers and
+strides 16-divisible), compiles with ``triton.compile(GluonASTSource(...), target=GPUTarget("cuda", 90,
+32))`` and prints per kernel: registers at launch and spills (cuobjdump -res-usage on the cubin,
+Triton's bundled cuobjdump), shared memory (Triton's metadata), the setmaxnreg values of the
+warp-specialised partitions, and a few PTX facts a hang would come from (mbarrier arrivals, named
+barriers). Exit 1 on a spill or a compile error.
 """
 
 from __future__ import annotations
@@ -25,17 +27,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_module():
-    import importlib.util
+    """gluon_fwd.py as kernels.fa4_prefill.stages.gluon_fwd (its relative imports need the package), and the
+    entry stage, whose CONFIG and SPACE hold the Gluon kernel's gluon_* keys."""
+    import importlib
 
-    path = ROOT / "kernels" / "fa4_prefill" / "gluon.py"
-    spec = importlib.util.spec_from_file_location("fa4_gluon_candidate", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    sys.path.insert(0, str(ROOT))
+    return (importlib.import_module("kernels.fa4_prefill.stages.gluon_fwd"),
+            importlib.import_module("kernels.fa4_prefill.stages.entry"))
 
 
 def _signature(mod, group: int, cfg: dict):
-    fn = mod._fa4_prefill_kernel
+    fn = mod._fa4_prefill_gluon_kernel
     layout = mod._smem_layout()
     desc = f"tensordesc<bf16[{mod._HALF_M}, {mod._HEAD_D}],{layout!r}>"
     sig = {
@@ -45,8 +47,8 @@ def _signature(mod, group: int, cfg: dict):
         "stride_ot": "i32", "stride_oh": "i32", "stride_pt": "i32",
     }
     consts = dict(G=group, PAGE=mod._PAGE, HEAD_D=mod._HEAD_D, BLOCK_M=mod._BLOCK_M, BLOCK_N=mod._BLOCK_N,
-                  STAGES=int(cfg["STAGES"]), REGS_CONSUMER=int(cfg["REGS_CONSUMER"]),
-                  REGS_LOADER=int(cfg["REGS_LOADER"]))
+                  STAGES=int(cfg["gluon_stages"]), REGS_CONSUMER=int(cfg["gluon_regs"]),
+                  REGS_LOADER=int(cfg["gluon_regs_load"]))
     sig.update(dict.fromkeys(consts, "constexpr"))
     # Triton marks 16-byte aligned pointers and 16-divisible ints (Hq * 256, 256, a 16-divisible max_pages).
     names = fn.arg_names
@@ -67,8 +69,8 @@ def _compile_one(mod, group: int, cfg: dict, dump: Path | None) -> bool:
     ok, facts = report(kernel, dump, f"fa4_gluon_{tag}")
     default = next((int(n) for a, n in facts["setmaxnreg"] if a == "dec"), None)  # the default partition's
     print(f"registers a thread: {facts['reg']} at launch ({facts['warps']} warps); in the region: default "
-          f"partition (consumer 0) {default}, consumer 1 {cfg['REGS_CONSUMER']}, loader {cfg['REGS_LOADER']}; "
-          f"{128 * (default or 0) + 128 * cfg['REGS_CONSUMER'] + 128 * cfg['REGS_LOADER']} of 65536 "
+          f"partition (consumer 0) {default}, consumer 1 {cfg['gluon_regs']}, loader {cfg['gluon_regs_load']}; "
+          f"{128 * (default or 0) + 128 * cfg['gluon_regs'] + 128 * cfg['gluon_regs_load']} of 65536 "
           "(the loader's warp counts as a warpgroup)")
     return ok
 
@@ -84,12 +86,13 @@ def main() -> int:
 
     import triton
 
-    mod = _load_module()
+    mod, entry = _load_module()
     print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
-    cfgs = [dict(mod.CONFIG)]
+    config = {k: v for k, v in entry.CONFIG.items() if k.startswith("gluon_")}
+    cfgs = [config]
     if args.space:
-        names = list(mod.SPACE)
-        cfgs = [dict(mod.CONFIG, **dict(zip(names, vals))) for vals in itertools.product(*mod.SPACE.values())]
+        space = {k: v for k, v in entry.SPACE.items() if k.startswith("gluon_")}
+        cfgs = [dict(config, **dict(zip(space, vals))) for vals in itertools.product(*space.values())]
     ok = [_compile_one(mod, args.group, cfg, args.dump) for cfg in cfgs]
     return 0 if all(ok) else 1
 

@@ -9,7 +9,8 @@ between, so the GPU never throttles the loop):
   - a direct launch of the cached CompiledKernel (what a launch cache would do: no binder),
   - an empty Triton kernel through the JIT path.
 
-The kernels are the contract's baseline.py of each op, the shapes and inputs the contract's
+The kernels are the contract's baseline.py of each op (fa4_prefill's two: the Triton kernel, and on
+sm_90 the Gluon kernel, each forced through CONFIG "kernel"), the shapes and inputs the contract's
 (workloads/fa4_*.yaml, kernels/fa4_*/inputs.py, seed 0): case ids of any set. The default prefill
 shapes are E1 (one new token, 2 query heads: the fixed cost of a call) and P1.
 
@@ -129,9 +130,19 @@ def main():
         del case
     pre_op = get_op("fa4_prefill")
     pre = kernel_module(pre_op)
+    # the entry's two kernels, each forced through CONFIG "kernel": Triton anywhere, Gluon on sm_90 (where
+    # "auto" picks it for the contract's inputs)
+    kernels = [("triton", pre._fa4_prefill_kernel)]
+    if torch.cuda.get_device_capability() == (9, 0):
+        kernels.append(("gluon", pre._fa4_prefill_gluon_kernel))
     for sid in filter(None, args.prefill.split(",")):
         case = inputs(pre_op, sid)
-        report(sid, lambda c=case: pre.fa4_prefill(**c), pre._fa4_prefill_kernel, mod=pre)
+        for kernel, jit_fn in kernels:
+            saved = dict(pre.CONFIG)
+            pre.CONFIG["kernel"] = kernel
+            report(sid, lambda c=case: pre.fa4_prefill(**c), jit_fn, kernel, pre)
+            pre.CONFIG.clear()
+            pre.CONFIG.update(saved)
         del case
 
 

@@ -1,10 +1,11 @@
 """Each step of a warm eager fa4 call's host path, timed on its own (device script; issue 18 point 3).
 
 scripts/device/fa4_host_cost.py times the whole entry point against Triton's launch paths; this splits the
-entry point (the committed promoted.py of each op) into its steps and times each one alone, as a mean
-over back-to-back repetitions with no sync, so their sum can be set against the whole call:
-shape reads, the plan lookup, allocations, the descriptor cache, the argument tuple, the launch
-cache key, the compiled kernel's launch, and inside that launch the two TMA tensor-map encodes.
+entry point (fa4_prefill's baseline.py on its Triton kernel, fa4_decode's baseline and promoted kernel) into
+its steps and times each one alone, as a mean over back-to-back repetitions with no sync, so their sum can
+be set against the whole call: shape reads, the plan lookup, allocations, the descriptor cache, the
+argument tuple, the launch cache key, the compiled kernel's launch, and inside that launch the two TMA
+tensor-map encodes (and, apart, the rule fa4_prefill's "auto" applies per call to pick its kernel).
 Shapes and inputs are the contract's (case ids of any set, seed 0); prefill E1 is one new token.
 
     python scripts/device/fa4_host_steps.py [--prefill E1,P1] [--decode D7-q1]
@@ -57,7 +58,8 @@ def show(name, steps, whole):
 
 def prefill(sid):
     op = get_op("fa4_prefill")
-    mod = kernel_module(op, "promoted")
+    mod = kernel_module(op, "baseline")  # nothing promoted: the baseline is the shipped kernel
+    mod.CONFIG["kernel"] = "triton"  # the steps below are the Triton launch path's ("auto" runs Gluon on sm_90)
     c = inputs(op, sid)
     q, k, v, kv_lens = c["q"], c["k_cache"], c["v_cache"], c["kv_lens"]
     mod._LAUNCH.hits.clear()
@@ -88,6 +90,8 @@ def prefill(sid):
         ("launch cache key (_arg_key x 22)", lambda: (plan_key, tuple(map(mod._arg_key, a))), True),
         ("compiled kernel launch", lambda: compiled[g3](*a, *consts), True),
         ("  one TMA map encode", _encode(compiled, kd), False),
+        ("  \"auto\"'s rule (_gluon_unfit)", lambda: mod._gluon_unfit(q, k, v, c["page_table"], c["cu_seqlens_q"],
+                                                                     kv_lens), False),
     ]
     show(f"prefill {sid} ({'TMA' if use_tma else 'gather'})", steps, lambda: mod.fa4_prefill(**c))
 
@@ -140,7 +144,7 @@ def decode(sid, impl):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--prefill", default="E1,P1", help="fa4_prefill case ids (promoted kernel)")
+    ap.add_argument("--prefill", default="E1,P1", help="fa4_prefill case ids (baseline, Triton kernel)")
     ap.add_argument("--decode", default="D7-q1", help="fa4_decode case ids (baseline and promoted)")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__, flush=True)

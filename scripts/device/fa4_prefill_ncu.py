@@ -6,9 +6,10 @@ and cudaProfilerStop, so `ncu --profile-from-start off` sees only that call's ke
 
     ncu --profile-from-start off --clock-control none --section SpeedOfLight \
         --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
-        --section LaunchStats python scripts/device/fa4_prefill_ncu.py --impl promoted --shape P7
+        --section LaunchStats python scripts/device/fa4_prefill_ncu.py --impl baseline --shape P7
 
---impl: baseline or promoted (the contract's kernel files), or a competitor of the contract
+--impl: baseline or promoted (the contract's kernel files; nothing is promoted since the baseline holds the
+Gluon kernel for sm_90 and the Triton kernel, CONFIG "kernel" "auto" picking one), or a competitor of the contract
 (kernels/fa4_prefill/competitors.py: sdpa, torch's SDPA on the gathered dense K/V as `aka bench --impl
 sdpa` times it; flash_attn4); --shape: a case id of any of the contract's sets.
 """
@@ -29,7 +30,7 @@ def main():
     from aka.contract.ops import get_op
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--impl", default="promoted")
+    ap.add_argument("--impl", default="baseline")
     ap.add_argument("--shape", default="P7")
     args = ap.parse_args()
     op = get_op("fa4_prefill")

@@ -103,22 +103,28 @@ def test_every_pattern_matches_its_template_and_renders_policy_clean(name):
         assert report.ok, (p.name, report.message)
 
 
+# fa4_prefill's patterns search its Triton kernel, which the op runs off sm_90 only (on sm_90 the entry's "auto"
+# runs the Gluon kernel): they are searched here on an sm_100 GPU
+_SEARCH_HW = {"fa4_prefill": {"sms": 148, "capability": "sm_100", "interpreter": False},
+              "fa4_decode": {"sms": 132, "capability": "sm_90", "interpreter": False}}
+
+
 @pytest.mark.parametrize("name", ["fa4_prefill", "fa4_decode"])
 def test_fa4_patterns_search_around_the_incumbent(name):
     """The incumbent is the start of one pattern (never proposed again); the search's first proposals
-    are the other structures the hardware allows (on an sm_90 GPU also fa4_prefill's Gluon one), then
-    parameter steps, all inside the constraints."""
+    are the other structures the hardware allows, then parameter steps, all inside the constraints."""
     from aka.agent.llm.offline import applies
 
     kdir = REPO / "kernels" / name
     base = kdir / "baseline.py"
-    hw = {"sms": 132, "capability": "sm_90", "interpreter": False}
+    hw = _SEARCH_HW[name]
 
     def c(n, history):
         return Context(op=name, attempt=n, incumbent_source=base.read_text(), incumbent_label="baseline",
                        baseline_path=str(base), kernel_dir=str(kdir), hardware=hw, history=list(history))
 
     pats = {p.name: p for p in load_patterns(kdir, base) if applies(p, hw)}
+    assert len(pats) >= 2
     structures = {n: structure_of(p, hw, read_dict(base.read_text(), "CONFIG")) for n, p in pats.items()}
     inc = read_dict(base.read_text(), "CONFIG")
     assert [n for n, s in structures.items() if s.start == inc]  # the incumbent belongs to one structure
@@ -135,19 +141,27 @@ def test_fa4_patterns_search_around_the_incumbent(name):
     assert {h["plan"]["pattern"] for h in history} >= set(pats) - {n for n, s in structures.items() if s.start == inc}
 
 
+SM90 = {"name": "NVIDIA H100 80GB HBM3", "sms": 132, "capability": "sm_90", "interpreter": False}
+
+
 def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names():
-    """fa4_prefill's Gluon pattern needs an sm_90 GPU: never proposed in the interpreter or on another
-    capability, proposed (as a structure to look at) on sm_90; a `when` that cannot be evaluated is one
-    PatternError naming the pattern."""
+    """fa4_prefill's patterns search its Triton kernel: proposed in the interpreter and on other GPUs, never
+    on an sm_90 GPU, where the op runs its Gluon kernel (kernels/fa4_prefill/stages/entry.py, "auto") and
+    a Triton structure would be measured with dead knobs. Each leaves CONFIG "kernel" at "auto", which is
+    the Triton kernel wherever the pattern applies. A `when` that cannot be evaluated is one PatternError
+    naming the pattern."""
     from aka.agent.llm.base import BackendExhausted
     from aka.agent.llm.offline import Pattern, PatternError, applies
 
     kdir = REPO / "kernels" / "fa4_prefill"
     base = kdir / "baseline.py"
-    gluon = next(p for p in load_patterns(kdir, base) if p.name == "gluon_fa3")
-    assert not applies(gluon, {"interpreter": True, "sms": 0})
-    assert not applies(gluon, {"interpreter": False, "sms": 148, "capability": "sm_100"})
-    assert applies(gluon, {"interpreter": False, "sms": 132, "capability": "sm_90"})
+    pats = load_patterns(kdir, base)
+    assert {p.name for p in pats} == {"tma", "tma_ws", "gather"}
+    for p in pats:
+        assert p.fixed["kernel"] == "auto", p.name
+        assert applies(p, {"interpreter": True, "sms": 0})
+        assert applies(p, {"interpreter": False, "sms": 148, "capability": "sm_100"})
+        assert not applies(p, SM90), p.name
 
     def patterns_proposed(hw):
         history = []
@@ -162,11 +176,30 @@ def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names():
                             "failed_stage": ""})
         return {h["plan"]["pattern"] for h in history}
 
-    assert "gluon_fa3" in patterns_proposed({"sms": 132, "capability": "sm_90", "interpreter": False})
-    assert "gluon_fa3" not in patterns_proposed({"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0})
+    interpreter = {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0}
+    assert patterns_proposed(interpreter) >= {"tma_ws", "gather"}
+    assert patterns_proposed(SM90) == set()
     bad = Pattern("typo", "", base, {}, None, [], [], when="smss > 1")
     with pytest.raises(PatternError, match="pattern 'typo': when: 'smss > 1' cannot be evaluated"):
         applies(bad, {"sms": 132})
+
+
+def test_where_no_pattern_applies_the_offline_backend_says_so_in_one_line():
+    """On an sm_90 GPU no fa4_prefill pattern applies: the first plan ends the search with one line naming
+    the hardware and why, not a claim that every configuration was tried."""
+    from aka.agent.llm.base import BackendExhausted
+
+    kdir = REPO / "kernels" / "fa4_prefill"
+    base = kdir / "baseline.py"
+    c = Context(op="fa4_prefill", attempt=0, incumbent_source=base.read_text(), incumbent_label="baseline",
+                baseline_path=str(base), kernel_dir=str(kdir), hardware=dict(SM90), history=[])
+    with pytest.raises(BackendExhausted) as exc:
+        get_backend("offline").plan(c)
+    msg = str(exc.value)
+    assert "\n" not in msg and "every configuration" not in msg
+    assert msg.startswith("fa4_prefill: no pattern of ")
+    assert "kernels/fa4_prefill/patterns applies on this hardware" in msg
+    assert "capability 'sm_90'" in msg and "each one's `when` excludes it" in msg
 
 
 def test_the_search_sees_which_shape_refused_an_attempt():
@@ -304,9 +337,17 @@ def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kco
 # an H200 run records against the new code they do not apply. strict: the day they apply again, this
 # marker must go.
 _GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge predates the block-substitution prep")
+# fa4_prefill's one H200 entry (kernels/fa4_prefill/knowledge.json) was measured against promoted.py (code hash
+# 39a1c7a8ce18db62) with the pre-stage baseline.py as template; the stage-rendered baseline (the same Triton kernel
+# and CONFIG values beside the Gluon kernel) is other code, so the entry applies to nothing until a run records
+# against it. On sm_90 (H100, H200) no fa4_prefill pattern applies any more, so no offline run there records one;
+# a run on another GPU records under that GPU's name. strict: the day it applies again, this marker must go.
+_FA4_PREFILL_STALE = pytest.mark.xfail(strict=True, reason="fa4_prefill's H200 knowledge predates the stage-rendered "
+                                                           "baseline (Gluon on sm_90, Triton elsewhere)")
 
 
-@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode"])
+@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode",
+                                     pytest.param("fa4_prefill", marks=_FA4_PREFILL_STALE)])
 def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
     """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
     runs recorded (kernels/<op>/knowledge.json), 20 proposals of the offline search on an H200 contain no

@@ -1,6 +1,7 @@
 """A baseline written as stage files (modules.stages) is one module for every reader: rendered in order,
 imports merged, sibling imports dropped, rendered again when a stage changes, a missing stage named."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -103,3 +104,30 @@ def test_the_baseline_is_rendered_again_only_when_a_stage_or_the_file_changed(tm
     assert "PREP_EDITED = 1" in op.path("baseline").read_text() and len(calls) == 2
     op.path("baseline")
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("interpret", ["0", "1"])
+def test_the_fa4_prefill_baseline_is_rendered_from_its_stages_and_imports_with_or_without_the_interpreter(
+        tmp_path, interpret):
+    """fa4_prefill's baseline is one module of two kernels (stages/entry.py picks one per call): rendered from
+    its stages, it imports on its own in a fresh process, and it knows whether Triton's interpreter runs it
+    (then the entry never picks the Gluon kernel)."""
+    shutil.copytree(ROOT / "workloads", tmp_path / "workloads")
+    shutil.copytree(ROOT / "kernels" / "fa4_prefill", tmp_path / "kernels" / "fa4_prefill",
+                    ignore=shutil.ignore_patterns("baseline.py", "__pycache__", ".rendered"))
+    assert not (tmp_path / "kernels" / "fa4_prefill" / "baseline.py").exists()
+    base = get_op("fa4_prefill", tmp_path).path("baseline")
+    src = base.read_text()
+    assert src.count("\nCONFIG = {") == 1 and src.count("\ndef fa4_prefill(") == 1
+    assert "from ." not in src and "import triton.experimental" not in src.split("\n# entry.py\n")[1]
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from aka.contract.ops import load_module; "
+            f"m = load_module(__import__('pathlib').Path({str(base)!r})); "
+            "print(m._INTERPRETED, type(m._fa4_prefill_kernel).__name__, type(m._fa4_prefill_gluon_kernel).__name__)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**env, "TRITON_INTERPRET": interpret})
+    assert out.returncode == 0, out.stderr[-2000:]
+    interpreted, triton_kind, gluon_kind = out.stdout.split()
+    assert interpreted == str(interpret == "1")
+    assert triton_kind == ("InterpretedFunction" if interpret == "1" else "JITFunction")
+    assert gluon_kind == "GluonJITFunction"

@@ -280,39 +280,50 @@ DECODE = [
 # ---------------------------------------------------------------------------------------------
 # fa4_prefill
 
+# The entry hands each call to one of two kernels (kernels/fa4_prefill/stages/entry.py): mutants of the whole op
+# edit that hand-off, so they hold on every device; mutants of the Triton kernel also pin CONFIG "kernel" to
+# "triton", so that on an sm_90 GPU (where "auto" runs the Gluon kernel) they still run the code they mutate.
+_PRE_CALL = "    return forward(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale, cfg)\n"
+_PRE_SCALE = (_PRE_CALL, _PRE_CALL.replace("softmax_scale, cfg)", "None, cfg)  # ignores the caller's scale"))
+_PRE_TRITON = ('    "kernel": "auto",', '    "kernel": "triton",')
+
 PREFILL = [
     Kernel("ignores_scale", "fa4_prefill", "scalars never varied", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
-           base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
+           base="baseline", edits=(_PRE_SCALE,), shapes="S1", doc="always uses 256**-0.5"),
     Kernel("no_max_subtraction", "fa4_prefill", "overflow", r"^E6: round 0: o: NaN/Inf", base="baseline", shapes="E6",
-           edits=(("    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)", "    m_new = m_i * 0.0"),),
+           edits=(_PRE_TRITON, ("    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)", "    m_new = m_i * 0.0")),
            doc="softmax without its running max"),
     Kernel("causal_off_by_one", "fa4_prefill", "wrong maths", r"^S1: round 0: o: (rel L2|max element|NaN/Inf)",
            base="baseline", shapes="S1",
-           edits=(("        qk = tl.where(offs_n[None, :] <= qpos[:, None], qk, float(\"-inf\"))",
+           edits=(_PRE_TRITON,
+                  ("        qk = tl.where(offs_n[None, :] <= qpos[:, None], qk, float(\"-inf\"))",
                    "        qk = tl.where(offs_n[None, :] <= qpos[:, None] + 1, qk, float(\"-inf\"))"),),
            doc="each query also sees the next key"),
     Kernel("ignores_prefix", "fa4_prefill", "wrong maths", r"^S2: round 0: o: (rel L2|max element|NaN)",
-           base="baseline", shapes="S2", edits=(("    prefix = kv_len - q_len\n", "    prefix = kv_len * 0\n"),),
+           base="baseline", shapes="S2",
+           edits=(_PRE_TRITON, ("    kv_len = tl.load(KVL + s)\n    prefix = kv_len - q_len\n",
+                                "    kv_len = tl.load(KVL + s)\n    prefix = kv_len * 0\n")),
            doc="positions counted from 0, not after the cached prefix"),
     Kernel("reads_page_tail", "fa4_prefill", "finite page garbage", r"o: NaN/Inf", base="baseline", shapes="S1",
-           edits=(("            v = tl.where(n_ok[:, None], v, 0.0)\n", ""),
+           edits=(_PRE_TRITON, ("            v = tl.where(n_ok[:, None], v, 0.0)\n", ""),
                   ("            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :],\n"
                    "                        mask=kv_mask, other=0.0)",
                    "            v = tl.load(V + (page * stride_vp + (offs_n % PAGE) * stride_vs + v_off)[:, None] + offs_d[None, :])")),
            doc="V rows past kv_len in the last page enter with weight 0"),
     Kernel("counts_calls", "fa4_prefill", "call counting", r"timed output wrong", base="baseline", where="screen",
            prologue=_COUNT_CALLS,
-           edits=(("    o = torch.empty_like(q)\n    if t_total == 0:",
-                   "    o = torch.empty_like(q)\n    if _nth_call(q) > 3:\n        return o.zero_()\n    if t_total == 0:"),),
+           edits=((_PRE_CALL, _PRE_CALL.replace("    return forward", "    o = forward")
+                   + "    if _nth_call(q) > 3:\n        return o.zero_()\n    return o\n"),),
            doc="right for the gate's calls, zeros from the 4th on"),
     Kernel("patches_masked_fill", "fa4_prefill", "in-process patching", r"^S1: round 0: o: (rel L2|max element|NaN)",
            base="baseline", policy=False, refused=r"'typing\.sys\.modules' is not allowed", prologue=_PATCH_MASK, shapes="S1",
-           edits=(("        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos, True)",
+           edits=(_PRE_TRITON,
+                  ("        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos, True)",
                    "        acc, m_i, l_i = _attn_block(acc, m_i, l_i, q, k, v, qk_scale, offs_n, qpos + 1000000, True)"),),
            doc="non-causal attention, with torch's masked_fill made a no-op for an in-process reference"),
     Kernel("patches_scalar_draw", "fa4_prefill", "in-process patching",
            r"^S1: round 1 \(softmax_scale=[0-9.]+\): o: (rel L2|max element)", base="baseline", policy=False,
-           refused=r"'dataclasses\.sys\.modules(\.get)?' is not allowed", prologue=_PATCH_DRAW, edits=(_SCALE_ENTRY,),
+           refused=r"'dataclasses\.sys\.modules(\.get)?' is not allowed", prologue=_PATCH_DRAW, edits=(_PRE_SCALE,),
            shapes="S1", doc="ignores the scale and turns off aka's scalar draw where it can reach it"),
     Kernel("sdpa_through_typing", "fa4_prefill", "torch compute", r"computed with torch outside its kernels",
            base="adv:torch_attention", policy=False, refused=r"'typing\.sys\.modules' is not allowed", shapes="S1",

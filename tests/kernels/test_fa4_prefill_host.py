@@ -3,8 +3,9 @@
 - The per-shape plan cache and the cached TMA descriptors change no result: outputs are
   bit-identical to the pre-change baseline (kernels/fa4_prefill/baseline.py at 34a95c1, read from git
   history, run in the same process on the same inputs) on the contract's smoke and edge shapes, under the default CONFIG
-  (TMA descriptors) and a small pointer-gather CONFIG, and stay within the float64 reference's
-  tolerance.
+  (TMA descriptors, packed head groups; given to the old module too) and a small pointer-gather CONFIG, and
+  stay within the float64 reference's tolerance. The entry's "auto" runs the Triton kernel here (the
+  interpreter; tests/kernels/test_fa4_prefill_dispatch.py).
 - The descriptor cache never serves a stale cache: a different K/V pair of the same shape gets its
   own descriptors.
 - What one warm call does on the host is pinned (aka.evaluate.host.launches.Recorder), so a re-added view,
@@ -44,9 +45,16 @@ def _old():
 
 
 def run_both(x, cfg=None, **kw):
+    """Both modules' entry on x, each with the same Triton CONFIG: the current defaults (the values promoted
+    on 2026-12-03, kernels/fa4_prefill/stages/entry.py) with cfg laid over them; the entry's "auto" runs the
+    Triton kernel here (the interpreter)."""
     from pre_change import run_both as both
 
-    return both(mod, _old(), "fa4_prefill", x, cfg, **kw)
+    old = _old()
+    same = {**{k: mod.CONFIG[k] for k in old.CONFIG}, **(cfg or {})}
+    if same["BLOCK_M"] % (x["q"].shape[1] // x["k_cache"].shape[2]):
+        same["PACK_GQA"] = False  # what the current plan does itself for such a group; the old one asserted
+    return both(mod, old, "fa4_prefill", x, same, **kw)
 
 
 def rel_l2(o, ref):

@@ -167,6 +167,12 @@ class OfflineBackend:
 
     def plan(self, ctx: Context) -> tuple[Plan, Usage]:
         patterns, structures = self._structures(ctx)
+        if not patterns:  # every pattern's `when` excludes this hardware: nothing to search here
+            facts = _facts(ctx.hardware or {})
+            where = ", ".join(f"{k} {facts[k]!r}" for k in ("name", "capability", "interpreter"))
+            raise BackendExhausted(f"{ctx.op}: no pattern of {Path(ctx.kernel_dir) / 'patterns'} applies on this "
+                                   f"hardware ({where}): each one's `when` excludes it, so the offline search has "
+                                   "nothing to propose and the incumbent stays")
         seed = ctx.seed if self.seed is None else self.seed
         inc = read_dict(ctx.incumbent_source, "CONFIG")
         # the incumbent is a measured point of whichever structure it belongs to: never re-propose it

@@ -1,21 +1,13 @@
-"""Paged causal FlashAttention prefill (head dim 256) in Gluon for Hopper (sm_90a): FA3's design.
+"""The Gluon kernel for Hopper (sm_90a): FlashAttention-3's design. The op's kernel on an sm_90 GPU for the
+inputs it takes (entry.py says which); Triton's interpreter cannot run it.
 
-Interface (OPS.md, fa4_prefill), as the baseline (kernels/fa4_prefill/baseline.py):
-    q            [T_q_total, Hq, 256]            bf16, packed varlen (cu_seqlens_q)
-    k_cache      [num_pages, 64, Hkv, 256]       bf16, NHD pages of 64 tokens
-    v_cache      [num_pages, 64, Hkv, 256]       bf16
-    page_table   [N, max_pages]                  int32 page ids (any order)
-    cu_seqlens_q [N+1]                           int32
-    kv_lens      [N]                             int32, cached prefix + new tokens
-    -> o         [T_q_total, Hq, 256]            bf16
-Causal, bottom-right aligned: new token i of sequence n sits at absolute position
-kv_len - q_len + i and sees keys 0..that position. q head h reads kv head h // (Hq // Hkv).
+Interface and causal alignment: entry.py (the op's contract, workloads/fa4_prefill.yaml).
 
 Design (FlashAttention-3 forward, one CTA per (q tile of 128 tokens, q head)):
 - Grid (Hq, T_total // 128 + N): tiles of all sequences share axis 1 without a host sync, as in the
-  baseline: sequence s owns tiles [cu[s] // 128 + s, ...), a program finds its sequence by binary
-  search over cu_seqlens_q, tiles run heaviest first, and surplus programs return before any
-  shared memory or barrier is touched.
+  Triton kernel (triton_fwd.py): sequence s owns tiles [cu[s] // 128 + s, ...), a program finds its
+  sequence by binary search over cu_seqlens_q, tiles run heaviest first, and surplus programs return
+  before any shared memory or barrier is touched.
 - gl.warp_specialize, three partitions (12 warps, 384 threads):
     default (4 warps)  consumer warpgroup 0: query rows 0..63 of the tile
     worker  (4 warps)  consumer warpgroup 1: query rows 64..127
@@ -64,13 +56,15 @@ Not done yet (candidates for the next versions):
   on the diagonal that only warpgroup 1 needs, and a tile with <= 64 valid rows runs warpgroup 1
   on padding rows;
 - Q tile 128 only (BLOCK_M), page 64 == BLOCK_N, head dim 256 only; q and the caches must be
-  contiguous (asserted): the caches are viewed as 2-D for TMA.
+  contiguous (asserted): the caches are viewed as 2-D for TMA. The entry sends every other input to
+  the Triton kernel (entry.py, _gluon_unfit).
 
 Measured (H100 80GB HBM3, Triton 3.6.0, torch 2.11.0+cu130, 2026-12-05; docs/perf/fa4_prefill.md): the
 gate passes on smoke, edge and all 30 full shapes (2 rounds, rel L2 1.1e-3 to 2.3e-3, as the Triton
 kernel's); under graph replay 1.09-1.72x the shipped Triton kernel on every full shape (geomean 1.34x),
-P8 12.1 ms (~730 TFLOP/s) against SDPA's (cuDNN) 13.6 ms. It is a candidate file, not the op's
-default: Triton's interpreter cannot run Gluon, so the CPU path keeps the Triton kernel.
+P8 12.1 ms (~730 TFLOP/s) against SDPA's (cuDNN) 13.6 ms. Those figures are of the same kernel as a
+module of its own (kernels/fa4_prefill/gluon.py, since moved here unchanged but for names); as this stage
+of the op's baseline, run by the entry on sm_90, it has not been re-measured yet.
 """
 
 from __future__ import annotations
@@ -87,22 +81,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-# Values used at call time (the entry reads the module global each call, so a search can swap it).
-CONFIG = {
-    # K and V ring slots (32 KB each per ring): 3 exceeds shared memory beside Q's 64 KB, 1 serialises loads
-    # and MMAs (it compiles and is deadlock-free, but is no real choice), so not in SPACE.
-    "STAGES": 2,
-    # setmaxnreg of consumer warpgroup 1 and of the TMA warp's warpgroup; Triton 3.6 sets the default
-    # partition (consumer 0) to 240 as well: 128 * (240 + 240 + 24) = 64512 of the 65536 registers.
-    "REGS_CONSUMER": 240,
-    "REGS_LOADER": 24,
-}
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch
 
-# Name -> values worth searching: none yet (STAGES and the register split are fixed by shared memory
-# and the register file, see CONFIG).
-SPACE = {}
-
-_LOG2E = 1.4426950408889634
+# The kernel's fixed tile: its tunables (ring slots, register split) are CONFIG's gluon_* keys (entry.py).
 _BLOCK_M = 128  # query rows a CTA: two consumer warpgroups of 64
 _HALF_M = 64  # query rows a consumer warpgroup (wgmma M = 64 per warpgroup)
 _BLOCK_N = 64  # keys a block: one page
@@ -111,7 +92,7 @@ _HEAD_D = 256
 
 
 @gluon.jit
-def _find_seq(cu_ptr, tile, N, TPT: gl.constexpr):
+def _gluon_find_seq(cu_ptr, tile, N, TPT: gl.constexpr):
     # Largest s in [0, N) with cu[s] // TPT + s <= tile (the baseline's tile numbering).
     lo = 0
     hi = N
@@ -291,7 +272,7 @@ def _consumer(C: gl.constexpr, q_smem, k_smem, v_smem, q_ready, k_ready, k_empty
 
 
 @gluon.jit
-def _fa4_prefill_kernel(
+def _fa4_prefill_gluon_kernel(
     q_desc, k_desc, v_desc, o_ptr, pt_ptr, cu_ptr, kvl_ptr,
     qk_scale, N,
     stride_ot, stride_oh, stride_pt,
@@ -305,7 +286,7 @@ def _fa4_prefill_kernel(
     head = gl.program_id(0)
     tile = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (last) tiles first
 
-    s = _find_seq(cu_ptr, tile, N, BLOCK_M)
+    s = _gluon_find_seq(cu_ptr, tile, N, BLOCK_M)
     q_start = gl.load(cu_ptr + s)
     q_len = gl.load(cu_ptr + s + 1) - q_start
     tok0 = (tile - (q_start // BLOCK_M + s)) * BLOCK_M
@@ -352,13 +333,11 @@ def _fa4_prefill_kernel(
 
 
 # Host-side state reused across calls (built once, looked up by plain Python keys):
-# - _PLANS: per shape and CONFIG: grid, constexprs, scale.
-# - _DESCS: the last (q, k_cache, v_cache) descriptors, reused only for the very same tensor objects
+# - _GLUON_PLANS: per shape and CONFIG: grid, constexprs, scale.
+# - _GLUON_DESCS: the last (q, k_cache, v_cache) descriptors, reused only for the very same tensor objects
 #   with the same data pointers, shapes and strides (a TensorDescriptor holds its base tensor).
-_PLANS = {}
-_PLANS_MAX = 256
-_PLAN_COUNT = [0]
-_DESCS = {}  # "q" / "kv" -> (tensors, key, descriptors)
+_GLUON_PLANS = {}
+_GLUON_DESCS = {}  # "q" / "kv" -> (tensors, key, descriptors)
 
 
 def _smem_layout():
@@ -368,19 +347,19 @@ def _smem_layout():
 
 def _cached_q_desc(q):
     key = (q.data_ptr(), q.shape, q.stride())
-    hit = _DESCS.get("q")
+    hit = _GLUON_DESCS.get("q")
     if hit is not None and hit[0] is q and hit[1] == key:
         return hit[2]
     t, hq, d = q.shape
     flat = q.view(t, hq * d)
     desc = TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [_HALF_M, d], _smem_layout())
-    _DESCS["q"] = (q, key, desc)
+    _GLUON_DESCS["q"] = (q, key, desc)
     return desc
 
 
 def _cached_kv_descs(k_cache, v_cache):
     key = (k_cache.data_ptr(), v_cache.data_ptr(), k_cache.shape, v_cache.shape, k_cache.stride(), v_cache.stride())
-    hit = _DESCS.get("kv")
+    hit = _GLUON_DESCS.get("kv")
     if hit is not None and hit[0][0] is k_cache and hit[0][1] is v_cache and hit[1] == key:
         return hit[2]
     num_pages, page, hkv, d = k_cache.shape
@@ -388,68 +367,34 @@ def _cached_kv_descs(k_cache, v_cache):
     for c in (k_cache, v_cache):
         flat = c.view(num_pages * page, hkv * d)
         descs.append(TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [_BLOCK_N, d], _smem_layout()))
-    _DESCS["kv"] = ((k_cache, v_cache), key, tuple(descs))
+    _GLUON_DESCS["kv"] = ((k_cache, v_cache), key, tuple(descs))
     return descs[0], descs[1]
 
 
-def _arg_key(a, _tensor=torch.Tensor):
-    """What Triton specialises a compiled kernel on, per argument, or more (see the baseline)."""
-    t = type(a)
-    if t is int:
-        return a
-    if isinstance(a, _tensor):
-        return (a.dtype, a.data_ptr() & 15)
-    if t is float or t is bool:
-        return (t, a)
-    base = a.base  # a host TensorDescriptor
-    return (base.dtype, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
-
-
-class _Launch:
-    """Launches one Gluon kernel; later calls with the same key go straight to the compiled kernel
-    (the baseline's _Launch: Triton's JIT binding costs 38-60 us of host time a launch)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.hits = {}
-
-    def __call__(self, grid, plan_key, args, kw):
-        key = (plan_key, tuple(map(_arg_key, args)))
-        hit = self.hits.get(key)
-        if hit is not None:
-            hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])
-            return
-        compiled = self.fn[grid](*args, **kw)
-        if hasattr(compiled, "packed_metadata"):
-            if len(self.hits) >= 256:
-                self.hits.clear()
-            self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
-
-
-def _plan(cfg, t_total, hq, d, page, hkv, n, softmax_scale, device):
+def _gluon_plan(cfg, t_total, hq, d, page, hkv, n, softmax_scale, device):
     key = (t_total, hq, d, page, hkv, n, softmax_scale, device, tuple(cfg.items()))
-    plan = _PLANS.get(key)
+    plan = _GLUON_PLANS.get(key)
     if plan is not None:
         return plan
     if softmax_scale is None:
         softmax_scale = d ** -0.5
     # Upper bound on tiles from shapes alone (no host sync): sum_s cdiv(q_len_s, 128) <= T // 128 + N.
     grid = (hq, t_total // _BLOCK_M + n)
-    kw = dict(G=hq // hkv, PAGE=page, HEAD_D=d, BLOCK_M=_BLOCK_M, BLOCK_N=_BLOCK_N, STAGES=int(cfg["STAGES"]),
-              REGS_CONSUMER=int(cfg["REGS_CONSUMER"]), REGS_LOADER=int(cfg["REGS_LOADER"]), num_warps=4)
-    if len(_PLANS) >= _PLANS_MAX:
-        _PLANS.clear()
+    kw = dict(G=hq // hkv, PAGE=page, HEAD_D=d, BLOCK_M=_BLOCK_M, BLOCK_N=_BLOCK_N, STAGES=int(cfg["gluon_stages"]),
+              REGS_CONSUMER=int(cfg["gluon_regs"]), REGS_LOADER=int(cfg["gluon_regs_load"]), num_warps=4)
+    if len(_GLUON_PLANS) >= _PLANS_MAX:
+        _GLUON_PLANS.clear()
     _PLAN_COUNT[0] += 1
     plan = (float(softmax_scale) * _LOG2E, grid, kw, _PLAN_COUNT[0])
-    _PLANS[key] = plan
+    _GLUON_PLANS[key] = plan
     return plan
 
 
-_LAUNCH = _Launch(_fa4_prefill_kernel)
+_GLUON_LAUNCH = _Launch(_fa4_prefill_gluon_kernel)
 
 
-def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale=None):
-    """Paged causal prefill. Shapes in the module docstring; returns o like q.
+def _gluon_forward(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale, cfg):
+    """The op on the Gluon kernel: the entry's arguments and the CONFIG to use; returns o like q.
 
     Per call on the host: one plan lookup, two descriptor-cache checks, one allocation (o), one
     launch. No host sync: the grid is an upper bound from shapes.
@@ -459,13 +404,13 @@ def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_
     assert d == dk == _HEAD_D and page == _PAGE and v_cache.shape == k_cache.shape and hq % hkv == 0
     assert k_cache.is_contiguous() and v_cache.is_contiguous() and q.is_contiguous()
     n = kv_lens.shape[0]
-    scale, grid, kw, plan_key = _plan(CONFIG, t_total, hq, d, page, hkv, n, softmax_scale, q.device)
+    scale, grid, kw, plan_key = _gluon_plan(cfg, t_total, hq, d, page, hkv, n, softmax_scale, q.device)
     o = torch.empty_like(q)
     if t_total == 0:
         return o
     q_desc = _cached_q_desc(q)
     k_desc, v_desc = _cached_kv_descs(k_cache, v_cache)
-    _LAUNCH(grid, plan_key, (
+    _GLUON_LAUNCH(grid, plan_key, (
         q_desc, k_desc, v_desc, o, page_table, cu_seqlens_q, kv_lens,
         scale, n,
         o.stride(0), o.stride(1), page_table.stride(0)), kw)

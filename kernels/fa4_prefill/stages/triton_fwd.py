@@ -1,18 +1,6 @@
-"""Paged causal FlashAttention prefill (head dim 256) in Triton — the fa4_prefill baseline.
+"""The Triton kernel: FlashAttention-2's forward, one program per (query-head group, q tile). It runs
+everywhere Triton runs, its CPU interpreter included: the op's kernel off sm_90 and the fallback on it.
 
-Interface (OPS.md, fa4_prefill):
-    q            [T_q_total, Hq, 256]            bf16, packed varlen (cu_seqlens_q)
-    k_cache      [num_pages, 64, Hkv, 256]       bf16, NHD pages of PAGE tokens
-    v_cache      [num_pages, 64, Hkv, 256]       bf16
-    page_table   [N, max_pages]                  int32 page ids (any order)
-    cu_seqlens_q [N+1]                           int32
-    kv_lens      [N]                             int32, cached prefix + new tokens
-    -> o         [T_q_total, Hq, 256]            bf16
-
-Causal, bottom-right aligned: new token i of sequence n sits at absolute position
-kv_len - q_len + i and sees keys 0..that position. q head h reads kv head h // (Hq // Hkv).
-
-Design (FA2 forward, one program per (query-head group, q tile)):
 - A q tile is BLOCK_M rows. Unpacked: BLOCK_M tokens of one q head. Packed (PACK_GQA): the
   G = Hq/Hkv heads of one KV head x BLOCK_M/G tokens, so a K/V tile feeds all G heads.
 - Tiles of all sequences share grid axis 1 without a host sync: sequence s owns tiles
@@ -33,31 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-# Values used at call time (the entry reads the module global each call, so a search can swap it).
-CONFIG = {
-    "BLOCK_M": 128,
-    "BLOCK_N": 64,
-    "num_warps": 8,
-    "num_stages": 2,
-    "PACK_GQA": False,
-    "SPLIT_CAUSAL": True,
-    "USE_TMA": True,  # H200 run 2: P5 426 -> TMA, vs 403 TF/s pointer gather; P7 529 vs 480
-    "WARP_SPEC": True,  # Triton's automatic warp specialisation; +1-2% over TMA alone (within noise)
-}
-
-# Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_prefill.py).
-SPACE = {
-    "BLOCK_M": [64, 128],
-    "BLOCK_N": [32, 64],
-    "num_warps": [4, 8],
-    "num_stages": [1, 2, 3],
-    "PACK_GQA": [False, True],
-    "SPLIT_CAUSAL": [False, True],
-    "USE_TMA": [False, True],
-    "WARP_SPEC": [False, True],
-}
-
-_LOG2E = 1.4426950408889634
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch
 
 
 @triton.jit
@@ -190,6 +154,12 @@ def _fa4_prefill_kernel(
     tl.store(O + o_rows[:, None] + offs_d[None, :], out.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
+# Triton's interpreter (TRITON_INTERPRET=1 when this module was imported) makes every @triton.jit kernel an
+# InterpretedFunction, which has no per-device compile caches; the entry runs Gluon only where this is False
+# (the environment itself is out of a kernel module's reach: aka's policy).
+_INTERPRETED = not hasattr(_fa4_prefill_kernel, "device_caches")
+
+
 # Host-side state reused across calls (built once, looked up by plain Python keys):
 # - _PLANS: per shape and CONFIG (the key holds CONFIG's items, so a search that swaps or edits
 #   CONFIG gets a new plan): grid, constexprs, scale, whether TMA applies.
@@ -199,8 +169,6 @@ def _fa4_prefill_kernel(
 #   same data pointer, shape and strides, so a new or re-pointed cache always gets a fresh pair.
 #   It holds one reference to the last caches (views of them), released when another pair comes.
 _PLANS = {}
-_PLANS_MAX = 256
-_PLAN_COUNT = [0]  # plans built so far: a plan's number, never reused (the launch cache keys on it)
 _DESCS = []  # [(k_cache, v_cache, key, (k_desc, v_desc))], at most one entry
 
 
@@ -225,49 +193,6 @@ def _cached_descs(k_cache, v_cache, block_n):
     descs = _tma_descs(k_cache, v_cache, block_n)
     _DESCS[:] = [(k_cache, v_cache, key, descs)]
     return descs
-
-
-def _arg_key(a, _tensor=torch.Tensor):
-    """What Triton specialises a compiled kernel on, per argument, or more: a tensor's dtype and
-    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a float's
-    or bool's type and value, a descriptor's dtype, alignment, shape, strides and box. The device is
-    in the plan key. Same key -> the same compiled code applies. Cheap on purpose (~0.3 us a tensor):
-    it runs for every argument of every launch."""
-    t = type(a)
-    if t is int:
-        return a
-    if isinstance(a, _tensor):
-        return (a.dtype, a.data_ptr() & 15)
-    if t is float or t is bool:
-        return (t, a)
-    base = a.base  # a host TensorDescriptor
-    return (base.dtype, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
-
-
-class _Launch:
-    """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
-    specialisation, cache lookup, compile on a miss: 38-60 us of host time per launch on the H200's
-    host, 2026-12-02/03), which returns the compiled kernel; later calls with the same key launch that
-    compiled kernel directly (11-22 us). The key is the plan (constexprs, warps, stages) and every
-    argument's _arg_key, so a call Triton would compile differently never reuses the wrong code.
-    The interpreter compiles nothing: there every call takes the JIT path."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.hits = {}
-
-    def __call__(self, grid, plan_key, args, kw):
-        key = (plan_key, tuple(map(_arg_key, args)))
-        hit = self.hits.get(key)
-        if hit is not None:
-            hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes
-            return
-        compiled = self.fn[grid](*args, **kw)
-        if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)
-            if len(self.hits) >= 256:
-                self.hits.clear()
-            # the launcher takes every parameter in order, constexprs included
-            self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
 
 
 def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale, device):
@@ -305,8 +230,8 @@ def _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale, device):
 _LAUNCH = _Launch(_fa4_prefill_kernel)
 
 
-def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale=None):
-    """Paged causal prefill. Shapes in the module docstring; returns o like q.
+def _triton_forward(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_scale, cfg):
+    """The op on the Triton kernel: the entry's arguments and the CONFIG to use; returns o like q.
 
     Per call on the host: one plan lookup, one descriptor-cache check, one allocation (o), one
     launch, straight through the compiled kernel once Triton compiled it for that key (_Launch).
@@ -317,7 +242,7 @@ def fa4_prefill(q, k_cache, v_cache, page_table, cu_seqlens_q, kv_lens, softmax_
     assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
     n = kv_lens.shape[0]
     contiguous = k_cache.is_contiguous() and v_cache.is_contiguous()
-    scale, grid, use_tma, block_n, kw, plan_key = _plan(CONFIG, t_total, hq, d, page, hkv, n, contiguous, softmax_scale,
+    scale, grid, use_tma, block_n, kw, plan_key = _plan(cfg, t_total, hq, d, page, hkv, n, contiguous, softmax_scale,
                                                      q.device)
     o = torch.empty_like(q)
     if t_total == 0:
