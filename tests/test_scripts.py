@@ -53,5 +53,5 @@ def test_the_prep_probe_still_edits_the_baseline_it_probes():
     got = probe.variants(base)
     assert list(got) == ["baseline", "no P", "no inverse", "no substitution", "no P, no inverse"]
     assert len({*got.values()}) == 5 and all(compile(s, name, "exec") for name, s in got.items())
-    with pytest.raises(ValueError, match="no P: the baseline no longer has 'b_q = tl.load"):
-        probe.variants(base.replace("b_qk = tl.dot(b_q, tl.trans(b_k))", "b_qk = tl.dot(b_q, b_k.T)"))
+    with pytest.raises(ValueError, match="no P: the baseline no longer has 'WITH_P=cfg"):
+        probe.variants(base.replace('WITH_P=cfg["fwd"] == "triton"', 'WITH_P=cfg["fwd"] != "ws"'))

@@ -19,9 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-_NO_P = [("    b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)\n"
-          "    b_qk = tl.dot(b_q, tl.trans(b_k))\n", ""),
-         ("    tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])\n", "")]
+# the prep's own switch (what the Gluon forward's prep runs): no q load, no Q K^T, no P or f stores
+_NO_P = [('WITH_P=cfg["fwd"] == "triton"', "WITH_P=False")]
 _NO_INV = [("    tl.store(p_tb + o_r4 * (HV * BT) + o_c4, (b_tt * b_bc)",
             "    tl.store(p_tb + o_r4 * (HV * BT) + o_c4, (b_a4 * b_bc)")]
 _NO_SUBST = [("    b_tt = tl.where(i_c4 == i_r4 - 3, b_f3[:, :, None, :], 0.0)\n",

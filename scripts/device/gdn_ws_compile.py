@@ -51,8 +51,8 @@ def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
         return f"tensordesc<bf16[{bt}, {cols}],{layout!r}>"
 
     sig = {
-        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(128), "tb_desc": desc(bt), "p_desc": desc(bt),
-        "g_ptr": "*fp32", "f_ptr": "*fp32", "o_ptr": "*bf16", "h0_ptr": "*fp32", "ht_ptr": "*fp32",
+        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(128), "tb_desc": desc(bt),
+        "g_ptr": "*fp32", "o_ptr": "*bf16", "h0_ptr": "*fp32", "ht_ptr": "*fp32",
         "mc_ptr": "*fp32", "cu_ptr": "*i32", "cus_ptr": "*i32", "N": "i32", "SEG": "i32", "scale": "fp32",
     }
     consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, LOG_N=4, HAS_H0=has_h0, STAGES=int(cfg["ws_stages"]),
@@ -60,7 +60,7 @@ def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
     sig.update(dict.fromkeys(consts, "constexpr"))
     names = fn.arg_names
     attrs = {(names.index(n),): [["tt.divisibility", 16]]
-             for n in ("g_ptr", "f_ptr", "o_ptr", "h0_ptr", "ht_ptr", "mc_ptr", "cu_ptr", "cus_ptr")}
+             for n in ("g_ptr", "o_ptr", "h0_ptr", "ht_ptr", "mc_ptr", "cu_ptr", "cus_ptr")}
     return fn, sig, consts, attrs
 
 

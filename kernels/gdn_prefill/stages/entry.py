@@ -14,7 +14,8 @@ Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
   common.py  _index_kernel, one program: per-sequence prefix sums of chunk and segment counts (device
              side, so no .tolist() on cu_seqlens); the helpers every stage shares.
   prep.py    _prep64_kernel, grid (HV, chunks): Tb = T diag(beta) as bf16 [T, HV, 64] (1/4 of what fla
-             stores for w+u) and P = scale Q K^T . Gamma with its column scales f.
+             stores for w+u) and, for the Triton forward only, P = scale Q K^T . Gamma with its column
+             scales f (the Gluon forward forms P and f itself).
   cp.py      (CP only) _seg_kernel, grid ((K+V)/BVA, HV, segments): every segment's affine transition
              S_out = M S_in + C; _chain_kernel, grid (V/BVC, HV, N): the entering states, a short serial
              chain of 128x128 GEMMs per sequence. A sequence is cut into segments of SEG chunks by a
@@ -93,7 +94,7 @@ CONFIG = {
     # 3.6 gives the first (default partition) the rest (scripts/device/gdn_ws_compile.py)
     "ws_regs": 240,
     "ws_regs_load": 24,
-    "ws_stages": 2,  # ring slots of the Gluon forward's loads (64 KB each; 3 would need 256 KB)
+    "ws_stages": 2,  # ring slots of the Gluon forward's loads (56 KB each; 3 would need 232 KB of 227)
 }
 
 SPACE = {
@@ -162,8 +163,11 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     _INDEX_LAUNCH((1,), (cu, cuc, cus, N, seg), dict(BT=BT, BLOCK=block), key)
 
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
-    pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
-    fdec = torch.empty(T, HV, dtype=torch.float32, device=dev)
+    if cfg["fwd"] == "triton":  # P and f: only the Triton forward reads them (the Gluon one forms its own)
+        pbuf = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
+        fdec = torch.empty(T, HV, dtype=torch.float32, device=dev)
+    else:  # dummies of the same dtypes, never read or written (the prep skips P and f for "ws")
+        pbuf, fdec = tb, g
     if T > 0:
         _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg, key)
     mc = ht  # dummy when CP is off
@@ -194,11 +198,13 @@ def _plan(T: int, N: int, HV: int, V: int, cp_segment_chunks: int | None, cfg: d
 
 
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
-    """Device bytes allocated beyond inputs and outputs: Tb, P and f, the CP transitions, the indices."""
+    """Device bytes allocated beyond inputs and outputs: Tb, P and f (the Triton forward only), the CP
+    transitions, the indices."""
     cfg = {**CONFIG, **(cfg or {})}
     seg = _seg_chunks(T, N, HV, V, cfg)
     nt_bound = triton.cdiv(T, BT) + N
-    b = T * HV * (BT * 2 * 2 + 4) + 2 * (N + 1) * 4
+    per_token = BT * 2 + (BT * 2 + 4 if cfg["fwd"] == "triton" else 0)  # Tb bf16 (+ P bf16 and f fp32)
+    b = T * HV * per_token + 2 * (N + 1) * 4
     if seg < triton.cdiv(T, BT):
         b += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)
     return b

@@ -1,7 +1,7 @@
-"""Stage 1, the prep: per chunk of 64 tokens and value head, Tb = (I + A)^-1 diag(beta) and P = scale
-(Q K^T . Gamma . causal) with its column scales f, every product a tensor-core dot (FlashQLA's kkt_solve
-does the inverse; its fused forward forms Q K^T). The forward stage reads both; nothing else of the
-chunk leaves this kernel."""
+"""Stage 1, the prep: per chunk of 64 tokens and value head, Tb = (I + A)^-1 diag(beta) and, for the Triton
+forward only, P = scale (Q K^T . Gamma . causal) with its column scales f, every product a tensor-core dot
+(FlashQLA's kkt_solve does the inverse; its fused forward forms Q K^T, as the Gluon forward, fwd_ws.py,
+does). The forward stage reads them; nothing else of the chunk leaves this kernel."""
 
 from __future__ import annotations
 
@@ -29,11 +29,13 @@ def _shift(b_x, o_4, D: tl.constexpr):
 def _prep64_kernel(
     q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, f_ptr, N, scale,
     HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr,
+    WITH_P: tl.constexpr,
 ):
-    """Tb [T, HV, BT], P [T, HV, BT] and f [T, HV] of one chunk and value head (q, k [T, HK, K] bf16;
-    g, beta [T, HV] fp32).
+    """Tb [T, HV, BT], and with WITH_P P [T, HV, BT] and f [T, HV], of one chunk and value head (q, k
+    [T, HK, K] bf16; g, beta [T, HV] fp32). Without WITH_P (the Gluon forward forms P and f itself) q, p_ptr
+    and f_ptr are never read or written and Tb is the same computation.
 
-    K K^T and Q K^T are [BT, BT] tensor-core dots; P is formed first (Q K^T is then dead), then A.
+    K K^T and (WITH_P) Q K^T are [BT, BT] tensor-core dots; P is formed first (Q K^T is then dead), then A.
     The inverse works on 16x16 blocks as [4, 16, 16] batches (batch r = block row r), every product a
     batched tf32 dot: the four diagonal blocks are inverted together by the series
     (I - D)(I + D^2)(I + D^4)(I + D^8) (D^16 = 0), then block forward substitution fills the block
@@ -57,23 +59,25 @@ def _prep64_kernel(
     o_qk = o_t[:, None] * (HK * K) + o_k[None, :]
     b_k = tl.load(k_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
     b_kk = tl.dot(b_k, tl.trans(b_k))
-    b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
-    b_qk = tl.dot(b_q, tl.trans(b_k))
+    if WITH_P:  # issued where the Triton forward's prep always had them (before the gate loads)
+        b_q = tl.load(q_ptr + (t0 * HK + i_hk) * K + o_qk, mask=m_t[:, None], other=0.0)
+        b_qk = tl.dot(b_q, tl.trans(b_k))
     b_g = tl.load(g_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
     b_beta = tl.load(beta_ptr + (t0 * HV + i_h) + o_t * HV, mask=m_t, other=0.0)
     b_gam = tl.cumsum(b_g, 0) * LOG2E
     b_gl = tl.sum(b_g, 0) * LOG2E
-    p_p = p_ptr + (t0 * HV + i_h) * BT  # this chunk's first row; offsets from it are int32
-    p_tb = tb_ptr + (t0 * HV + i_h) * BT
-    # P = scale (Q K^T . Gamma . causal), column j scaled by 2^-f_j, f_j = frac(gl - gam_j) stored beside
-    # it: the forward kernel's one V~ 2^f tile then serves both P V~ and the state update (_fwd_kernel)
-    b_dl = b_gl - b_gam
-    b_n = tl.floor(b_dl)
-    tl.store(f_ptr + (t0 * HV + i_h) + o_t * HV, b_dl - b_n, mask=m_t)
-    b_lg = (b_gam - b_gl)[:, None] + b_n[None, :]
-    b_lg = tl.where(o_t[:, None] >= o_t[None, :], b_lg, float("-inf"))
-    o_tt = o_t[:, None] * (HV * BT) + o_t[None, :]
-    tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])
+    p_tb = tb_ptr + (t0 * HV + i_h) * BT  # this chunk's first row; offsets from it are int32
+    if WITH_P:
+        # P = scale (Q K^T . Gamma . causal), column j scaled by 2^-f_j, f_j = frac(gl - gam_j) stored beside
+        # it: the forward kernel's one V~ 2^f tile then serves both P V~ and the state update (_fwd_kernel)
+        p_p = p_ptr + (t0 * HV + i_h) * BT
+        b_dl = b_gl - b_gam
+        b_n = tl.floor(b_dl)
+        tl.store(f_ptr + (t0 * HV + i_h) + o_t * HV, b_dl - b_n, mask=m_t)
+        b_lg = (b_gam - b_gl)[:, None] + b_n[None, :]
+        b_lg = tl.where(o_t[:, None] >= o_t[None, :], b_lg, float("-inf"))
+        o_tt = o_t[:, None] * (HV * BT) + o_t[None, :]
+        tl.store(p_p + o_tt, (b_qk * tl.exp2(b_lg) * scale).to(tl.bfloat16), mask=m_t[:, None])
     # A = strictly_lower(diag(beta) (K K^T . Gamma)); the exponent is <= 0 below the diagonal
     b_lg = tl.where(o_t[:, None] > o_t[None, :], b_gam[:, None] - b_gam[None, :], float("-inf"))
     b_a4 = tl.reshape(b_kk * tl.exp2(b_lg) * b_beta[:, None], [4, 16, 4, 16])
@@ -111,11 +115,13 @@ _PREP_LAUNCH = _Launch(_prep64_kernel)
 
 
 def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg, key=None):
-    """_prep64_kernel: Tb [T, HV, BT] into tb, P [T, HV, BT] into pbuf and f [T, HV] into fdec (what the
-    Tb tests call alone). key: the entry's launch key (_Launch)."""
+    """_prep64_kernel: q, k [T, HK, K] bf16; g, beta [T, HV] fp32 -> Tb [T, HV, BT] bf16 into tb and, when
+    cfg["fwd"] == "triton", P [T, HV, BT] bf16 into pbuf and f [T, HV] fp32 into fdec (what the Tb tests call
+    alone). The Gluon forward ("ws") forms P and f from q, k and g itself, so there pbuf and fdec are never
+    touched (any tensors of those dtypes). key: the entry's launch key (_Launch; it holds cfg)."""
     T, HK, K = q.shape
     HV = g.shape[1]
     # 4 warps: 126 registers, no spill (ptxas sm_90, Triton 3.6); 8 warps ran 1.4x slower (H100,
     # 2026-12-05, the doubling prep). The kernel has no loop, so num_stages is Triton's default.
     _PREP_LAUNCH((HV, nt_bound), (q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale),
-                 dict(HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, num_warps=4), key)
+                 dict(HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, WITH_P=cfg["fwd"] == "triton", num_warps=4), key)
