@@ -268,8 +268,41 @@ def test_an_unknown_forward_is_refused_before_any_launch():
 
     mod._PREP_LAUNCH.fn = Counted()
     try:
-        with pytest.raises(ValueError, match="CONFIG\\['fwd'\\] is 'triton' or 'ws', not 'cuda'"):
+        with pytest.raises(ValueError, match="CONFIG\\['fwd'\\] is 'auto', 'triton' or 'ws', not 'cuda'"):
             mod.forward(q, k, v, g, beta, cu, None, None, dict(mod.CONFIG, fwd="cuda"))
     finally:
         mod._PREP_LAUNCH.fn = real
     assert launched == []
+
+
+def test_auto_forward_runs_triton_where_gluon_cannot(monkeypatch):
+    """CONFIG fwd "auto" resolves per call: the Triton forward on CPU tensors, in the interpreter, for K or V
+    other than 128 or misaligned inputs; the Gluon one only on an NVIDIA sm_90 GPU. Forced values pass through."""
+    q, k, v = (torch.zeros(64, 2, 128, dtype=torch.bfloat16) for _ in range(3))
+    assert mod._INTERPRETED  # this module imported the kernel under TRITON_INTERPRET=1
+    assert mod._forward_kind("auto", q, k, v) == "triton"  # CPU tensors (and the interpreter)
+    assert mod._forward_kind("ws", q, k, v) == "ws" and mod._forward_kind("triton", q, k, v) == "triton"
+
+    class Cuda:  # a tensor stand-in that says it is on CUDA device 0
+        is_cuda, shape = True, (64, 2, 128)
+
+        def __init__(self, ptr=256, dim=128):
+            self.ptr, self.shape = ptr, (64, 2, dim)
+
+        def data_ptr(self):
+            return self.ptr
+
+        def get_device(self):
+            return 0
+
+    monkeypatch.setattr(mod, "_INTERPRETED", False)
+    monkeypatch.setattr(mod, "_SM90", {0: True})
+    a = Cuda()
+    assert mod._forward_kind("auto", a, a, a) == "ws"
+    assert mod._forward_kind("auto", a, a, Cuda(dim=64)) == "triton"  # V = 64: two 64-column halves need 128
+    assert mod._forward_kind("auto", a, Cuda(ptr=258), a) == "triton"  # TMA needs 16-byte aligned bases
+    monkeypatch.setattr(mod, "_SM90", {0: False})
+    assert mod._forward_kind("auto", a, a, a) == "triton"  # not an NVIDIA sm_90 GPU
+    monkeypatch.setattr(mod, "_SM90", {0: True})
+    monkeypatch.setattr(mod, "_INTERPRETED", True)
+    assert mod._forward_kind("auto", a, a, a) == "triton"

@@ -50,7 +50,7 @@ import triton
 
 from .common import _INDEX_LAUNCH, BT
 from .cp import _cp_states, _seg_chunks
-from .fwd import _fwd
+from .fwd import _INTERPRETED, _fwd
 from .fwd_ws import _fwd_ws
 from .prep import _prep
 
@@ -86,9 +86,11 @@ CONFIG = {
     # it over -18 on 2026-12-03 (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated
     # smoke+edge twice and full)
     "cp_warm_log_decay": -14.0,
-    # the forward stage: "triton" (fwd.py, what the interpreter runs) or "ws" (fwd_ws.py, Gluon, sm_90a only;
+    # the forward stage: "triton" (fwd.py, what the interpreter runs), "ws" (fwd_ws.py, Gluon, sm_90a only;
     # one CTA a (head, segment) with two 64-column recurrence warpgroups: the CP policy's BV = 64 already
-    # counts its chains)
+    # counts its chains), or "auto": "ws" where it can run (an NVIDIA sm_90 GPU outside the interpreter, K = V
+    # = 128, 16-byte aligned q, k, v), else "triton" (_forward_kind). "triton" stays the default until the
+    # Gluon forward that forms P itself has been gated and timed on a GPU (compiled offline only so far)
     "fwd": "triton",
     # setmaxnreg of the Gluon forward's second recurrence warpgroup and of its TMA warp's warpgroup; Triton
     # 3.6 gives the first (default partition) the rest (scripts/device/gdn_ws_compile.py)
@@ -114,7 +116,7 @@ SPACE = {
     # "ws" needs sm_90a and cannot run in Triton's interpreter: only the hardware-gated pattern
     # (patterns/ws_forward.yaml) pins it, no pattern searches the key; the ws_* knobs are fixed by the
     # register file and shared memory
-    "fwd": ["triton", "ws"],
+    "fwd": ["auto", "triton", "ws"],
     "ws_regs": [240],
     "ws_regs_load": [24],
     "ws_stages": [2],
@@ -135,14 +137,15 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     initial_state [N, HV, K, V] or None -> (o [T, HV, V], final_state [N, HV, K, V]).
     Host side: glue only (allocation, grids); every operator FLOP is in the stages' kernels."""
     cfg = {**CONFIG, **cfg}
-    if cfg["fwd"] not in ("triton", "ws"):  # before any launch
-        raise ValueError(f"CONFIG['fwd'] is 'triton' or 'ws', not {cfg['fwd']!r}")
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
+    if cfg["fwd"] not in ("auto", "triton", "ws"):  # before any launch
+        raise ValueError(f"CONFIG['fwd'] is 'auto', 'triton' or 'ws', not {cfg['fwd']!r}")
     N = cu_seqlens.numel() - 1
     scale = K**-0.5 if scale is None else float(scale)
     dev = q.device
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    cfg["fwd"] = _forward_kind(cfg["fwd"], q, k, v)  # what the prep, the buffers and the plan's key read
     g, beta = g.contiguous().float(), beta.contiguous().float()
     cu = cu_seqlens.to(torch.int32).contiguous()
     o = torch.empty(T, HV, V, dtype=v.dtype, device=dev)
@@ -178,6 +181,27 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     return o, ht
 
 
+_SM90: dict = {}  # device index -> whether it is an NVIDIA sm_90 GPU (asked once a device: a query costs microseconds)
+
+
+def _forward_kind(fwd: str, q, k, v) -> str:
+    """CONFIG["fwd"] resolved for this call: "triton" or "ws" as given; "auto" is "ws" where the Gluon forward
+    runs (CUDA tensors outside the interpreter on an NVIDIA sm_90 GPU, K = V = 128, q, k, v 16-byte aligned
+    for TMA) and "triton" elsewhere."""
+    if fwd != "auto":
+        return fwd
+    if not q.is_cuda or _INTERPRETED or q.shape[2] != 128 or v.shape[2] != 128:
+        return "triton"
+    if (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15:
+        return "triton"
+    i = q.get_device()
+    ok = _SM90.get(i)
+    if ok is None:
+        ok = _SM90[i] = (torch.cuda.get_device_capability(i) == (9, 0)
+                         and "NVIDIA" in torch.cuda.get_device_name(i))
+    return "ws" if ok else "triton"
+
+
 _PLANS: dict = {}  # (T, N, HV, V, cp_segment_chunks, CONFIG items) -> _plan's numbers
 
 
@@ -203,7 +227,8 @@ def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg:
     cfg = {**CONFIG, **(cfg or {})}
     seg = _seg_chunks(T, N, HV, V, cfg)
     nt_bound = triton.cdiv(T, BT) + N
-    per_token = BT * 2 + (BT * 2 + 4 if cfg["fwd"] == "triton" else 0)  # Tb bf16 (+ P bf16 and f fp32)
+    # Tb bf16 (+ P bf16 and f fp32 unless the Gluon forward is forced: "auto" may resolve to "triton")
+    per_token = BT * 2 + (BT * 2 + 4 if cfg["fwd"] != "ws" else 0)
     b = T * HV * per_token + 2 * (N + 1) * 4
     if seg < triton.cdiv(T, BT):
         b += (triton.cdiv(nt_bound, seg) + N) * HV * (K * (K + V) * 4 + 4)

@@ -109,6 +109,10 @@ def _fwd_kernel(
 
 
 _FWD_LAUNCH = _Launch(_fwd_kernel)
+# Triton's interpreter (TRITON_INTERPRET=1 when this module was imported) makes every @triton.jit kernel an
+# InterpretedFunction, which has no per-device compile caches; the Gluon forward cannot run there, so the
+# entry's "auto" takes this forward (the environment itself is out of a kernel module's reach: aka's policy)
+_INTERPRETED = not hasattr(_fwd_kernel, "device_caches")
 
 
 def _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg,
