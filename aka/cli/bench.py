@@ -96,6 +96,8 @@ def _cell_time(r: BenchCell) -> str:
         text += f"\n[dim]graph {r.graph.median_us:.1f}[/dim]"
         if (h := host_cost(r)) is not None:
             text += f"\n[dim]host {h:.1f}[/dim]"
+    if e.in_call_us is not None:
+        text += f"\n[dim]in call {e.in_call_us:.1f}[/dim]"
     return text
 
 
@@ -125,7 +127,7 @@ def render(result: BenchValue, basis: str = "eager") -> Table:
     gpu = result.kind == "gpu"
     title = f"{result.op} on {result.device}" + ("" if gpu else f" — [bold red]{NOT_REPRESENTATIVE}[/bold red]")
     table = Table(title=title, caption="eager median ±IQR/2 µs; graph = CUDA-graph replay; host = the host's "
-                  "cost per call (eager - graph); × = speedup vs "
+                  "cost per call (eager - graph); in call = the host's time inside the call itself; × = speedup vs "
                   f"{impls[0] if impls else '-'} ({'graph replay' if basis == 'graph' else 'eager'} times); "
                   "roof = roofline time / measured time")
     table.add_column("shape", style="bold")
@@ -172,14 +174,14 @@ def write_csv(result: BenchValue, path: Path) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["shape", "impl", "kind", "median_us", "q1_us", "q3_us", "n", "graph_us", "host_us", "tflops",
-                    "tbps", "roofline_frac", "peak_extra_bytes", "status"])
+                    "tbps", "roofline_frac", "peak_extra_bytes", "status", "in_call_us"])
         for row in result.rows:
             for name, r in row.results.items():
                 e, g = r.eager, r.graph
                 status = "skipped" if r.skipped is not None else "error" if r.error is not None else "ok"
                 w.writerow([row.shape, name, e.kind if e else kind, e and e.median_us, e and e.q1_us, e and e.q3_us,
                             e and e.n, g and g.median_us, host_cost(r), r.tflops, r.tbps, r.roofline_frac,
-                            r.peak_extra_bytes, status])
+                            r.peak_extra_bytes, status, e and e.in_call_us])
 
 
 def bench(

@@ -351,6 +351,16 @@ class Timing(BaseModel):
     n: int
     stop: str = Field(description="why sampling stopped: converged, max_iters or time_cap")
     samples_us: list[float] = Field(default_factory=list, description="every sample, in call order")
+    in_call_us: float | None = Field(
+        None, description="GPU eager: median µs the host spent inside the call itself (its launches, allocations, "
+        "any synchronisation), on the host's clock; the rest of eager - graph is the timer's own round trip")
+
+    @model_serializer(mode="wrap")
+    def _drop_no_in_call(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)  # the files written before in_call_us read and write back unchanged
+        if out.get("in_call_us") is None:
+            out.pop("in_call_us", None)
+        return out
 
     @property
     def iqr_us(self) -> float:

@@ -57,3 +57,20 @@ def test_without_torchs_spin_helper_a_replay_is_still_timed():
     timer._spin = None
     timer.measure(lambda: log.append("replay"))
     assert log == ["flush", "device sync", "start.record", "replay", "end.record", "end.synchronize"]
+
+
+def test_an_eager_call_reports_the_hosts_time_inside_the_call_and_a_replay_none():
+    import time
+
+    from aka.evaluate.host.bench import BenchConfig, time_interleaved
+
+    log: list[str] = []
+    eager, graph = _timer(CudaTimer, log), _timer(GraphTimer, log)
+    eager.measure(lambda: time.sleep(0.004))  # a call whose host work takes 4 ms
+    assert 4_000 <= eager.in_call_us < 40_000
+    eager.measure(lambda: None)
+    assert eager.in_call_us < 4_000
+    cfg = BenchConfig(warmup=1, warmup_ms=0.0, min_iters=3, max_iters=3, time_cap_s=30.0)
+    t = time_interleaved({"e": [lambda: time.sleep(0.002)], "g": [lambda: None]}, cfg, {"e": eager, "g": graph})
+    assert t["e"].n == 3 and 2_000 <= t["e"].in_call_us < 20_000  # the median of its calls
+    assert t["g"].in_call_us is None

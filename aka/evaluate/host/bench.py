@@ -156,6 +156,7 @@ def time_interleaved(
     for name, cs in calls.items():
         warm_up(cs, cfg, timers[name])
     samples: dict[str, list[float]] = {name: [] for name in calls}
+    in_call: dict[str, list[float]] = {name: [] for name in calls}
     spent = dict.fromkeys(calls, 0.0)
     stops: dict[str, str] = {}
     while len(stops) < len(calls):
@@ -171,13 +172,15 @@ def time_interleaved(
                 t0 = clock()
                 xs.append(timers[name].measure(cs[i % len(cs)]))
                 spent[name] += clock() - t0
+                if (h := getattr(timers[name], "in_call_us", None)) is not None:
+                    in_call[name].append(h)
                 if after:
                     after(i, i % len(cs))
                 stop = _stop_rule(xs, cfg, spent[name])
                 if stop:
                     stops[name] = stop
                     break
-    return {name: make_timing(timers[name].kind, samples[name], stops[name]) for name in calls}
+    return {name: make_timing(timers[name].kind, samples[name], stops[name], in_call[name]) for name in calls}
 
 
 def warm_up(calls: Sequence[Callable[[], Any]], cfg: BenchConfig, timer: Timer) -> None:
@@ -212,10 +215,12 @@ def _stop_rule(xs: Sequence[float], cfg: BenchConfig, spent_s: float) -> str | N
     return None
 
 
-def make_timing(kind: TimingKind, samples: Sequence[float], stop: str) -> Timing:
+def make_timing(kind: TimingKind, samples: Sequence[float], stop: str, in_call: Sequence[float] = ()) -> Timing:
+    """The samples' quartiles; ``in_call``: the host's µs inside each call, where the timer measured them."""
     q1, med, q3 = quartiles(samples)
     return Timing(kind=kind, median_us=med, q1_us=q1, q3_us=q3, n=len(samples), stop=stop,
-                  samples_us=[round(x, 3) for x in samples])
+                  samples_us=[round(x, 3) for x in samples],
+                  in_call_us=round(statistics.median(in_call), 3) if in_call else None)
 
 
 def geomean(xs: Sequence[float]) -> float:
@@ -235,6 +240,7 @@ class CudaTimer:
     """
 
     kind: TimingKind = "gpu-eager"
+    in_call_us: float | None = None  # the host's time inside the last measured call (µs)
 
     def __init__(self, flush_bytes: int):
         import torch
@@ -249,7 +255,9 @@ class CudaTimer:
         self._flush.fill_(1)  # a write of every line evicts whatever the last call left in L2
         cuda.synchronize()
         self._start.record()
+        t0 = time.perf_counter()
         call()
+        self.in_call_us = (time.perf_counter() - t0) * 1e6
         cuda.synchronize()  # device-wide: work on any stream is inside the interval
         self._end.record()
         self._end.synchronize()
@@ -268,6 +276,7 @@ class GraphTimer(CudaTimer):
     """
 
     kind: TimingKind = "gpu-graph"
+    in_call_us = None  # a replay's submission is not the implementation's host work
     SPIN_CYCLES = 200_000  # ~100 µs at the H200's 1.98 GHz: longer than the host's submission
 
     def __init__(self, flush_bytes: int):
