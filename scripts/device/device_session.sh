@@ -41,7 +41,7 @@ run akabench 420 env XDG_CACHE_HOME="$DET/cache" python3 -m aka bench gdn_prefil
 # gdnprep: where the GPU time goes per kernel (the prep among them), G1 and G3, aka beside FlashQLA
 run gdnprep 45 python3 scripts/device/gdn_breakdown.py --impl baseline,flashqla --shapes ${GDNPREP_SHAPES:-G1,G3} --iters 10
 # gdn: CONFIG variants beside the baseline in one aka bench (IMPL+KEY=VALUE, graph replay)
-run gdn 60 python3 -m aka bench gdn_prefill --impl ${GDN_IMPLS:-baseline,baseline+cp=false,baseline+fwd_loop_stages=1} \
+run gdn 60 python3 -m aka bench gdn_prefill --impl ${GDN_IMPLS:-baseline,baseline+cp=false,baseline+fwd=auto} \
   --shapes G1,G5,G7 --time-cap 1.0 --speedup graph
 run profile 80 env OUT="$DET/profile" PROFILE_CAP=60 TESTS_CAP=12 bash scripts/device/device_profile.sh
 run regress 70 env OUT="$DET/regress" FULL_N=2 REPO_CAP=15 bash scripts/device/device_regress.sh

@@ -24,7 +24,6 @@ from pathlib import Path
 from gluon_compile import compile_sm90a, report  # scripts/device/, beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = {"ws_regs": 240, "ws_regs_load": 24, "ws_stages": 2}  # defaults; entry.py's CONFIG values win
 
 
 def _load_module():
@@ -35,11 +34,9 @@ def _load_module():
     return importlib.import_module("kernels.gdn_prefill.stages.fwd_ws")
 
 
-def _config() -> dict:
-    import importlib
-
-    entry = importlib.import_module("kernels.gdn_prefill.stages.entry")
-    return {k: entry.CONFIG.get(k, v) for k, v in CFG.items()}
+def _config(mod) -> dict:
+    """The shipped values: fwd_ws.py's constants (registers of the partitions, ring slots)."""
+    return {"ws_regs": mod._WS_REGS, "ws_regs_load": mod._WS_REGS_LOAD, "ws_stages": mod._WS_STAGES}
 
 
 def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
@@ -78,13 +75,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heads", default="16/32,4/16", help="HK/HV pairs, comma-separated")
     ap.add_argument("--dump", type=Path, default=None, help="write ttgir/llir/ptx/sass here")
-    ap.add_argument("--set", default="", help="CONFIG overrides, e.g. ws_stages=1,ws_regs=232")
+    ap.add_argument("--set", default="", help="overrides of the shipped values, e.g. ws_stages=1,ws_regs=232")
     args = ap.parse_args()
 
     import triton
 
     mod = _load_module()
-    cfg = _config()
+    cfg = _config(mod)
     cfg.update({k: int(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)})
     print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
     heads = [tuple(int(x) for x in h.split("/")) for h in args.heads.split(",")]

@@ -72,10 +72,10 @@ def gdn_context(op, tmp_path, verify=None):
                            run_dir=str(run_dir), verify=verify)
 
 
-PLAN = {"hypothesis": "BV 64 -> 32: twice the programs for the serial kernel"}
+PLAN = {"hypothesis": "BVA 64 -> 32: twice the programs for the segment kernel"}
 _LINE = next(ln for ln in get_op("gdn_prefill").path("baseline").read_text().splitlines()
-             if ln.startswith('    "BV": 64,'))
-OLD, NEW = _LINE, _LINE.replace('"BV": 64,', '"BV": 32,')  # the whole line, its comment included
+             if ln.startswith('    "BVA": 64,'))
+OLD, NEW = _LINE, _LINE.replace('"BVA": 64,', '"BVA": 32,')  # the whole line, its comment included
 
 
 def test_a_one_value_change_as_an_edit_costs_a_fraction_of_the_whole_module(kind, server, gdn, tmp_path,
@@ -96,7 +96,7 @@ def test_a_one_value_change_as_an_edit_costs_a_fraction_of_the_whole_module(kind
 def test_an_edit_that_does_not_apply_goes_to_the_repair_turn_with_its_reason(kind, server, gdn, tmp_path,
                                                                            monkeypatch):
     source, ctx = gdn_context(gdn, tmp_path, verify=policy_verify(gdn))
-    server.add(block(OLD.replace('"BV": 64', '"BV":  64') + "\n", NEW + "\n"),  # one space too many
+    server.add(block(OLD.replace('"BVA": 64', '"BVA":  64') + "\n", NEW + "\n"),  # one space too many
                block(OLD + "\n", NEW + "\n"))
     src, usage = backend(kind, server, gdn, monkeypatch, repairs=2).candidate(Plan(**PLAN), ctx)
     assert src == source.replace(OLD, NEW) and len(server.requests) == 2
@@ -108,7 +108,7 @@ def test_an_edit_that_does_not_apply_goes_to_the_repair_turn_with_its_reason(kin
 
 def test_repairs_edit_the_candidate_not_the_incumbent(kind, server, gdn, tmp_path, monkeypatch):
     source, ctx = gdn_context(gdn, tmp_path, verify=policy_verify(gdn))
-    broken = NEW.replace('"BV": 32,', '"BV": 32,,')  # a syntax error
+    broken = NEW.replace('"BVA": 32,', '"BVA": 32,,')  # a syntax error
     server.add(block(OLD + "\n", broken + "\n"),
                block(broken + "\n", NEW + "\n"))  # fixed against the candidate's own text, not the incumbent's
     src, _ = backend(kind, server, gdn, monkeypatch, repairs=2).candidate(Plan(**PLAN), ctx)

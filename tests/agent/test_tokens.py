@@ -32,7 +32,7 @@ def _line(start: str) -> str:
 
 GDN_IDEAS = [(f"{key} {old} to {new}", _line(f'    "{key}": {old},'),
               _line(f'    "{key}": {old},').replace(f'"{key}": {old},', f'"{key}": {new},'))
-             for key, old, new in (("fwd_warps", 4, 8), ("BVC", 32, 64), ("seg_warps", 4, 8), ("BVA", 64, 32),
+             for key, old, new in (("cp_warm_chunks", 32, 16), ("BVC", 32, 64), ("seg_warps", 4, 8), ("BVA", 64, 32),
                                    ("seg_loop_stages", 3, 2))]
 
 def run(kind, server, project, monkeypatch, budget, tools, ahead=0, delay_s=0.0):

@@ -71,7 +71,7 @@ def test_the_gdn_baseline_is_rendered_from_its_stages_and_follows_them(tmp_path)
     code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from aka.contract.ops import load_module; " \
            f"m = load_module(__import__('pathlib').Path({str(base)!r})); print(sorted(m.CONFIG)[0], m.EDITED)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and out.stdout.split() == ["BV", "True"], out.stderr[-2000:]
+    assert out.returncode == 0 and out.stdout.split() == ["BVA", "True"], out.stderr[-2000:]
 
 
 def test_a_missing_stage_file_is_one_line_naming_it(tmp_path):

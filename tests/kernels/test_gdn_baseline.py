@@ -114,12 +114,12 @@ def test_cp_strong_decay():
 @pytest.mark.parametrize(
     "cfg",
     [
-        {"BV": 32, "BVA": 128, "BVC": 64},
-        {"BV": 128, "BVA": 32, "fwd_warps": 8, "seg_warps": 8},
-        dict(NOCP, BV=64),
-        {"fwd_warps": 8, "fwd_loop_stages": 1, "seg_loop_stages": 1},
+        {"BVA": 128, "BVC": 64},
+        {"BVA": 32, "seg_warps": 8},
+        dict(NOCP),
+        {"seg_loop_stages": 1},
     ],
-    ids=["bv32", "bv128", "nocp", "unpipelined"],
+    ids=["bva128", "bva32", "nocp", "unpipelined"],
 )
 def test_config_points(cfg):
     check([65, 130], 1, 2, cfg=dict(CP, **cfg) if cfg.get("cp", True) else cfg, h0=True, seed=5)
@@ -207,7 +207,11 @@ def test_config_space_lists_config_values():
 
 def test_entry_reads_config_at_call_time(monkeypatch):
     q, k, v, g, beta, cu, _ = make([70], 1, 1, seed=7)
-    monkeypatch.setitem(mod.CONFIG, "BV", 32)
+    monkeypatch.setitem(mod.CONFIG, "fwd", "unknown")
+    with pytest.raises(ValueError, match="'auto', 'triton' or 'ws'"):
+        mod.gdn_prefill(q=q, k=k, v=v, g=g, beta=beta, cu_seqlens=cu)
+    monkeypatch.setitem(mod.CONFIG, "fwd", "triton")
+    monkeypatch.setitem(mod.CONFIG, "cp", False)
     o, s = mod.gdn_prefill(q=q, k=k, v=v, g=g, beta=beta, cu_seqlens=cu)
     o_ref, s_ref = ref64(q, k, v, g, beta, cu)
     assert rel(o, o_ref) <= 1e-2 and rel(s, s_ref) <= 5e-3

@@ -124,7 +124,7 @@ def make_run(root: Path, attempts: list[Attempt], device=None, timing="graph") -
 
 def history() -> list[Attempt]:
     cp_bv32 = {**INC, "BV": 32}
-    promoted = {**INC, "fwd_warps": 8 if INC["fwd_warps"] != 8 else 4}
+    promoted = {**INC, "seg_warps": 8 if INC["seg_warps"] != 8 else 4}
     after = {**promoted, "BVA": 128 if INC["BVA"] != 128 else 64}
     return [
         _attempt(0, "single_pass", {**INC, "cp": False}, structural=True, bench=_paired(0.82)),
@@ -185,12 +185,12 @@ def test_knowledge_lines_for_the_prompts(tmp_path):
     for f in (KDIR / "patterns").glob("*.yaml"):
         (kdir / "patterns" / f.name).write_text(f.read_text())
     (kdir / "patterns" / "wide_context_parallel.yaml").write_text(  # a third structure, of this project only
-        "name: wide_context_parallel\ndescription: context_parallel at 8 warps\ntemplate: ../baseline.py\n"
-        "fixed: {cp: true, fwd_warps: 8}\nparams: [BVA]\nconstraints: []\nregions: []\n")
+        "name: wide_context_parallel\ndescription: context_parallel at 8 segment warps\ntemplate: ../baseline.py\n"
+        "fixed: {cp: true, seg_warps: 8}\nparams: [BVA]\nconstraints: []\nregions: []\n")
     record(knowledge_path(kdir), [
         entry(),
         entry("context_parallel", 0.91, phase="parameters", config={**INC, "BV": 32}, changes={"BV": 32}),
-        entry("wide_context_parallel", 0.64, config={**INC, "fwd_warps": 8}, changes={"fwd_warps": 8}),
+        entry("wide_context_parallel", 0.64, config={**INC, "seg_warps": 8}, changes={"seg_warps": 8}),
         entry("single_pass", 0.70, timing="eager"),  # another timing
         entry("gone", 0.5),  # a pattern since removed
     ])

@@ -9,6 +9,10 @@ import triton
 import triton.language as tl
 
 BT = 64  # chunk size: fixed, the inverse is written for 4 blocks of 16
+# Value columns a serial program owns (its state block K x BV in registers; the CP policy counts programs
+# with it, and the Gluon forward runs two such chains a CTA). 32 crashed on the H200 (Triton 3.6, illegal
+# memory access); 128 ran slower (G1 631 vs 416 us, 2026-12-01).
+BV = 64
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)  # gates in log2 units: exp(x) = exp2(x * LOG2E)
 
 

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import BT, LOG2E, _carry, _Launch, _ld, _locate
+from .common import BT, BV, LOG2E, _carry, _Launch, _ld, _locate
 
 
 @triton.jit
@@ -146,7 +146,7 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     no_cp = nt + 1  # longer than any sequence can be
     if not cfg["cp"]:
         return no_cp
-    nv = V // cfg["BV"]
+    nv = V // BV
     if N * HV * nv >= cfg["cp_min_programs"]:
         return no_cp
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))

@@ -35,7 +35,7 @@ stays one self-contained file because the policy checks, the LLM rewrites and a 
 module: a multi-file candidate would need every tool to agree on which files belong to it. Edit the
 stages; a promoted candidate keeps its own full module (or only its CONFIG values, promoted.json).
 
-Measured slower and removed (docs/perf/gdn_prefill.md, "Variants measured slower", numbers and
+Measured slower and removed (docs/perf/gdn_prefill.md, "What was tried", numbers and
 dates): preps with 16x16 blocks in registers (substitution or series), A through memory, a 63-step
 substitution, ten 64x64x64 dots, P in its own kernel; the "w" chunk order (W per chunk); loading the
 next chunk's tiles ahead; x split into two bf16 parts; the gates on bf16 operands (errors above
@@ -57,16 +57,8 @@ from .prep import _prep
 
 # Values the entry point uses; a search replaces this dict wholesale (read at call time). A key is a
 # choice the GPU showed winning somewhere or a launch parameter worth searching; the structures that
-# lost everywhere they were measured are gone (docs/perf/gdn_prefill.md, "Variants measured slower").
+# lost everywhere they were measured are gone (docs/perf/gdn_prefill.md, "What was tried").
 CONFIG = {
-    # value-column block of the serial kernels (state block K x BV in registers): 32 crashes on the H200
-    # (Triton 3.6, illegal memory access); 128 ran slower (G1 631 vs 416 us, 2026-12-01)
-    "BV": 64,
-    # 4 warps (loop stages 2): 255 regs + 144 B spill (ptxas sm_90, Triton 3.6), so two programs share
-    # an SM and hide each other's latency: with the pipelined loop the serial kernel went from 404 to
-    # 145 us at G1 (H200); 8 warps 0.62-0.82x geomean
-    "fwd_warps": 4,
-    "fwd_loop_stages": 2,  # Triton's pipeliner on the serial loop (1: 0.89-0.91x geomean; 3: slower)
     "BVA": 64,  # column block of _seg_kernel (over the K+V columns of [M | C])
     "seg_warps": 4,
     "seg_loop_stages": 3,
@@ -93,17 +85,9 @@ CONFIG = {
     # = 128, 16-byte aligned q, k, v), else "triton" (_forward_kind). "triton" stays the default until the
     # Gluon forward that forms P itself has been gated and timed on a GPU (compiled offline only so far)
     "fwd": "triton",
-    # setmaxnreg of the Gluon forward's second recurrence warpgroup and of its TMA warp's warpgroup; Triton
-    # 3.6 gives the first (default partition) the rest (scripts/device/gdn_ws_compile.py)
-    "ws_regs": 240,
-    "ws_regs_load": 24,
-    "ws_stages": 2,  # ring slots of the Gluon forward's loads (56 KB each; 3 would need 232 KB of 227)
 }
 
 SPACE = {
-    "BV": [64],
-    "fwd_warps": [4],  # 8: 0.62-0.82x geomean (H200, 2026-12-01), >= 10% slower in the 2026-12-04 screens
-    "fwd_loop_stages": [2],  # 1: 0.89-0.91x geomean (H200, 2026-12-01/02); 3: slower
     "BVA": [32, 64, 128],
     "seg_warps": [4, 8],
     "seg_loop_stages": [1, 2, 3],
@@ -115,12 +99,8 @@ SPACE = {
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
     # "ws" needs sm_90a and cannot run in Triton's interpreter: only the hardware-gated pattern
-    # (patterns/ws_forward.yaml) pins it, no pattern searches the key; the ws_* knobs are fixed by the
-    # register file and shared memory
+    # (patterns/ws_forward.yaml) pins it, no pattern searches the key
     "fwd": ["auto", "triton", "ws"],
-    "ws_regs": [240],
-    "ws_regs_load": [24],
-    "ws_stages": [2],
 }
 
 

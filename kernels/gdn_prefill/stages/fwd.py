@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import BT, LOG2E, _carry, _Launch, _ld, _locate
+from .common import BT, BV, LOG2E, _carry, _Launch, _ld, _locate
 
 
 @triton.jit
@@ -109,6 +109,12 @@ def _fwd_kernel(
 
 
 _FWD_LAUNCH = _Launch(_fwd_kernel)
+# 4 warps with Triton's pipeliner on the serial loop (2 stages): 255 registers + 144 B spill (ptxas sm_90,
+# Triton 3.6), so two programs share an SM and hide each other's latency; with the pipelined loop the
+# serial kernel went from 404 to 145 us at G1 (H200). 8 warps ran 0.62-0.82x (geomean, H200, 2026-12-01)
+# and >= 10% slower in the 2026-12-04 screens; 1 loop stage 0.89-0.91x (2026-12-01/02); 3 slower.
+_FWD_WARPS = 4
+_FWD_LOOP_STAGES = 2
 # Triton's interpreter (TRITON_INTERPRET=1 when this module was imported) makes every @triton.jit kernel an
 # InterpretedFunction, which has no per-device compile caches; the Gluon forward cannot run there, so the
 # entry's "auto" takes this forward (the environment itself is out of a kernel module's reach: aka's policy)
@@ -123,8 +129,7 @@ def _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound,
     ht [N, HV, K, V] fp32, written in place. key: the entry's launch key (_Launch)."""
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
-    bv = cfg["BV"]
-    _FWD_LAUNCH((V // bv, HV, nseg_bound), (q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, scale),
-                dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BV=bv, LOG_N=log_n, HAS_H0=has_h0,
-                     LOOP_STAGES=cfg["fwd_loop_stages"], num_warps=cfg["fwd_warps"],
+    _FWD_LAUNCH((V // BV, HV, nseg_bound), (q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, scale),
+                dict(HV=HV, HK=HK, K=K, V=V, BT=BT, BV=BV, LOG_N=log_n, HAS_H0=has_h0,
+                     LOOP_STAGES=_FWD_LOOP_STAGES, num_warps=_FWD_WARPS,
                      num_stages=1), key)  # > 1: out-of-range shared address on the H200 (Triton 3.6)

@@ -63,7 +63,7 @@ it read. Rows >= L of the last chunk: TMA reads the next sequence's rows there (
 vd are zeroed on those rows with where (their products then add nothing to S and o) and the o stores
 are masked; P's columns j >= L meet those zero vd rows (and lie above the diagonal of every stored row);
 g is a plain masked load, issued a chunk ahead.
-Registers (setmaxnreg): the worker warpgroup ws_regs, the loader's warpgroup ws_regs_load (CONFIG);
+Registers (setmaxnreg): the worker warpgroup _WS_REGS, the loader's warpgroup _WS_REGS_LOAD;
 Triton 3.6 gives the default partition what is left of the 64K (scripts/device/gdn_ws_compile.py
 prints the values and the spills). With P formed here both recurrence warpgroups run at 240 and
 peak at 232-235 live registers without a spill (ptxas sm_90a, Triton 3.6, offline, nvdisasm -plr);
@@ -327,6 +327,13 @@ def _ws_desc(x, width):
 
 
 _WS_LAUNCH = _Launch(_fwd_ws_kernel)
+# setmaxnreg of the second recurrence warpgroup and of the loader warp's warpgroup; the first recurrence
+# warpgroup (Triton's default partition) gets what Triton 3.6 gives it: 128 * (240 + 240 + 24) of the
+# 65536 registers, no spill (scripts/device/gdn_ws_compile.py). Ring slots: 2 of 56 KB (3 would need 232
+# KB of the 227 KB of shared memory).
+_WS_REGS = 240
+_WS_REGS_LOAD = 24
+_WS_STAGES = 2
 
 
 def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg,
@@ -339,11 +346,8 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
     them to _fwd, which then has no chunk and reads neither. key: the entry's launch key, ignored here (the
     descriptors are keyed per launch, common._launch_key).
 
-    cfg: ws_regs / ws_regs_load (setmaxnreg of the second recurrence warpgroup and of the loader warp's
-    warpgroup; the first recurrence warpgroup, Triton's default partition, gets what Triton 3.6 gives it,
-    see scripts/device/gdn_ws_compile.py), ws_stages (ring slots). The segments are the ones the CP policy
-    sized with cfg["BV"] = 64: two 64-column chains per CTA, the program count it assumed. All tensors
-    contiguous."""
+    The segments are the ones the CP policy sized with BV = 64 columns a program: two 64-column chains per
+    CTA, the program count it assumed. All tensors contiguous."""
     T, HK, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     if T == 0:  # no chunk to load (a TMA box needs rows): only final states, which _fwd writes (no chunk,
@@ -353,6 +357,6 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
         return
     descs = (_ws_desc(q, K), _ws_desc(k, K), _ws_desc(v, V), _ws_desc(tb, BT))
     args = (*descs, g, o, h0, ht, mc, cu, cus, N, seg, scale)
-    kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=cfg["ws_stages"],
-              REGS=cfg["ws_regs"], REGS_LOAD=cfg["ws_regs_load"], num_warps=4)
+    kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=_WS_STAGES,
+              REGS=_WS_REGS, REGS_LOAD=_WS_REGS_LOAD, num_warps=4)
     _WS_LAUNCH((HV, nseg_bound), args, kw)  # keyed per argument: the descriptors are built per call
