@@ -1,0 +1,108 @@
+"""Compile fa4_decode's Gluon split kernel (kernels/fa4_decode/gluon.py) for sm_90a offline (no GPU) and print
+what ptxas made of it.
+
+    PYTHONPATH=/tmp/t36 .venv/bin/python scripts/device/fa4_decode_gluon_compile.py [--stages N] [--dump DIR]
+
+Runs with whatever Triton it imports (the GPU machines have 3.6.0: install that wheel apart from the venv's,
+e.g. `pip install --no-deps --target /tmp/t36 triton==3.6.0`, and put it first on PYTHONPATH). Loads the
+candidate module by path, builds the kernel's signature by hand as Triton's launcher would specialise it
+(tensor descriptors with their NVMMA layout, 16-byte aligned pointers, 16-divisible strides), compiles
+with scripts/device/gluon_compile.py for the (G, q_len) points (16, 1), (16, 4), (8, 4) with several
+splits (the partial-store epilogue, what every full shape runs) and (16, 4) with one split (the bf16 store),
+and prints per kernel: registers at launch and spills (cuobjdump -res-usage), shared memory (Triton's
+metadata), the setmaxnreg values of the partitions, and PTX facts a hang would come from (mbarrier
+arrivals, named barriers, wgmma and TMA counts, expect-tx bytes). Exit 1 on a spill, shared memory past a
+CTA's 227 KB, or a compile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from gluon_compile import compile_sm90a, report  # scripts/device/, beside this file
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = ROOT / "kernels" / "fa4_decode" / "gluon.py"
+POINTS = [(16, 1, True), (16, 4, True), (8, 4, True), (16, 4, False)]  # (G, q_len, several splits)
+
+
+def _load_module():
+    """kernels/fa4_decode/gluon.py, imported by path (no package-relative imports)."""
+    spec = importlib.util.spec_from_file_location("fa4_decode_gluon_candidate", MODULE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _signature(mod, group: int, q_len: int, split: bool, stages: int, regs_load: int):
+    fn = mod._fa4_decode_gluon_kernel
+    layout = mod._gl_smem_layout()
+    desc = f"tensordesc<bf16[{mod._GL_BLOCK_N}, {mod._GL_HEAD_D}],{layout!r}>"
+    part = "*fp32" if split else "*bf16"  # one split: the partial pointers are o itself (unused)
+    sig = {
+        "q_ptr": "*bf16", "k_desc": desc, "v_desc": desc, "o_ptr": "*bf16", "pt_ptr": "*i32", "kvl_ptr": "*i32",
+        "op_ptr": part, "lsep_ptr": part,
+        "qk_scale": "fp32",
+        "stride_qt": "i32", "stride_qh": "i32", "stride_ot": "i32", "stride_oh": "i32", "stride_pt": "i32",
+        "stride_opt": "i32", "stride_oph": "i32", "stride_ops": "i32", "stride_lt": "i32", "stride_lh": "i32",
+        "NUM_SPLITS": "i32",
+    }
+    consts = dict(Q_LEN=q_len, G=group, PAGE=mod._GL_PAGE, HEAD_D=mod._GL_HEAD_D, BLOCK_M=mod._GL_BLOCK_M,
+                  BLOCK_N=mod._GL_BLOCK_N, STAGES=stages, SPLIT=split, REGS_LOADER=regs_load)
+    sig.update(dict.fromkeys(consts, "constexpr"))
+    # What Triton marks at a launch: 16-byte aligned pointers; 16-divisible strides (Hq * 256, 256, the
+    # partials' S * 256 * Hq, S * 256, 256). stride_pt (max_pages), stride_lt / stride_lh (S * Hq, S) and
+    # NUM_SPLITS are left unmarked: they need not be multiples of 16.
+    names = fn.arg_names
+    marked = ["q_ptr", "o_ptr", "pt_ptr", "kvl_ptr", "op_ptr", "lsep_ptr", "stride_qt", "stride_qh", "stride_ot",
+              "stride_oh"]
+    if split:
+        marked += ["stride_opt", "stride_oph", "stride_ops"]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in marked}
+    if not split:  # one split: Triton specialises NUM_SPLITS == 1 and the zero strides as constants
+        for n in ("stride_opt", "stride_oph", "stride_ops", "stride_lt", "stride_lh"):
+            sig[n] = "constexpr"
+            consts[n] = 0
+        sig["NUM_SPLITS"] = "constexpr"
+        consts["NUM_SPLITS"] = 1
+    return fn, sig, consts, attrs
+
+
+def _compile_one(mod, group: int, q_len: int, split: bool, stages: int, regs_load: int, dump: Path | None) -> bool:
+    fn, sig, consts, attrs = _signature(mod, group, q_len, split, stages, regs_load)
+    label = f"G={group} q_len={q_len} {'split' if split else 'one split'} STAGES={stages} REGS_LOADER={regs_load}"
+    print(f"== {label}")
+    kernel = compile_sm90a(fn, sig, consts, attrs, {"num_warps": 4})
+    if kernel is None:
+        return False
+    ok, facts = report(kernel, dump, f"fa4_decode_gluon_g{group}_q{q_len}_{'split' if split else 'one'}_s{stages}")
+    default = next((int(n) for a, n in facts["setmaxnreg"] if a == "inc"), None)
+    loader = next((int(n) for a, n in facts["setmaxnreg"] if a == "dec"), None)
+    print(f"registers a thread: {facts['reg']} at launch ({facts['warps']} warps); in the region: consumer "
+          f"(default partition) {default}, loader warpgroup {loader}")
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stages", type=int, nargs="*", default=None,
+                    help="ring slots to compile (default: CONFIG's gluon_stages)")
+    ap.add_argument("--dump", type=Path, default=None, help="write ttgir/llir/ptx/sass here")
+    args = ap.parse_args()
+
+    import triton
+
+    mod = _load_module()
+    print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
+    stages = args.stages or [int(mod.CONFIG["gluon_stages"])]
+    regs_load = int(mod.CONFIG["gluon_regs_load"])
+    ok = [_compile_one(mod, g, ql, split, s, regs_load, args.dump) for s in stages for g, ql, split in POINTS]
+    print("all compiled without spills" if all(ok) else "FAILED: a compile error, a spill or too much shared memory")
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
