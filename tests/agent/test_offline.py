@@ -34,7 +34,7 @@ def test_render_substitutes_only_the_config_literal():
 
 def test_patterns_pin_structure_and_respect_the_kernel_space():
     pats = {p.name: p for p in load_patterns(KDIR, BASELINE)}
-    assert set(pats) == {"context_parallel", "single_pass", "ws_forward"}
+    assert set(pats) == {"context_parallel", "single_pass"}
     space = read_dict(BASELINE.read_text(), "SPACE")
     single = structure_of(pats["single_pass"], {"sms": 132}, {})
     assert single.start["cp"] is False
@@ -47,14 +47,11 @@ def test_patterns_pin_structure_and_respect_the_kernel_space():
     assert structure_of(pats["context_parallel"], {"sms": 0}, {}).space["cp_min_programs"] == space["cp_min_programs"]
     for s in (single, cp):
         assert all(set(vals) <= set(space[k]) for k, vals in s.space.items())
-    # the Gluon forward: pinned by its pattern, proposed only where Gluon runs (sm_90, no interpreter)
-    from aka.agent.llm.offline import applies
-
-    ws = structure_of(pats["ws_forward"], {"sms": 132}, read_dict(BASELINE.read_text(), "CONFIG"))
-    assert ws.start["fwd"] == "ws" and "fwd" not in ws.space and not any(k.startswith("fwd_") for k in ws.space)
-    assert all(set(vals) <= set(space[k]) for k, vals in ws.space.items())
-    assert not applies(pats["ws_forward"], {"interpreter": True, "sms": 0})
-    assert applies(pats["ws_forward"], {"interpreter": False, "sms": 132, "capability": "sm_90"})
+    # the Gluon forward: the baseline's default "auto" takes it wherever it runs, so no pattern pins or
+    # searches the forward (a pattern that did would propose it where it cannot run)
+    assert read_dict(BASELINE.read_text(), "CONFIG")["fwd"] == "auto"
+    for s in (single, cp):
+        assert "fwd" not in s.space and s.start["fwd"] == "auto"
 
 
 def test_offline_backend_plans_renders_and_replays_from_history():

@@ -82,9 +82,10 @@ CONFIG = {
     # the forward stage: "triton" (fwd.py, what the interpreter runs), "ws" (fwd_ws.py, Gluon, sm_90a only;
     # one CTA a (head, segment) with two 64-column recurrence warpgroups: the CP policy's BV = 64 already
     # counts its chains), or "auto": "ws" where it can run (an NVIDIA sm_90 GPU outside the interpreter, K = V
-    # = 128, 16-byte aligned q, k, v), else "triton" (_forward_kind). "triton" stays the default until the
-    # Gluon forward that forms P itself has been gated and timed on a GPU (compiled offline only so far)
-    "fwd": "triton",
+    # = 128, 16-byte aligned q, k, v), else "triton" (_forward_kind). "auto" since 2026-12-06: the Gluon
+    # forward gated on smoke, edge and full and ran 1.04-1.10x the Triton forward on all ten full shapes
+    # (H100, graph replay, docs/perf/gdn_prefill.md)
+    "fwd": "auto",
 }
 
 SPACE = {
@@ -98,8 +99,8 @@ SPACE = {
     "cp_min_seg_chunks": [4, 8, 16, 32],
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
-    # "ws" needs sm_90a and cannot run in Triton's interpreter: only the hardware-gated pattern
-    # (patterns/ws_forward.yaml) pins it, no pattern searches the key
+    # "ws" needs sm_90a and cannot run in Triton's interpreter; "auto" (the default) already takes it wherever
+    # it runs, so no pattern searches the key
     "fwd": ["auto", "triton", "ws"],
 }
 

@@ -1,4 +1,5 @@
-"""Stage 3 in Gluon for Hopper (sm_90a), chosen by CONFIG["fwd"] == "ws": the forward of fwd.py
+"""Stage 3 in Gluon for Hopper (sm_90a), chosen by CONFIG["fwd"] "ws" (and by "auto", the default, where it
+runs): the forward of fwd.py
 (_fwd_kernel's maths, inputs and outputs) warp-specialised, with two independent recurrence
 warpgroups per CTA so that two serial chains share an SM and hide each other's latency.
 
@@ -70,11 +71,11 @@ peak at 232-235 live registers without a spill (ptxas sm_90a, Triton 3.6, offlin
 _ws_rec says which two choices keep it so.
 Requires sm_90a and Triton's Gluon (3.6 on the device): Triton's interpreter cannot run it, so the
 CPU path keeps fwd.py's kernel (CONFIG["fwd"] = "triton").
-Measured before P and f moved here from the prep (not re-measured since; H100 80GB HBM3, Triton 3.6.0,
-2026-12-05; docs/perf/gdn_prefill.md): the gate passes on
-smoke, edge and full (2 rounds); end to end under graph replay 1.02-1.05x the Triton forward on G1, G5,
-G7 and G8 (the others not timed yet). One recurrence warpgroup of 128 columns a CTA (commit 55b66bc)
-had lost everywhere (0.68-0.98x): one serial chain an SM, barrier stalls 40%.
+Measured (H100 80GB HBM3, Triton 3.6.0, torch 2.11.0+cu130, 2026-12-06; docs/perf/gdn_prefill.md): the
+gate passes on smoke, edge and full (2 rounds; o equals the Triton forward's bit for bit on E1-E9 and S1);
+end to end under graph replay 1.04-1.10x the Triton forward on all ten full shapes (G1 300.7 vs 319.1 us,
+G8 549.7 vs 585.2). One recurrence warpgroup of 128 columns a CTA (commit 55b66bc) had lost everywhere
+(0.68-0.98x): one serial chain an SM, barrier stalls 40%.
 """
 
 from __future__ import annotations
@@ -207,11 +208,14 @@ def _ws_rec(W: gl.constexpr, k_s, q_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_rea
         b_g = b_gn
         b_gn = _ws_gate_loads(g_ptr, t0 + BT, t_stop, i_h, HV, BT)
         b_gam, b_gl, b_gv, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
-        # f = frac(gl - gam) and n its integer part, what the prep stored for the Triton forward (exact:
-        # x - floor(x) is; rows >= L see the flat gam there, their x and vd are zeroed below)
-        b_dl = b_gl - b_gam
-        b_n = gl.floor(b_dl)
-        b_f = b_dl - b_n
+        # n = floor(gl - gam) and f = (gl - gam) - n, what the prep stored for the Triton forward. n is
+        # computed once, on g's layout, and moved to the rows (f, vdk) and later the columns (P): gl - gam
+        # is 0 on a chunk's last row and on rows >= L, where a floor computed twice (the compiler may fuse
+        # gl - c * log2(e) into one FMA on one layout and not on another) gave n = 0 on one side and -1 on
+        # the other: P @ vd off by 2x on those columns (H100, 2026-12-06: o rel L2 0.74 at E1, state exact)
+        b_nv = gl.floor(b_gl - b_gv)
+        b_n = gl.convert_layout(b_nv, row_l)
+        b_f = (b_gl - b_gam) - b_n
         mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
         k_c = k_s.index(slot)
         q_c = q_s.index(slot)
@@ -246,7 +250,7 @@ def _ws_rec(W: gl.constexpr, k_s, q_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_rea
         # not at the chunk's start, and the mask compares t0 + j with t0 + i so that the 16 column indices
         # are not hoisted out of the loop; either one kept the other way spilled (8 to 40 bytes)
         causal = (t0 + gl.arange(0, BT, layout=col_l))[None, :] <= (t0 + gl.arange(0, BT, layout=row_l))[:, None]
-        b_nc = gl.convert_layout(gl.floor(b_gl - b_gv), col_l)
+        b_nc = gl.convert_layout(b_nv, col_l)
         b_p = gl.where(causal, b_qk * gl.exp2((b_gam - b_gl)[:, None] + b_nc[None, :]) * scale, 0.0)
         p_op = gl.convert_layout(b_p.to(gl.bfloat16), p_l)
         o_tok = warpgroup_mma(p_op, vd_t, b_o * (b_eg * scale)[:, None], is_async=True)
@@ -313,9 +317,15 @@ def _fwd_ws_kernel(
     ], [4, 1], [REGS, REGS_LOAD])
 
 
+# Every TMA box here has rows of >= 128 bytes: 128-byte swizzle (the in-kernel hs/xs/vd tiles match). Built
+# once: constructing a Gluon layout object validates its fields, four times a call was ~15% of the Gluon
+# path's host time (cProfile on the device host, 2026-12-06).
+_WS_SMEM = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+
+
 def _ws_smem_layout():
-    """Every TMA box here has rows of >= 128 bytes: 128-byte swizzle (the in-kernel hs/xs/vd tiles match)."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    """The descriptors' shared-memory layout (scripts/device/gdn_ws_compile.py builds its signature with it)."""
+    return _WS_SMEM
 
 
 def _ws_desc(x, width):
@@ -323,7 +333,7 @@ def _ws_desc(x, width):
     rows of a chunk). Built per call (a Python object, a few us): a cache would have to hold its base
     tensor, and Tb is a fresh temporary every call, so it would keep the previous call's alive."""
     flat = x.view(x.shape[0], x.shape[1] * width)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, width], _ws_smem_layout())
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, width], _WS_SMEM)
 
 
 _WS_LAUNCH = _Launch(_fwd_ws_kernel)
