@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "1"
 
@@ -78,7 +79,9 @@ def test_module_passes_the_policy_and_declares_its_kernels():
     assert check_source(src, op.spec).violations == []
     # a candidate beside the op, not wired in: the op's kernels are baseline.py and promoted.py
     assert "a candidate, not the op's kernel" in mod.__doc__.lower()
-    assert mod.__file__ not in (str(op.path("baseline")), str(op.path("promoted")))
+    here = Path(mod.__file__).resolve()
+    assert here not in (op.path("baseline").resolve(), op.path("promoted").resolve())
+    assert here.name == "gluon.py" and here.parent == op.path("baseline").resolve().parent
     assert mod.CONFIG["kernel"] == "auto" and set(mod.SPACE["kernel"]) == {"auto", "triton", "gluon"}
     for k in ("gluon_stages", "gluon_regs_load"):
         assert mod.CONFIG[k] in mod.SPACE[k], k
