@@ -77,7 +77,7 @@ Gluon kernel design (_fa4_decode_gluon_kernel; flash-decoding, memory-bound):
 - Shared memory: Q 32 KB + STAGES x (32 KB K + 32 KB V) + barriers: STAGES 2 -> 160 KB, 3 -> 224 KB,
   both under the 227 KB of an H100/H200 CTA (4 would not be); one CTA per SM either way.
 
-Not done (candidates once the kernel has run on a GPU):
+Not done (the next candidates):
 - the "balanced" split policy and FUSED_MERGE (Triton path only); the merge is a second launch;
 - no overlap of the softmax with the tensor cores, no ping-pong between two consumer warpgroups;
 - the 64-row tile is mostly padding at q_len 1 (16 of 64 rows for G 16): wasted wgmma work, not bytes;
