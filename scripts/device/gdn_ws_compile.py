@@ -36,7 +36,8 @@ def _load_module():
 
 def _config(mod) -> dict:
     """The shipped values: fwd_ws.py's constants (registers of the partitions, ring slots)."""
-    return {"ws_regs": mod._WS_REGS, "ws_regs_load": mod._WS_REGS_LOAD, "ws_stages": mod._WS_STAGES}
+    return {"ws_regs": mod._WS_REGS, "ws_regs_out": mod._WS_REGS_OUT, "ws_regs_load": mod._WS_REGS_LOAD,
+            "ws_stages": mod._WS_STAGES}
 
 
 def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
@@ -53,7 +54,7 @@ def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
         "mc_ptr": "*fp32", "cu_ptr": "*i32", "cus_ptr": "*i32", "N": "i32", "SEG": "i32", "scale": "fp32",
     }
     consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, LOG_N=4, HAS_H0=has_h0, STAGES=int(cfg["ws_stages"]),
-                  REGS=int(cfg["ws_regs"]), REGS_LOAD=int(cfg["ws_regs_load"]))
+                  REGS=int(cfg["ws_regs"]), REGS_OUT=int(cfg["ws_regs_out"]), REGS_LOAD=int(cfg["ws_regs_load"]))
     sig.update(dict.fromkeys(consts, "constexpr"))
     names = fn.arg_names
     attrs = {(names.index(n),): [["tt.divisibility", 16]]
@@ -65,7 +66,8 @@ def _compile_one(mod, hk: int, hv: int, has_h0: bool, cfg: dict, dump: Path | No
     """Compile one configuration and print its figures; True when it compiled without spills."""
     fn, sig, consts, attrs = _signature(mod, hk, hv, has_h0, cfg)
     tag = f"HK{hk}_HV{hv}_H0{int(has_h0)}"
-    print(f"== {tag} regs={cfg['ws_regs']} regs_load={cfg['ws_regs_load']} stages={cfg['ws_stages']}")
+    print(f"== {tag} regs={cfg['ws_regs']} regs_out={cfg['ws_regs_out']} regs_load={cfg['ws_regs_load']}"
+          f" stages={cfg['ws_stages']}")
     options = {"num_warps": 4, **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})}
     kernel = compile_sm90a(fn, sig, consts, attrs, options)
     return kernel is not None and report(kernel, dump, f"gdn_ws_{tag}")[0]

@@ -1,12 +1,13 @@
 """GPU checks that each op's sm_90 kernel (Gluon) computes what its Triton kernel computes, shape by shape
 on the smoke and edge sets (run on the device by scripts/device/gpu_tests.sh).
 
-The gate compares a kernel against float64 within the contract's tolerances; this compares the two kernels
-of one module against each other, far tighter, because they share every operand and differ only in how
-they schedule it. 2026-12-06 (H100): gdn_prefill's Gluon forward took floor(gl - gam) on two layouts that
-disagreed on a chunk's last row, and its o was 2x or 0.5x the Triton forward's there: 0.75 rel L2 at E1.
-Against the Triton path the same bug reads as a mismatch on every shape; the fixed kernel matches it bit
-for bit on E1-E9 and S1."""
+The gate compares a kernel against float64 within the contract's tolerances; this holds the Gluon kernel of a
+module to its Triton kernel, far tighter, because the two share every operand. 2026-12-06 (H100):
+gdn_prefill's Gluon forward took floor(gl - gam) on two layouts that disagreed on a chunk's last row, and its
+o was 2x or 0.5x the Triton forward's there: 0.75 rel L2 at E1, against ~4e-3 for the Triton forward (the
+fixed kernel matched it bit for bit). gdn_prefill's Gluon forward now rounds V~ once per product (no floor),
+so the two agree to bf16 rounding: each is measured against float64 and the Gluon error may not exceed the
+Triton one by more than a quarter (that bug was 190x)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,13 @@ def test_gdn_gluon_forward_matches_the_triton_forward(case_id):
     mod = load_module(op.path("baseline"))
     q = torch.zeros(64, 2, 128, dtype=torch.bfloat16, device="cuda")
     assert mod._forward_kind("auto", q, q, q) == "ws"  # the comparison below is Gluon against Triton
+    case = next(c for s in ("smoke", "edge") for c in op.cases(s) if c.id == case_id)
+    x = op.inputs.make_inputs(case, 0, "cuda")  # what _both draws (seed 0)
+    want = op.reference.reference(**{n: (t.clone() if torch.is_tensor(t) else t) for n, t in x.items()})
     got, ref = _both("gdn_prefill", mod, "fwd", "ws", "triton", case_id)
-    for g, r, name in zip(got, ref, ("o", "final_state")):
-        # same operands, same products: equal bit for bit on 2026-12-06 but for CP rounding (6e-6 at G5)
-        assert _rel(g, r) <= 1e-4, (case_id, name, _rel(g, r))
+    for g, r, w, name in zip(got, ref, want, ("o", "final_state")):
+        e_ws, e_tr = _rel(g, w), _rel(r, w)
+        assert e_ws <= 1.25 * e_tr + 1e-5, (case_id, name, e_ws, e_tr)
 
 
 @pytest.mark.skipif(not _sm90(), reason="the Gluon kernel runs on sm_90 only")

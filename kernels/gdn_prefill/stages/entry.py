@@ -24,9 +24,9 @@ Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
   fwd.py     _fwd_kernel, grid (V/BV, HV, segments): V~, outputs and state update, chunk by chunk from
              the segment's entering state; writes o and the final state.
   fwd_ws.py  _fwd_ws_kernel (CONFIG["fwd"] = "ws"): the same stage in Gluon for Hopper (sm_90a), warp-
-             specialised (TMA loader, two recurrence warpgroups of 64 value columns in one CTA a head);
-             it forms P itself (the prep then skips it). Not runnable by Triton's interpreter; "auto" picks
-             it where it runs. "triton" (fwd.py) stays the default until it is gated and timed on a GPU.
+             specialised as FlashQLA's fused forward (TMA loader, two recurrence warpgroups of 64 value
+             columns and an output warpgroup in one CTA a head); it forms P itself (the prep then skips
+             it). Not runnable by Triton's interpreter; "auto" (the default) picks it where it runs.
 
 One file per stage is the source; what the gate, the benchmark and the loop see is one module, rendered
 from the stages in the order the contract lists them (workloads/gdn_prefill.yaml, modules.stages) into

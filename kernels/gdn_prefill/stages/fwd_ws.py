@@ -1,81 +1,72 @@
 """Stage 3 in Gluon for Hopper (sm_90a), chosen by CONFIG["fwd"] "ws" (and by "auto", the default, where it
-runs): the forward of fwd.py
-(_fwd_kernel's maths, inputs and outputs) warp-specialised, with two independent recurrence
-warpgroups per CTA so that two serial chains share an SM and hide each other's latency.
+runs): the forward of fwd.py (_fwd_kernel's maths, inputs and outputs) warp-specialised as FlashQLA's fused
+forward splits it (chunk/hopper/fused_fwd.py: state, V and O warpgroups): the serial chain alone on the
+recurrence warpgroups, the outputs on a warpgroup of their own.
 
 One CTA per (value head i_h, segment i_s), grid (HV, segments): the CTA owns all V = 128 value columns
 of the head's state, split in two halves of BW = 64 columns. The recurrence is independent per value
-column (S[:, cols] needs only q, k, v[:, cols], Tb and g), so each half runs in its own warpgroup with
-no barrier between the two but the load ring's. Per chunk of BT = 64 tokens, from the state half
+column (S[:, cols] needs only k, v[:, cols], Tb and g), so each half runs in its own warpgroup: two serial
+chains share an SM and hide each other's latency. Per chunk of BT = 64 tokens, from the state half
 S_w [K, BW] fp32 (gam = chunk-local cumsum of g and gl = sum g, both in log2 units; rows >= L read
-g = 0, so gam is flat there; n = floor(gl - gam) and f = (gl - gam) - n, on the rows):
-    x  = v[:, cols] - (k @ bf16(S_w)) 2^gam       rows >= L zeroed
-    vd = bf16((Tb @ bf16(x)) 2^f)                 rows >= L zeroed
-    P  = bf16(scale (q @ k^T) 2^(gam_i - gl + n_j))  j <= i, else 0 (where, never a product with 0)
-    o  = (q @ bf16(S_w)) 2^gam scale + P @ vd      rows >= L never stored
-    S_w = S_w 2^gl + k^T @ bf16(vd 2^n)
-P and f are the prep's (prep.py, WITH_P) formed here instead: P_ij = scale (q_i . k_j) 2^(gam_i - gam_j - f_j),
-so P @ vd = scale (Q K^T . Gamma . causal) V~ as in _fwd_kernel, and one vd tile serves both P @ vd and
-the update. The prep skips q, Q K^T and the P and f stores when this forward runs (cfg["fwd"] == "ws").
-(The k^T-side scale 2^n of _fwd_kernel moved onto vd: a power of two, so the products are the same bar
-underflow far below the tolerances, and the k tile in shared memory serves the update unmodified, as
-the transposed A operand of the wgmma; _fwd_kernel's floor(gl - gam - f + 1/2) is n exactly here, f and
-n coming from the same gam.)
+g = 0, so gam is flat there):
+    x   = v[:, cols] - (k @ hs_w) 2^gam           hs_w = bf16(S_w); rows >= L zeroed
+    V~  = Tb @ bf16(x)                            fp32; rows >= L zeroed (Tb's rows there are the next sequence's)
+    S_w = S_w 2^gl + k^T @ bf16(V~ 2^(gl - gam))   the exponent is <= 0
+and, on the output warpgroup, for both halves (vd_w = bf16(V~), rounded once from fp32 like the update's
+operand: FlashQLA's order, errors as fla's):
+    P   = bf16(scale (q @ k^T) 2^(gam_i - gam_j)) on j <= i, else 0 (where: above the diagonal the power may be inf)
+    o_w = scale 2^gam (q @ hs_w) + P @ vd_w         rows >= L never stored
+Triton's forward (fwd.py) splits gl - gam into an integer and a fraction so that one V~ tile serves both
+products; here each product has its own tile, so no floor is taken: the two paths agree to bf16 rounding,
+not bit for bit (tests/evaluate/test_gpu_kernel_paths.py compares both with float64).
 
-Partitions (gl.warp_specialize; 9 warps, launched as 12: setmaxnreg works per warpgroup):
-  default, 4 warps  recurrence warpgroup 0 (columns 0..63): S_0 in registers for the whole segment,
-                    its own hs/xs/vd tiles, its own outputs.
+Partitions (gl.warp_specialize; 13 warps, launched as 16: setmaxnreg works per warpgroup):
+  default, 4 warps  recurrence warpgroup 0 (columns 0..63): S_0 in registers for the whole segment;
+                    per chunk u = k hs, x, V~ = Tb x, the update: three products, each waited for at once.
   worker 0, 4 warps recurrence warpgroup 1 (columns 64..127), the same function with W = 1.
-  worker 1, 1 warp  the TMA loader: per chunk k, v (the head's 128 columns), Tb, q into a ring of
+  worker 1, 4 warps the output warpgroup: q k^T and P as soon as the chunk is loaded, q hs_w once hs_w is
+                    published, P vd_w once vd_w is, o stored with plain masked stores.
+  worker 2, 1 warp  the TMA loader: per chunk k, v (the head's 128 columns), Tb, q into a ring of
                     STAGES slots.
-Per chunk a warpgroup issues u = k hs and o = q hs together (async; the tensor core has the second
-while the registers wait for the first), waits for u only (1 outstanding: o), forms x, issues vn = Tb xs
-and then qk = q k^T, waits for o and vn (1 outstanding: qk, which the tensor core runs while the
-registers form vd and vdk), issues the state update (the serial chain's product), waits for qk (1
-outstanding: the update), forms P in registers while the update runs, issues o += P vd (P the register
-A operand) and waits for both (0 outstanding). wgmma groups retire in issue order, so each count leaves
-exactly the products issued after the one waited for: u | o, vn | qk, update | P vd.
 
 Shared memory (STAGES = 2; all tiles NVMMA 128-byte swizzled, what TMA writes and wgmma reads):
-ring 2 x (k 16 + q 16 + v 16 + Tb 8 KB) = 112 KB; per warpgroup hs [K, BW] 16 KB, xs [BT, BW]
-8 KB (bf16(x), then vdk once the Tb product that read x is complete), vd [BT, BW] 8 KB: 176 KB of 227
-(plus the layout conversions' scratch, gdn_ws_compile.py prints the total).
+ring 2 x (k 16 + q 16 + v 16 + Tb 8 KB) = 112 KB; per recurrence warpgroup hs [K, BW] 16 KB, xs [BT, BW]
+8 KB (bf16(x), then the update's operand once the Tb product that read x is complete), vd [BT, BW] 8 KB:
+176 KB of 227 (plus the layout conversions' scratch, gdn_ws_compile.py prints the total).
 
 Barriers (mbarrier, shared memory). An arrival is one per partition (Triton predicates it on the
 partition's first thread), so a count is the number of partitions that arrive per phase. Chunk c of
 the segment uses ring slot c % STAGES; n_use = c // STAGES counts that slot's uses.
   ld_ready[s]  count 1: the loader's expect-tx arrival, completed by the TMA bytes of the four tiles
-               (k, v, Tb, q: 56 KB). Both recurrence warpgroups wait parity n_use & 1.
-  ld_empty[s]  count 2: each recurrence warpgroup arrives once per use, after the wgmma wait that
-               retires its last products of the chunk (the last reads of k, q, Tb; its v half was read
-               into registers before the warpgroup barrier that follows the xs store). The loader waits
-               parity (n_use & 1) ^ 1: a fresh barrier's previous phase counts as complete, so the first
-               pass over the ring does not block; later passes wait for both releases of the last use.
-No barrier can run two phases ahead of a waiter: the loader refills slot s only after both warpgroups
-released its previous use, which each does only after waiting that use's ld_ready. The warpgroups
-never wait on each other (each owns its hs/xs/vd), so one may run up to STAGES chunks ahead of the other.
-Every partition loops over the same n_ch chunks, so a segment of 0 chunks (an empty sequence) touches
-no barrier: each warpgroup writes its half of the final state (h0 or zeros) and every partition exits.
+               (k, v, Tb, q: 56 KB). The three consumers wait parity n_use & 1.
+  ld_empty[s]  count 3: each consumer arrives once per use, after the wgmma wait that retires its last
+               products of the chunk. The loader waits parity (n_use & 1) ^ 1: a fresh barrier's previous
+               phase counts as complete, so the first pass over the ring does not block.
+  hs_ready[w], vd_ready[w]  count 1: recurrence warpgroup w published hs_w / vd_w of chunk c (its generic
+               stores fenced for the async proxy and a warpgroup barrier before the arrival); the output
+               warpgroup waits parity c & 1.
+  hs_free[w], vd_free[w]    count 1: the output warpgroup retired its products that read hs_w / vd_w of
+               chunk c; recurrence warpgroup w waits parity (c & 1) ^ 1 before it overwrites them in
+               chunk c + 1 (chunk 0 passes, as on the ring).
+No barrier can run two phases ahead of its waiter: each side's next arrival needs the other's wait of
+the previous phase. The recurrence warpgroups never wait on each other, only on the loader and on the
+output warpgroup's previous chunk, whose products (q hs, then P vd) are issued as soon as their tiles are
+published. Every partition loops over the same n_ch chunks, so a segment of 0 chunks (an empty sequence)
+touches no barrier: each recurrence warpgroup writes its half of the final state (h0 or zeros) and every
+partition exits.
 
-Generic-proxy shared stores (hs, xs, vd) are followed by fence_async_shared (they feed wgmma, the async
-proxy) and a warpgroup barrier (gl.thread_barrier: every warp has written before the MMA issue).
-Every wgmma of a chunk is retired (warpgroup_mma_wait 0) before the next chunk's stores into the tiles
-it read. Rows >= L of the last chunk: TMA reads the next sequence's rows there (zeros past T), so x and
-vd are zeroed on those rows with where (their products then add nothing to S and o) and the o stores
-are masked; P's columns j >= L meet those zero vd rows (and lie above the diagonal of every stored row);
-g is a plain masked load, issued a chunk ahead.
-Registers (setmaxnreg): the worker warpgroup _WS_REGS, the loader's warpgroup _WS_REGS_LOAD;
-Triton 3.6 gives the default partition what is left of the 64K (scripts/device/gdn_ws_compile.py
-prints the values and the spills). With P formed here both recurrence warpgroups run at 240 and
-peak at 232-235 live registers without a spill (ptxas sm_90a, Triton 3.6, offline, nvdisasm -plr);
-_ws_rec says which two choices keep it so.
+Rows >= L of the last chunk: TMA reads the next sequence's rows there (zeros past T), so x and V~ are
+zeroed on those rows with where (their products then add nothing to S and o) and the o stores are
+masked; P's columns j >= L meet those zero vd rows. g is a plain masked load, issued a chunk ahead.
+Registers (setmaxnreg): the second recurrence warpgroup _WS_REGS, the output warpgroup _WS_REGS_OUT, the
+loader's warpgroup _WS_REGS_LOAD; Triton 3.6 gives the default partition what is left of the 64K
+(scripts/device/gdn_ws_compile.py prints the values and the spills).
 Requires sm_90a and Triton's Gluon (3.6 on the device): Triton's interpreter cannot run it, so the
 CPU path keeps fwd.py's kernel (CONFIG["fwd"] = "triton").
-Measured (H100 80GB HBM3, Triton 3.6.0, torch 2.11.0+cu130, 2026-12-06; docs/perf/gdn_prefill.md): the
-gate passes on smoke, edge and full (2 rounds; o equals the Triton forward's bit for bit on E1-E9 and S1);
-end to end under graph replay 1.04-1.10x the Triton forward on all ten full shapes (G1 300.7 vs 319.1 us,
-G8 549.7 vs 585.2). One recurrence warpgroup of 128 columns a CTA (commit 55b66bc) had lost everywhere
-(0.68-0.98x): one serial chain an SM, barrier stalls 40%.
+Measured: see docs/perf/gdn_prefill.md. The structure before this one (two recurrence warpgroups that each
+also formed P and their o half, 240 registers each) ran 1.04-1.10x the Triton forward on all ten full
+shapes (H100, graph replay, 2026-12-06); one recurrence warpgroup of 128 columns a CTA had lost everywhere
+(0.68-0.98x the Triton forward): one serial chain an SM, barrier stalls 40%.
 """
 
 from __future__ import annotations
@@ -126,9 +117,8 @@ def _ws_gate_loads(g_ptr, t0, t_stop, i_h, HV: gl.constexpr, BT: gl.constexpr):
 
 @gluon.jit
 def _ws_gates(b_g, t0, t_stop, BT: gl.constexpr, row_l: gl.constexpr):
-    """gam = cumsum(g) and gl = sum(g) in log2 units: gam on the accumulator rows and on g's own layout
-    (the caller moves P's column scales from there onto the columns when it forms P), gl, and the rows'
-    validity."""
+    """gam = cumsum(g) and gl = sum(g) in log2 units: gam on the accumulator rows and on g's own layout (the
+    output warpgroup moves P's column gates from there onto the columns), gl, and the rows' validity."""
     b_gam = gl.associative_scan(b_g, 0, _ws_add) * LOG2E
     b_gl = gl.sum(b_g, 0) * LOG2E
     m_r = (t0 + gl.arange(0, BT, layout=row_l)) < t_stop
@@ -138,7 +128,7 @@ def _ws_gates(b_g, t0, t_stop, BT: gl.constexpr, row_l: gl.constexpr):
 @gluon.jit
 def _ws_loader(q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, ld_empty,
                row0, col_qk, col_v, col_tb, n_ch, BT: gl.constexpr, STAGES: gl.constexpr):
-    """TMA of chunk c's four tiles into slot c % STAGES, once both warpgroups released its last use."""
+    """TMA of chunk c's four tiles into slot c % STAGES, once the three consumers released its last use."""
     nbytes: gl.constexpr = (q_desc.block_type.nbytes + k_desc.block_type.nbytes + v_desc.block_type.nbytes
                             + tb_desc.block_type.nbytes)
     for c in range(n_ch):
@@ -147,7 +137,7 @@ def _ws_loader(q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, l
         bar = ld_ready.index(slot)
         mbarrier.expect(bar, nbytes)
         row = row0 + c * BT
-        # the first products' operands first: u = k hs, then x needs v, then Tb; q later
+        # the recurrence's operands first: u = k hs, then x needs v, then Tb; q (the output warpgroup's) last
         tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(slot))
         tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(slot))
         tma.async_copy_global_to_shared(tb_desc, [row, col_tb], bar, tb_s.index(slot))
@@ -173,21 +163,19 @@ def _ws_segment(cu_ptr, cus_ptr, N, SEG, LOG_N: gl.constexpr, BT: gl.constexpr):
 
 
 @gluon.jit
-def _ws_rec(W: gl.constexpr, k_s, q_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, ld_empty,
-            g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch, scale,
+def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, ld_empty,
+            hs_ready, hs_free, vd_ready, vd_free,
+            g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
             HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BW: gl.constexpr,
             STAGES: gl.constexpr, HAS_H0: gl.constexpr):
     """Recurrence warpgroup W: value columns W * BW .. W * BW + BW - 1 of head i_h over one segment. S_w
     [K, BW] fp32 in the wgmma accumulator layout from the entering state to the segment's exit (written
-    when it is the sequence's last segment), and the outputs o[:, cols] of every chunk. Each warpgroup
-    forms the chunk's P itself (q k^T and the gates are the same in both, so this duplicates a 64x64x128
-    product per chunk: the alternative, one warpgroup handing P to the other, would be a barrier between
-    the two chains)."""
-    gl.static_assert(BW == BT, "P [BT, BT] and the other chunk tiles share the [64, 64] accumulator layout")
+    when it is the sequence's last segment). Per chunk it publishes hs = bf16(S_w) and vd = bf16(V~_w) to the
+    output warpgroup (hs_ready, vd_ready) and overwrites them only once that warpgroup has retired its
+    products of the previous chunk (hs_free, vd_free): the serial chain itself is three products."""
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BW, 16])
     row_l: gl.constexpr = gl.SliceLayout(1, acc_l)
     col_l: gl.constexpr = gl.SliceLayout(0, acc_l)
-    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)  # P as P @ vd's A
     hs = hs_all.index(W)
     xs = xs_all.index(W)
     vd_t = vd_all.index(W)
@@ -208,60 +196,90 @@ def _ws_rec(W: gl.constexpr, k_s, q_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_rea
         b_g = b_gn
         b_gn = _ws_gate_loads(g_ptr, t0 + BT, t_stop, i_h, HV, BT)
         b_gam, b_gl, b_gv, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
-        # n = floor(gl - gam) and f = (gl - gam) - n, what the prep stored for the Triton forward. n is
-        # computed once, on g's layout, and moved to the rows (f, vdk) and later the columns (P): gl - gam
-        # is 0 on a chunk's last row and on rows >= L, where a floor computed twice (the compiler may fuse
-        # gl - c * log2(e) into one FMA on one layout and not on another) gave n = 0 on one side and -1 on
-        # the other: P @ vd off by 2x on those columns (H100, 2026-12-06: o rel L2 0.74 at E1, state exact)
-        b_nv = gl.floor(b_gl - b_gv)
-        b_n = gl.convert_layout(b_nv, row_l)
-        b_f = (b_gl - b_gam) - b_n
         mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
         k_c = k_s.index(slot)
-        q_c = q_s.index(slot)
+        # a fresh barrier's previous phase counts as complete: chunk 0 does not wait
+        mbarrier.wait(hs_free.index(W), (c & 1) ^ 1)
         hs.store(b_h.to(gl.bfloat16))
         fence_async_shared()
         gl.thread_barrier()
+        mbarrier.arrive(hs_ready.index(W), count=1)
         u_tok = warpgroup_mma(k_c, hs, b_zero, use_acc=False, is_async=True)
-        o_tok = warpgroup_mma(q_c, hs, b_zero, use_acc=False, is_async=True)
         b_v = v_s.index(slot).slice(W * BW, BW, dim=1).load(acc_l)
-        b_u = warpgroup_mma_wait(num_outstanding=1, deps=(u_tok, ))  # groups retire in order: u is done, o not
-        b_eg = gl.exp2(b_gam)
-        b_x = gl.where(m_r[:, None], b_v.to(gl.float32) - b_u * b_eg[:, None], 0.0)
+        b_u = warpgroup_mma_wait(num_outstanding=0, deps=(u_tok, ))
+        b_x = gl.where(m_r[:, None], b_v.to(gl.float32) - b_u * gl.exp2(b_gam)[:, None], 0.0)
         xs.store(b_x.to(gl.bfloat16))
         fence_async_shared()
         gl.thread_barrier()
         vn_tok = warpgroup_mma(tb_s.index(slot), xs, b_zero, use_acc=False, is_async=True)
-        # q k^T after vn (vn is on the serial chain, qk not): it runs while vd and vdk are formed
-        qk_tok = warpgroup_mma(q_c, k_c.permute((1, 0)), b_zero, use_acc=False, is_async=True)
-        b_o, b_vn = warpgroup_mma_wait(num_outstanding=1, deps=(o_tok, vn_tok))  # o and vn done, qk not
-        b_vd = gl.where(m_r[:, None], b_vn * gl.exp2(b_f)[:, None], 0.0).to(gl.bfloat16)
-        vd_t.store(b_vd)
-        # vdk: the integer part n of gl - gam that f leaves, on V~ instead of k; into xs (the Tb product
-        # that read x is retired)
-        xs.store((b_vd.to(gl.float32) * gl.exp2(b_n)[:, None]).to(gl.bfloat16))
+        b_vn = warpgroup_mma_wait(num_outstanding=0, deps=(vn_tok, ))
+        # V~ = Tb x on the valid rows (Tb's rows >= L are the next sequence's); each use rounds it once from
+        # fp32 (FlashQLA's order): vd for P @ vd, vdk = V~ 2^(gl - gam) (exponent <= 0) for the update
+        b_vn = gl.where(m_r[:, None], b_vn, 0.0)
+        mbarrier.wait(vd_free.index(W), (c & 1) ^ 1)
+        vd_t.store(b_vn.to(gl.bfloat16))
+        xs.store((b_vn * gl.exp2(b_gl - b_gam)[:, None]).to(gl.bfloat16))  # the Tb product that read x is retired
         fence_async_shared()
         gl.thread_barrier()
+        mbarrier.arrive(vd_ready.index(W), count=1)
         h_tok = warpgroup_mma(k_c.permute((1, 0)), xs, b_h * gl.exp2(b_gl), is_async=True)
-        b_qk = warpgroup_mma_wait(num_outstanding=1, deps=(qk_tok, ))  # qk done, the state update not
-        # P = scale (q k^T) 2^(gam_i - gl + n_j) = scale (q k^T) 2^(gam_i - gam_j - f_j) on j <= i, the prep's
-        # P; where, not a product with 0: above the diagonal the power may be inf. Registers (ptxas sm_90,
-        # Triton 3.6, 240 a warpgroup): the column scales n_j (16 a thread) are moved onto the columns here,
-        # not at the chunk's start, and the mask compares t0 + j with t0 + i so that the 16 column indices
-        # are not hoisted out of the loop; either one kept the other way spilled (8 to 40 bytes)
-        causal = (t0 + gl.arange(0, BT, layout=col_l))[None, :] <= (t0 + gl.arange(0, BT, layout=row_l))[:, None]
-        b_nc = gl.convert_layout(b_nv, col_l)
-        b_p = gl.where(causal, b_qk * gl.exp2((b_gam - b_gl)[:, None] + b_nc[None, :]) * scale, 0.0)
-        p_op = gl.convert_layout(b_p.to(gl.bfloat16), p_l)
-        o_tok = warpgroup_mma(p_op, vd_t, b_o * (b_eg * scale)[:, None], is_async=True)
-        # p_op is read from registers by the product in flight: kept alive through the wait
-        b_h, b_o, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(h_tok, o_tok, p_op))
+        b_h = warpgroup_mma_wait(num_outstanding=0, deps=(h_tok, ))
         mbarrier.arrive(ld_empty.index(slot), count=1)
-        o_r = (t0 + gl.arange(0, BT, layout=row_l)).to(gl.int64) * (HV * V) + i_h * V
-        gl.store(o_ptr + (o_r[:, None] + o_v[None, :]), b_o.to(gl.bfloat16), mask=m_r[:, None])
     if j == nseg - 1:
         p_ht = ht_ptr + ((seq * HV + i_h) * K + o_k[:, None]).to(gl.int64) * V + o_v[None, :]
         gl.store(p_ht, b_h)
+
+
+@gluon.jit
+def _ws_out(q_s, k_s, hs_all, vd_all, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
+            g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale,
+            HV: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BW: gl.constexpr, STAGES: gl.constexpr):
+    """The output warpgroup: o [BT, V] of every chunk, off the serial chains. q k^T and P as soon as the ring
+    slot is loaded, then o_w = scale 2^gam (q @ hs_w) + P @ vd_w for both column halves w once the two
+    recurrence warpgroups published hs_w and vd_w. P = scale (q k^T) 2^(gam_i - gam_j) on j <= i (exponent
+    <= 0), else 0 (where, never a product with 0: above the diagonal the power may be inf)."""
+    gl.static_assert(BW == BT, "P [BT, BT] and the o halves share the [64, 64] accumulator layout")
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BW, 16])
+    row_l: gl.constexpr = gl.SliceLayout(1, acc_l)
+    col_l: gl.constexpr = gl.SliceLayout(0, acc_l)
+    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)  # P as P @ vd's A
+    o_v = gl.arange(0, BW, layout=col_l)
+    b_zero = gl.zeros([BT, BW], gl.float32, acc_l)
+    b_gn = _ws_gate_loads(g_ptr, t_first, t_stop, i_h, HV, BT)
+    for c in range(n_ch):
+        slot = c % STAGES
+        t0 = t_first + c * BT
+        b_g = b_gn
+        b_gn = _ws_gate_loads(g_ptr, t0 + BT, t_stop, i_h, HV, BT)
+        b_gam, b_gl, b_gv, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
+        mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
+        q_c = q_s.index(slot)
+        qk_tok = warpgroup_mma(q_c, k_s.index(slot).permute((1, 0)), b_zero, use_acc=False, is_async=True)
+        mbarrier.wait(hs_ready.index(0), c & 1)
+        o0_tok = warpgroup_mma(q_c, hs_all.index(0), b_zero, use_acc=False, is_async=True)
+        mbarrier.wait(hs_ready.index(1), c & 1)
+        o1_tok = warpgroup_mma(q_c, hs_all.index(1), b_zero, use_acc=False, is_async=True)
+        b_qk = warpgroup_mma_wait(num_outstanding=2, deps=(qk_tok, ))  # groups retire in order: qk, o0, o1
+        causal = (t0 + gl.arange(0, BT, layout=col_l))[None, :] <= (t0 + gl.arange(0, BT, layout=row_l))[:, None]
+        b_gc = gl.convert_layout(b_gv, col_l)
+        b_p = gl.where(causal, b_qk * gl.exp2(b_gam[:, None] - b_gc[None, :]) * scale, 0.0)
+        p_op = gl.convert_layout(b_p.to(gl.bfloat16), p_l)
+        b_o0, b_o1 = warpgroup_mma_wait(num_outstanding=0, deps=(o0_tok, o1_tok))
+        mbarrier.arrive(hs_free.index(0), count=1)
+        mbarrier.arrive(hs_free.index(1), count=1)
+        b_eg = gl.exp2(b_gam) * scale
+        mbarrier.wait(vd_ready.index(0), c & 1)
+        o0_tok = warpgroup_mma(p_op, vd_all.index(0), b_o0 * b_eg[:, None], is_async=True)
+        mbarrier.wait(vd_ready.index(1), c & 1)
+        o1_tok = warpgroup_mma(p_op, vd_all.index(1), b_o1 * b_eg[:, None], is_async=True)
+        # p_op is read from registers by the products in flight: kept alive through the wait
+        b_o0, b_o1, p_op = warpgroup_mma_wait(num_outstanding=0, deps=(o0_tok, o1_tok, p_op))
+        mbarrier.arrive(vd_free.index(0), count=1)
+        mbarrier.arrive(vd_free.index(1), count=1)
+        mbarrier.arrive(ld_empty.index(slot), count=1)
+        o_r = (t0 + gl.arange(0, BT, layout=row_l)).to(gl.int64) * (HV * V) + i_h * V
+        gl.store(o_ptr + (o_r[:, None] + o_v[None, :]), b_o0.to(gl.bfloat16), mask=m_r[:, None])
+        gl.store(o_ptr + (o_r[:, None] + (BW + o_v)[None, :]), b_o1.to(gl.bfloat16), mask=m_r[:, None])
 
 
 @gluon.jit
@@ -269,11 +287,11 @@ def _fwd_ws_kernel(
     q_desc, k_desc, v_desc, tb_desc, g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr,
     N, SEG, scale, HV: gl.constexpr, HK: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr,
     LOG_N: gl.constexpr, HAS_H0: gl.constexpr, STAGES: gl.constexpr,
-    REGS: gl.constexpr, REGS_LOAD: gl.constexpr,
+    REGS: gl.constexpr, REGS_OUT: gl.constexpr, REGS_LOAD: gl.constexpr,
 ):
     """o [T, HV, V] bf16 and the final states [N, HV, K, V] fp32 from q, k, v and Tb (TMA descriptors
     over their [T, heads * width] views), g [T, HV] fp32 and the entering states (h0 [N, HV, K, V], or the
-    C slots of [M | C] [segments, HV, K, K + V]): _fwd_kernel's results (P and f formed here)."""
+    C slots of [M | C] [segments, HV, K, K + V]): _fwd_kernel's results (P formed here)."""
     gl.static_assert(K == 128, "the recurrence's wgmma tiles assume K = 128")
     gl.static_assert(V == 128, "two warpgroups of 64 value columns")
     gl.static_assert(BT == 64, "one wgmma M tile (4 warps x 16 rows) a chunk")
@@ -298,23 +316,34 @@ def _fwd_ws_kernel(
     bar_l: gl.constexpr = mbarrier.MBarrierLayout()
     ld_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_l)
     ld_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_l)
+    hs_ready = gl.allocate_shared_memory(gl.int64, [2, 1], bar_l)
+    hs_free = gl.allocate_shared_memory(gl.int64, [2, 1], bar_l)
+    vd_ready = gl.allocate_shared_memory(gl.int64, [2, 1], bar_l)
+    vd_free = gl.allocate_shared_memory(gl.int64, [2, 1], bar_l)
     for i in gl.static_range(STAGES):
         mbarrier.init(ld_ready.index(i), count=1)
-        mbarrier.init(ld_empty.index(i), count=2)  # one arrival per recurrence warpgroup
+        mbarrier.init(ld_empty.index(i), count=3)  # the two recurrence warpgroups and the output one
+    for i in gl.static_range(2):
+        mbarrier.init(hs_ready.index(i), count=1)
+        mbarrier.init(hs_free.index(i), count=1)
+        mbarrier.init(vd_ready.index(i), count=1)
+        mbarrier.init(vd_free.index(i), count=1)
     fence_async_shared()  # the inits visible to the async proxy (TMA) before the first use
 
     t_first = bos + t_beg
     t_stop = bos + L
     gl.warp_specialize([
-        (_ws_rec, (0, k_s, q_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty,
-                   g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch, scale,
+        (_ws_rec, (0, k_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
+                   g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
                    HV, K, V, BT, BW, STAGES, HAS_H0)),
-        (_ws_rec, (1, k_s, q_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty,
-                   g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch, scale,
+        (_ws_rec, (1, k_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
+                   g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
                    HV, K, V, BT, BW, STAGES, HAS_H0)),
+        (_ws_out, (q_s, k_s, hs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
+                   g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale, HV, V, BT, BW, STAGES)),
         (_ws_loader, (q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, ld_empty,
                       t_first, i_hk * K, i_h * V, i_h * BT, n_ch, BT, STAGES)),
-    ], [4, 1], [REGS, REGS_LOAD])
+    ], [4, 4, 1], [REGS, REGS_OUT, REGS_LOAD])
 
 
 # Every TMA box here has rows of >= 128 bytes: 128-byte swizzle (the in-kernel hs/xs/vd tiles match). Built
@@ -337,11 +366,14 @@ def _ws_desc(x, width):
 
 
 _WS_LAUNCH = _Launch(_fwd_ws_kernel)
-# setmaxnreg of the second recurrence warpgroup and of the loader warp's warpgroup; the first recurrence
-# warpgroup (Triton's default partition) gets what Triton 3.6 gives it: 128 * (240 + 240 + 24) of the
-# 65536 registers, no spill (scripts/device/gdn_ws_compile.py). Ring slots: 2 of 56 KB (3 would need 232
-# KB of the 227 KB of shared memory).
-_WS_REGS = 240
+# setmaxnreg of the second recurrence warpgroup, the output warpgroup and the loader warp's warpgroup; the
+# first recurrence warpgroup (Triton's default partition) gets what is left of 512 a thread: 168. Below 168
+# the output warpgroup spills (160: 24 more bytes), the recurrence below 152 (144: 16 more); at these values
+# ptxas reports 8 bytes of stack, two scalars of the default partition (ptxas sm_90a, Triton 3.6, offline,
+# scripts/device/gdn_ws_compile.py). Ring slots: 2 of 56 KB (3 would need 232 KB of the 227 KB of shared
+# memory).
+_WS_REGS = 152
+_WS_REGS_OUT = 168
 _WS_REGS_LOAD = 24
 _WS_STAGES = 2
 
@@ -368,5 +400,5 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
     descs = (_ws_desc(q, K), _ws_desc(k, K), _ws_desc(v, V), _ws_desc(tb, BT))
     args = (*descs, g, o, h0, ht, mc, cu, cus, N, seg, scale)
     kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=_WS_STAGES,
-              REGS=_WS_REGS, REGS_LOAD=_WS_REGS_LOAD, num_warps=4)
+              REGS=_WS_REGS, REGS_OUT=_WS_REGS_OUT, REGS_LOAD=_WS_REGS_LOAD, num_warps=4)
     _WS_LAUNCH((HV, nseg_bound), args, kw)  # keyed per argument: the descriptors are built per call
