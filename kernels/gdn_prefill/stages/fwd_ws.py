@@ -189,13 +189,15 @@ def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, l
         p_mc = mc_ptr + ((gl.program_id(1) - 1) * HV + i_h).to(gl.int64) * K * (K + V)
         b_h = gl.load(p_mc + o_k[:, None] * (K + V) + K + o_v[None, :])
     b_zero = gl.zeros([BT, BW], gl.float32, acc_l)
-    b_gn = _ws_gate_loads(g_ptr, t_first, t_stop, i_h, HV, BT)
+    # chunk c's gates are formed during chunk c - 1's update (the scan crosses warps: a warpgroup barrier,
+    # now off the serial chain), its g loaded a chunk before that: 1.004-1.019x on G1-G8 (H100, graph
+    # replay, one call, 2026-12-06), for 8 more bytes of stack
+    b_gam, b_gl, b_gv, m_r = _ws_gates(_ws_gate_loads(g_ptr, t_first, t_stop, i_h, HV, BT), t_first, t_stop,
+                                       BT, row_l)
+    b_gn = _ws_gate_loads(g_ptr, t_first + BT, t_stop, i_h, HV, BT)
     for c in range(n_ch):
         slot = c % STAGES
         t0 = t_first + c * BT
-        b_g = b_gn
-        b_gn = _ws_gate_loads(g_ptr, t0 + BT, t_stop, i_h, HV, BT)
-        b_gam, b_gl, b_gv, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
         mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
         k_c = k_s.index(slot)
         # a fresh barrier's previous phase counts as complete: chunk 0 does not wait
@@ -223,6 +225,8 @@ def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, l
         gl.thread_barrier()
         mbarrier.arrive(vd_ready.index(W), count=1)
         h_tok = warpgroup_mma(k_c.permute((1, 0)), xs, b_h * gl.exp2(b_gl), is_async=True)
+        b_gam, b_gl, b_gv, m_r = _ws_gates(b_gn, t0 + BT, t_stop, BT, row_l)
+        b_gn = _ws_gate_loads(g_ptr, t0 + 2 * BT, t_stop, i_h, HV, BT)
         b_h = warpgroup_mma_wait(num_outstanding=0, deps=(h_tok, ))
         mbarrier.arrive(ld_empty.index(slot), count=1)
     if j == nseg - 1:
@@ -369,7 +373,7 @@ _WS_LAUNCH = _Launch(_fwd_ws_kernel)
 # setmaxnreg of the second recurrence warpgroup, the output warpgroup and the loader warp's warpgroup; the
 # first recurrence warpgroup (Triton's default partition) gets what is left of 512 a thread: 168. Below 168
 # the output warpgroup spills (160: 24 more bytes), the recurrence below 152 (144: 16 more); at these values
-# ptxas reports 8 bytes of stack, two scalars of the default partition (ptxas sm_90a, Triton 3.6, offline,
+# ptxas reports 16 bytes of stack, scalars of the default partition (ptxas sm_90a, Triton 3.6, offline,
 # scripts/device/gdn_ws_compile.py). Ring slots: 2 of 56 KB (3 would need 232 KB of the 227 KB of shared
 # memory).
 _WS_REGS = 152
