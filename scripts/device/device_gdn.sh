@@ -4,15 +4,15 @@
 #   check    aka check gdn_prefill on smoke+edge and on the full set (2 rounds), fa4_decode edge
 #   bench    aka bench gdn_prefill: baseline, promoted, fla, FlashQLA side by side, eager + graph
 #   profile  scripts/device/gdn_breakdown.py: per-kernel GPU time, baseline / fla / FlashQLA
-# Needs .whl/ carried (pydantic, fla-core); FlashQLA's wheels (tilelang, z3-solver, apache-tvm-ffi,
-# torch-c-dlpack-ext) exceed one call's carry limit: install them into /tmp/site over two calls made
-# back to back while the machine is warm (.qla1: tilelang 0.1.15; .qla2: the rest, with
-# apache-tvm-ffi 0.1.12 and z3-solver 4.15.4: TileLang 0.1.15 fails to import with 0.1.15 / 4.15.8,
-# H200 2026-12-05). CAP_<section>=seconds overrides a cap.
+# Needs .whl/ carried (pydantic, fla-core), and for FlashQLA .qla/ (carry [".whl", ".qla"]): one xz archive of
+# FlashQLA 0.1.3, TileLang 0.1.15 and their dependencies' installed files, 38 MB, built here by
+# scripts/device/flashqla_archive.sh (the wheels alone, 80 MB, exceed one call's 64 MiB; the older way, .qla1
+# and .qla2 installed over two calls back to back, still works). CAP_<section>=seconds overrides a cap.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/aka-gdn}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FLA_FLASH_QLA=0 COLUMNS=160
+if [ -f .qla/qla.tar.xz ]; then mkdir -p /tmp/site && tar -xJf .qla/qla.tar.xz -C /tmp/site; fi
 for d in .whl .qla1 .qla2; do
   if ls $d/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $d/*.whl
