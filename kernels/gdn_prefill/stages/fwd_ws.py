@@ -374,8 +374,8 @@ _WS_LAUNCH = _Launch(_fwd_ws_kernel)
 # first recurrence warpgroup (Triton's default partition) gets what is left of 512 a thread: 168. Below 168
 # the output warpgroup spills (160: 24 more bytes), the recurrence below 152 (144: 16 more); at these values
 # ptxas reports 16 bytes of stack: a prologue index and a few scalars of the 152-register recurrence
-# warpgroup, a load or two a chunk (ptxas sm_90a, Triton 3.6, offline, scripts/device/gdn_ws_compile.py). Ring slots: 2 of 56 KB (3 would need 232 KB of the 227 KB of shared
-# memory).
+# warpgroup, a load or two a chunk (ptxas sm_90a, Triton 3.6, offline, scripts/device/gdn_ws_compile.py).
+# Ring slots: 2 of 56 KB (3 would need 232 KB of the 227 KB of shared memory).
 _WS_REGS = 152
 _WS_REGS_OUT = 168
 _WS_REGS_LOAD = 24
