@@ -32,7 +32,11 @@ TIMEOUT_S = 1800.0  # the full set with fla autotuning every new head layout on 
 
 
 class BenchRunError(AkaError):
-    """The benchmark worker failed (crash, timeout, CUDA fault)."""
+    """The benchmark worker failed (crash, timeout, CUDA fault); ``partial`` holds the shapes it finished."""
+
+    def __init__(self, message: str, partial: BenchValue | None = None):
+        super().__init__(message)
+        self.partial = partial
 
 
 class BenchUsageError(AkaError):
@@ -44,16 +48,30 @@ def run_worker(payload: BenchPayload, timeout: float, total: int | None = None) 
 
     With ``total`` (the number of shapes) a progress bar follows the worker, and each finished shape
     is printed as a line, so a run cut short (a CI or device time limit) still shows what it measured."""
+    lines: list[ProgressLine] = []
     if total is None:
         res = door.run(WORKER, payload, timeout=timeout)
     else:
-        res = _with_progress(payload, timeout, total)
+        res = _with_progress(payload, timeout, total, lines)
     if not res.ok:
-        raise BenchRunError(door.failure(res, "bench"))
+        why = door.failure(res, "bench")
+        raise BenchRunError(why, _partial(payload, lines, total, why))
     return BenchValue.model_validate(res.value)
 
 
-def _with_progress(payload: BenchPayload, timeout: float, total: int):
+def _partial(payload: BenchPayload, lines: list[ProgressLine], total: int | None, why: str) -> BenchValue | None:
+    """The shapes a failed worker finished, as a BenchValue (None when it finished none). Pure."""
+    rows = [ln.row for ln in lines if ln.row is not None]
+    if not rows:
+        return None
+    note = (f"partial: the worker stopped after {len(rows)} of {total} shapes ({why}); these rows were not "
+            "checked against float64 (the checker runs once every shape is timed)")
+    return BenchValue(op=payload.op, device=lines[-1].device or "?",
+                      kind="interpreter" if lines[-1].interpreter else "gpu", impls=list(rows[0].results),
+                      ceilings=None, config={}, notes=[note], rows=rows)
+
+
+def _with_progress(payload: BenchPayload, timeout: float, total: int, kept: list[ProgressLine]):
     with tempfile.TemporaryDirectory(prefix=f"aka-bench-{os.getpid()}-") as tmp:
         path = Path(tmp) / "progress.jsonl"
         path.touch()
@@ -70,6 +88,7 @@ def _with_progress(payload: BenchPayload, timeout: float, total: int):
                 lines = path.read_text().splitlines()
                 for line in lines[seen:]:
                     rec = ProgressLine.model_validate(json.loads(line))
+                    kept.append(rec)
                     graph = rec.graph_us
                     times = ", ".join(f"{n} {us:,.1f} µs" + (f" (graph {graph[n]:,.1f})" if n in graph else "")
                                       for n, us in rec.median_us.items())
@@ -235,7 +254,17 @@ def bench(
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
     payload = BenchPayload(op=o.name, root=str(o.root), impls=refs, shapes=shapes, graph=False if not graph else None,
                            time_cap_s=time_cap or None)
-    result = run_worker(payload, timeout, total=n_shapes)
+    try:
+        result = run_worker(payload, timeout, total=n_shapes)
+    except BenchRunError as exc:  # what the worker finished is printed and written before the error
+        if exc.partial is not None:
+            _report(exc.partial, speedup, skipped, csv_path, json_path)
+        raise
+    _report(result, speedup, skipped, csv_path, json_path)
+
+
+def _report(result: BenchValue, speedup: str, skipped: list, csv_path: Path | None, json_path: Path | None) -> None:
+    """The table and notes on the console, and the --csv / --json files when asked."""
     console.print(render(result, speedup))
     for line in notes(result, [s.model_dump() for s in skipped]):
         console.print(f"[dim]note[/dim] {escape(line)}", highlight=False, soft_wrap=True)

@@ -511,6 +511,9 @@ class ProgressLine(BaseModel):
     graph_us: dict[str, float] = Field(default_factory=dict, description="implementation -> graph replay median")
     interpreter: bool = False
     elapsed_s: float = 0.0
+    device: str = Field("", description="the device name, as BenchValue.device")
+    row: BenchRow | None = Field(None, description="the finished shape's row as timed, before the checker's "
+                                 "verdicts: what `aka bench` keeps when the worker stops before the end")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ is what the loop ranks on, the eager one holds the host's cost)."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from pathlib import Path
@@ -27,3 +28,50 @@ def test_a_progress_line_gives_the_graph_time_beside_the_eager_one(monkeypatch):
     monkeypatch.setattr(cli_bench, "console", Console(file=out, width=80))
     assert cli_bench.run_worker(BenchPayload(op="fa4_decode", impls=[]), timeout=10, total=1) == bench_value([])
     assert "D1-q1  promoted 125.4 µs (graph 59.8), sdpa 190.0 µs  [1 s]" in out.getvalue()
+
+
+def _row(shape: str, us: float) -> dict:
+    return {"shape": shape, "params": "", "flops": 0.0, "bytes": 0.0, "floor_us": None,
+            "results": {"baseline": {"eager": {"kind": "gpu-eager", "median_us": us, "q1_us": us, "q3_us": us, "n": 1,
+                                               "stop": "max_iters"}}}}
+
+
+def test_a_worker_killed_midway_keeps_the_shapes_it_finished(monkeypatch, tmp_path):
+    """2026-12-06 on the device: three implementations on ten shapes outlasted --timeout after nine, and the
+    summary table and --csv file were lost with the worker. What it finished is printed and written, marked
+    partial and unchecked, before the one-line error (exit 1)."""
+    from typer.testing import CliRunner
+
+    from aka.cli.main import app
+
+    def fake_run(task, payload, *, timeout):
+        lines = [{"shape": s, "done": i + 1, "total": 3, "median_us": {"baseline": us}, "device": "NVIDIA H100",
+                  "row": _row(s, us)} for i, (s, us) in enumerate([("G1", 300.0), ("G2", 200.0)])]
+        Path(payload.progress_path).write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return WorkerResult(ok=False, stage="timeout", error="no result within 10 s: killed")
+
+    monkeypatch.setattr(cli_bench.door, "run", fake_run)
+    monkeypatch.setattr(cli_bench, "console", Console(file=io.StringIO(), width=80))
+    out = tmp_path / "b.csv"
+    res = CliRunner().invoke(app, ["bench", "gdn_prefill", "--impl", "baseline", "--shapes", "G1,G2,G3",
+                                   "--csv", str(out), "--timeout", "10"])
+    assert res.exit_code != 0
+    assert isinstance(res.exception, cli_bench.BenchRunError) and "no result within 10 s" in str(res.exception)
+    assert res.exception.partial.notes[0].startswith("partial: the worker stopped after 2 of 3 shapes")
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["shape"], r["impl"], r["median_us"], r["kind"]) for r in rows] == [
+        ("G1", "baseline", "300.0", "gpu-eager"), ("G2", "baseline", "200.0", "gpu-eager")]
+
+
+def test_a_worker_that_finished_nothing_writes_nothing(monkeypatch, tmp_path):
+    def fake_run(task, payload, *, timeout):
+        return WorkerResult(ok=False, stage="timeout", error="no result within 10 s: killed")
+
+    monkeypatch.setattr(cli_bench.door, "run", fake_run)
+    monkeypatch.setattr(cli_bench, "console", Console(file=io.StringIO(), width=80))
+    try:
+        cli_bench.run_worker(BenchPayload(op="gdn_prefill", impls=[]), timeout=10, total=2)
+    except cli_bench.BenchRunError as exc:
+        assert exc.partial is None and "no result within 10 s" in str(exc)
+    else:
+        raise AssertionError("a failed worker must raise")

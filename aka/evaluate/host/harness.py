@@ -215,7 +215,7 @@ def bench_host(payload: BenchPayload) -> HostBench:
         samples += rot.finish(Path(payload.exchange_dir), f"s{i}") if payload.exchange_dir else []
         rows.append(BenchRow(shape=case.id, params=case.describe(), flops=flops, bytes=nbytes, floor_us=floor,
                              results=results))
-        _progress(payload.progress_path, case.id, i + 1, len(cases), results, device, time.monotonic() - t_start)
+        _progress(payload.progress_path, rows[-1], i + 1, len(cases), device, time.monotonic() - t_start)
         del copies
         gc.collect()
         if device == "cuda":
@@ -275,16 +275,18 @@ def _rotation(op, case, copies, seeds, payload: TimingPayload, index: int, devic
                     sample, last=v.last if v else False)
 
 
-def _progress(path: str | None, shape: str, done: int, total: int, results: dict[str, BenchCell],
-              device: str, elapsed_s: float) -> None:
-    """One JSON line per finished shape for the parent's progress display (the result itself only
-    arrives when every shape is done, which is minutes on a full set)."""
+def _progress(path: str | None, row: BenchRow, done: int, total: int, device: str, elapsed_s: float) -> None:
+    """One JSON line per finished shape for the parent's progress display and, should the worker not
+    finish, its partial result (the result itself only arrives when every shape is done, which is
+    minutes on a full set)."""
     if not path:
         return
-    line = ProgressLine(shape=shape, done=done, total=total,
+    results = row.results
+    line = ProgressLine(shape=row.shape, done=done, total=total,
                         median_us={n: r.eager.median_us for n, r in results.items() if r.eager},
                         graph_us={n: r.graph.median_us for n, r in results.items() if r.graph},
-                        interpreter=device != "cuda", elapsed_s=round(elapsed_s, 1))
+                        interpreter=device != "cuda", elapsed_s=round(elapsed_s, 1), device=_device_name(device),
+                        row=row)
     with open(path, "a") as fh:
         fh.write(json.dumps(line.model_dump()) + "\n")
 
