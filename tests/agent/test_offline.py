@@ -377,3 +377,34 @@ def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_lo
         assert not any(all(changes.get(k) == v for k, v in lc.items()) for lc in lost_changes), (n, plan.hypothesis)
         history.append({"n": n, "plan": plan.model_dump(), "config": cfg, "score": 1.0 - 0.002 * (n % 7),
                         "failed_stage": ""})
+
+
+def test_fa4_decode_searches_its_gluon_kernel_where_it_runs():
+    """Issue 39: the offline search knows the decode's Gluon structure (kernels/fa4_decode/gluon.py) and its
+    knobs, proposes it on an sm_90 GPU among its first looks, and never in the interpreter, which cannot run
+    it. Its start leaves the kernel choice at "auto" (a call the Gluon kernel cannot take runs Triton)."""
+    from aka.agent.llm.offline import applies
+
+    kdir = REPO / "kernels" / "fa4_decode"
+    base = kdir / "baseline.py"
+    pats = {p.name: p for p in load_patterns(kdir, base)}
+    gl = pats["split_gluon"]
+    assert gl.template == (kdir / "gluon.py").resolve() and gl.fixed["kernel"] == "auto"
+    assert applies(gl, SM90) and not applies(gl, {"interpreter": True, "sms": 0})
+    assert not applies(gl, {"interpreter": False, "sms": 148, "capability": "sm_100"})
+    s = structure_of(gl, SM90, {})
+    assert s.space["gluon_stages"] == [2, 3]  # the Gluon kernel's own knob is searched
+
+    def proposed(hw, n_max=5):
+        history = []
+        for n in range(n_max):
+            plan, _ = get_backend("offline").plan(Context(
+                op="fa4_decode", attempt=n, incumbent_source=(kdir / "promoted.py").read_text(),
+                incumbent_label="promoted", baseline_path=str(base), kernel_dir=str(kdir), hardware=hw,
+                history=list(history)))
+            history.append({"n": n, "plan": plan.model_dump(), "config": plan.fixed_config(), "score": 1.0,
+                            "failed_stage": ""})
+        return [h["plan"]["pattern"] for h in history]
+
+    assert "split_gluon" in proposed(SM90)
+    assert "split_gluon" not in proposed({"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0}, 8)
