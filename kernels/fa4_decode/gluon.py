@@ -2,13 +2,13 @@
 Hopper (sm_90a), with the fa4_decode baseline's Triton kernel as the fallback everywhere else.
 
 A candidate, not the op's kernel: the offline search proposes it on sm_90 GPUs (the split_gluon pattern,
-kernels/fa4_decode/patterns/, searching gluon_stages and the split knobs). On an H100 (2026-12-06, Triton 3.6.0, torch 2.11.0+cu130) the gate passed
-on smoke and edge (13/13, 2 rounds; the full set not yet: its check outlasted a 100 s call on a fresh
-machine) and, under graph replay, the Gluon path ran 1.03x the baseline geomean over the 20 full shapes:
-0.96-1.08x at q_len 1, 1.03-1.20x at q_len 4 (docs/perf/fa4_decode.md). The Triton path is the baseline's
-code unchanged (kernels/fa4_decode/baseline.py), checked in Triton's interpreter
-(tests/kernels/test_fa4_decode_gluon.py); scripts/device/fa4_decode_gluon_compile.py compiles the Gluon
-kernel offline for sm_90a.
+kernels/fa4_decode/patterns/, searching gluon_stages and the split knobs). On an H100 (2026-12-06, Triton
+3.6.0, torch 2.11.0+cu130) the gate passed on smoke and edge (13/13, 2 rounds; the full set not yet: its check
+outlasted a 100 s call on a fresh machine) and, under graph replay, the Gluon path ran 1.03x the baseline
+geomean over the 20 full shapes: 0.96-1.08x at q_len 1, 1.03-1.20x at q_len 4 (docs/perf/fa4_decode.md). The
+Triton path is the baseline's code unchanged (kernels/fa4_decode/baseline.py), checked in Triton's interpreter
+(tests/kernels/test_fa4_decode_gluon.py); scripts/device/fa4_decode_gluon_compile.py compiles the Gluon kernel
+offline for sm_90a.
 
 Interface (workloads/fa4_decode.yaml):
     q          [B * q_len, Hq, 256]          bf16, q_len in {1, 4} (= q rows // B)
