@@ -63,7 +63,7 @@ def test_a_worker_killed_midway_keeps_the_shapes_it_finished(monkeypatch, tmp_pa
         ("G1", "baseline", "300.0", "gpu-eager"), ("G2", "baseline", "200.0", "gpu-eager")]
 
 
-def test_a_worker_that_finished_nothing_writes_nothing(monkeypatch, tmp_path):
+def test_a_worker_that_finished_no_shape_has_no_partial_result(monkeypatch, tmp_path):
     def fake_run(task, payload, *, timeout):
         return WorkerResult(ok=False, stage="timeout", error="no result within 10 s: killed")
 

@@ -32,12 +32,15 @@ def _outputs(out) -> list[torch.Tensor]:
     return [t.clone() for t in (out if isinstance(out, (tuple, list)) else (out,))]
 
 
-def _both(op_name: str, module, key: str, fast: str, slow: str, case_id: str):
-    """The module's entry on one case under CONFIG[key] = fast and = slow: (fast outputs, slow outputs)."""
-    op = get_op(op_name)
-    entry = getattr(module, op.spec.entry)
+def _inputs(op, case_id: str) -> dict:
+    """One smoke or edge case's inputs (seed 0) on the GPU."""
     case = next(c for s in ("smoke", "edge") for c in op.cases(s) if c.id == case_id)
-    x = op.inputs.make_inputs(case, 0, "cuda")
+    return op.inputs.make_inputs(case, 0, "cuda")
+
+
+def _both(op, module, key: str, fast: str, slow: str, x: dict):
+    """The module's entry on inputs x under CONFIG[key] = fast and = slow: (fast outputs, slow outputs)."""
+    entry = getattr(module, op.spec.entry)
     saved = module.CONFIG[key]
     try:
         module.CONFIG[key] = slow
@@ -62,10 +65,9 @@ def test_gdn_gluon_forward_matches_the_triton_forward(case_id):
     mod = load_module(op.path("baseline"))
     q = torch.zeros(64, 2, 128, dtype=torch.bfloat16, device="cuda")
     assert mod._forward_kind("auto", q, q, q) == "ws"  # the comparison below is Gluon against Triton
-    case = next(c for s in ("smoke", "edge") for c in op.cases(s) if c.id == case_id)
-    x = op.inputs.make_inputs(case, 0, "cuda")  # what _both draws (seed 0)
+    x = _inputs(op, case_id)
     want = op.reference.reference(**{n: (t.clone() if torch.is_tensor(t) else t) for n, t in x.items()})
-    got, ref = _both("gdn_prefill", mod, "fwd", "ws", "triton", case_id)
+    got, ref = _both(op, mod, "fwd", "ws", "triton", x)
     for g, r, w, name in zip(got, ref, want, ("o", "final_state")):
         e_ws, e_tr = _rel(g, w), _rel(r, w)
         assert e_ws <= 1.25 * e_tr + 1e-5, (case_id, name, e_ws, e_tr)
@@ -76,12 +78,11 @@ def test_gdn_gluon_forward_matches_the_triton_forward(case_id):
 def test_fa4_prefill_gluon_kernel_matches_the_triton_kernel(case_id):
     op = get_op("fa4_prefill")
     mod = load_module(op.path("baseline"))
-    case = next(c for s in ("smoke", "edge") for c in op.cases(s) if c.id == case_id)
-    x = op.inputs.make_inputs(case, 0, "cuda")
+    x = _inputs(op, case_id)
     unfit = mod._gluon_unfit(x["q"], x["k_cache"], x["v_cache"], x["page_table"], x["cu_seqlens_q"], x["kv_lens"])
     if unfit:
         pytest.skip(f"the Gluon kernel does not take this case: {unfit}")
-    got, ref = _both("fa4_prefill", mod, "kernel", "gluon", "triton", case_id)
+    got, ref = _both(op, mod, "kernel", "gluon", "triton", x)
     # different block orders and softmax rescaling: bf16 outputs a few units of the last place apart
     # (the gate holds both within 2.2e-3 of float64)
     assert _rel(got[0], ref[0]) <= 4e-3, (case_id, _rel(got[0], ref[0]))
