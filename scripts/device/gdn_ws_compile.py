@@ -49,7 +49,7 @@ def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
         return f"tensordesc<bf16[{bt}, {cols}],{layout!r}>"
 
     sig = {
-        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(128), "tb_desc": desc(bt),
+        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(128), "tb_desc": desc(bt), "o_desc": desc(64),
         "g_ptr": "*fp32", "o_ptr": "*bf16", "h0_ptr": "*fp32", "ht_ptr": "*fp32",
         "mc_ptr": "*fp32", "cu_ptr": "*i32", "cus_ptr": "*i32", "N": "i32", "SEG": "i32", "scale": "fp32",
     }

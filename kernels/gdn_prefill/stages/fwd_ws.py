@@ -25,14 +25,16 @@ Partitions (gl.warp_specialize; 13 warps, launched as 16: setmaxnreg works per w
                     per chunk u = k hs, x, V~ = Tb x, the update: three products, each waited for at once.
   worker 0, 4 warps recurrence warpgroup 1 (columns 64..127), the same function with W = 1.
   worker 1, 4 warps the output warpgroup: q k^T and P as soon as the chunk is loaded, q hs_w once hs_w is
-                    published, P vd_w once vd_w is, o stored with plain masked stores.
+                    published, P vd_w once vd_w is; o leaves through shared memory by TMA (plain
+                    masked stores on a sequence's last, partial chunk).
   worker 2, 1 warp  the TMA loader: per chunk k, v (the head's 128 columns), Tb, q into a ring of
                     STAGES slots.
 
 Shared memory (STAGES = 2; all tiles NVMMA 128-byte swizzled, what TMA writes and wgmma reads):
 ring 2 x (k 16 + q 16 + v 16 + Tb 8 KB) = 112 KB; per recurrence warpgroup hs [K, BW] 16 KB, xs [BT, BW]
-8 KB (bf16(x), then the update's operand once the Tb product that read x is complete), vd [BT, BW] 8 KB:
-176 KB of 227 (plus the layout conversions' scratch, gdn_ws_compile.py prints the total).
+8 KB (bf16(x), then the update's operand once the Tb product that read x is complete), vd [BT, BW] 8 KB;
+o [BT, V] 16 KB for the output warpgroup's TMA stores: 192 KB of 227 (plus the layout conversions' scratch,
+gdn_ws_compile.py prints the total: 193.0 KB).
 
 Barriers (mbarrier, shared memory). An arrival is one per partition (Triton predicates it on the
 partition's first thread), so a count is the number of partitions that arrive per phase. Chunk c of
@@ -56,8 +58,9 @@ touches no barrier: each recurrence warpgroup writes its half of the final state
 partition exits.
 
 Rows >= L of the last chunk: TMA reads the next sequence's rows there (zeros past T), so x and V~ are
-zeroed on those rows with where (their products then add nothing to S and o) and the o stores are
-masked; P's columns j >= L meet those zero vd rows. g is a plain masked load, issued a chunk ahead.
+zeroed on those rows with where (their products then add nothing to S and o) and that chunk's o
+stores are plain masked ones; P's columns j >= L meet those zero vd rows. g is a plain masked load,
+issued a chunk ahead.
 Registers (setmaxnreg): the second recurrence warpgroup _WS_REGS, the output warpgroup _WS_REGS_OUT, the
 loader's warpgroup _WS_REGS_LOAD; Triton 3.6 gives the default partition what is left of the 64K
 (scripts/device/gdn_ws_compile.py prints the values and the spills).
@@ -235,13 +238,20 @@ def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, l
 
 
 @gluon.jit
-def _ws_out(q_s, k_s, hs_all, vd_all, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
-            g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale,
+def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
+            o_desc, g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale,
             HV: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BW: gl.constexpr, STAGES: gl.constexpr):
     """The output warpgroup: o [BT, V] of every chunk, off the serial chains. q k^T and P as soon as the ring
     slot is loaded, then o_w = scale 2^gam (q @ hs_w) + P @ vd_w for both column halves w once the two
     recurrence warpgroups published hs_w and vd_w. P = scale (q k^T) 2^(gam_i - gam_j) on j <= i (exponent
-    <= 0), else 0 (where, never a product with 0: above the diagonal the power may be inf)."""
+    <= 0), else 0 (where, never a product with 0: above the diagonal the power may be inf).
+
+    o leaves through shared memory and TMA (o_s, two [BT, BW] halves) on every chunk that lies inside its
+    sequence, and with masked plain stores on a sequence's last, partial chunk (a TMA box would write the
+    next sequence's rows). The plain stores of the accumulator layout (16 bytes a row a warp instruction)
+    held this warpgroup, and through hs_free / vd_free the recurrence: leaving them out took G5 from 209.4
+    to 166.1 us; through TMA, G5 208.1 -> 186.6 us and 1.06-1.11x on all ten full shapes (H100, graph
+    replay, one process, 2026-12-06)."""
     gl.static_assert(BW == BT, "P [BT, BT] and the o halves share the [64, 64] accumulator layout")
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BW, 16])
     row_l: gl.constexpr = gl.SliceLayout(1, acc_l)
@@ -281,14 +291,25 @@ def _ws_out(q_s, k_s, hs_all, vd_all, ld_ready, ld_empty, hs_ready, hs_free, vd_
         mbarrier.arrive(vd_free.index(0), count=1)
         mbarrier.arrive(vd_free.index(1), count=1)
         mbarrier.arrive(ld_empty.index(slot), count=1)
-        o_r = (t0 + gl.arange(0, BT, layout=row_l)).to(gl.int64) * (HV * V) + i_h * V
-        gl.store(o_ptr + (o_r[:, None] + o_v[None, :]), b_o0.to(gl.bfloat16), mask=m_r[:, None])
-        gl.store(o_ptr + (o_r[:, None] + (BW + o_v)[None, :]), b_o1.to(gl.bfloat16), mask=m_r[:, None])
+        if t0 + BT <= t_stop:
+            tma.store_wait(0)  # the previous chunk's stores have read o_s
+            gl.thread_barrier()  # (only the issuing thread waits on the store group)
+            o_s.index(0).store(b_o0.to(gl.bfloat16))
+            o_s.index(1).store(b_o1.to(gl.bfloat16))
+            fence_async_shared()
+            gl.thread_barrier()
+            tma.async_copy_shared_to_global(o_desc, [t0, i_h * V], o_s.index(0))
+            tma.async_copy_shared_to_global(o_desc, [t0, i_h * V + BW], o_s.index(1))
+        else:
+            o_r = (t0 + gl.arange(0, BT, layout=row_l)).to(gl.int64) * (HV * V) + i_h * V
+            gl.store(o_ptr + (o_r[:, None] + o_v[None, :]), b_o0.to(gl.bfloat16), mask=m_r[:, None])
+            gl.store(o_ptr + (o_r[:, None] + (BW + o_v)[None, :]), b_o1.to(gl.bfloat16), mask=m_r[:, None])
+    tma.store_wait(0)
 
 
 @gluon.jit
 def _fwd_ws_kernel(
-    q_desc, k_desc, v_desc, tb_desc, g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr,
+    q_desc, k_desc, v_desc, tb_desc, o_desc, g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr,
     N, SEG, scale, HV: gl.constexpr, HK: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr,
     LOG_N: gl.constexpr, HAS_H0: gl.constexpr, STAGES: gl.constexpr,
     REGS: gl.constexpr, REGS_OUT: gl.constexpr, REGS_LOAD: gl.constexpr,
@@ -317,6 +338,7 @@ def _fwd_ws_kernel(
     hs_s = gl.allocate_shared_memory(gl.bfloat16, [2, K, BW], h_l)
     xs_s = gl.allocate_shared_memory(gl.bfloat16, [2, BT, BW], h_l)
     vd_s = gl.allocate_shared_memory(gl.bfloat16, [2, BT, BW], h_l)
+    o_s = gl.allocate_shared_memory(gl.bfloat16, [2, BT, BW], o_desc.layout)
     bar_l: gl.constexpr = mbarrier.MBarrierLayout()
     ld_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_l)
     ld_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar_l)
@@ -343,8 +365,8 @@ def _fwd_ws_kernel(
         (_ws_rec, (1, k_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
                    g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
                    HV, K, V, BT, BW, STAGES, HAS_H0)),
-        (_ws_out, (q_s, k_s, hs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
-                   g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale, HV, V, BT, BW, STAGES)),
+        (_ws_out, (q_s, k_s, hs_s, vd_s, o_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
+                   o_desc, g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale, HV, V, BT, BW, STAGES)),
         (_ws_loader, (q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, ld_empty,
                       t_first, i_hk * K, i_h * V, i_h * BT, n_ch, BT, STAGES)),
     ], [4, 4, 1], [REGS, REGS_OUT, REGS_LOAD])
@@ -361,21 +383,22 @@ def _ws_smem_layout():
     return _WS_SMEM
 
 
-def _ws_desc(x, width):
-    """TMA descriptor over x [T, heads, width] viewed as [T, heads * width], box [BT, width] (one head's
-    rows of a chunk). Built per call (a Python object, a few us): a cache would have to hold its base
-    tensor, and Tb is a fresh temporary every call, so it would keep the previous call's alive."""
+def _ws_desc(x, width, box=None):
+    """TMA descriptor over x [T, heads, width] viewed as [T, heads * width], box [BT, box or width] (one
+    head's rows of a chunk, or box columns of them). Built per call (a Python object, a few us): a cache
+    would have to hold its base tensor, and Tb and o are fresh every call, so it would keep the previous
+    call's alive."""
     flat = x.view(x.shape[0], x.shape[1] * width)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, width], _WS_SMEM)
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, box or width], _WS_SMEM)
 
 
 _WS_LAUNCH = _Launch(_fwd_ws_kernel)
 # setmaxnreg of the second recurrence warpgroup, the output warpgroup and the loader warp's warpgroup; the
 # first recurrence warpgroup (Triton's default partition) gets what is left of 512 a thread: 168. Below 168
 # the output warpgroup spills (160: 24 more bytes), the recurrence below 152 (144: 16 more); at these values
-# ptxas reports 16 bytes of stack: a prologue index and a few scalars of the 152-register recurrence
-# warpgroup, a load or two a chunk (ptxas sm_90a, Triton 3.6, offline, scripts/device/gdn_ws_compile.py).
-# Ring slots: 2 of 56 KB (3 would need 232 KB of the 227 KB of shared memory).
+# ptxas reports 32 bytes of stack (16 before o went through TMA): a prologue index and a few scalars, a load
+# or two a chunk (ptxas sm_90a, Triton 3.6, offline, scripts/device/gdn_ws_compile.py).
+# Ring slots: 2 of 56 KB (3 would need 249 KB of the 227 KB of shared memory).
 _WS_REGS = 152
 _WS_REGS_OUT = 168
 _WS_REGS_LOAD = 24
@@ -401,7 +424,7 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
         _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg,
              key)
         return
-    descs = (_ws_desc(q, K), _ws_desc(k, K), _ws_desc(v, V), _ws_desc(tb, BT))
+    descs = (_ws_desc(q, K), _ws_desc(k, K), _ws_desc(v, V), _ws_desc(tb, BT), _ws_desc(o, V, V // 2))
     args = (*descs, g, o, h0, ht, mc, cu, cus, N, seg, scale)
     kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=_WS_STAGES,
               REGS=_WS_REGS, REGS_OUT=_WS_REGS_OUT, REGS_LOAD=_WS_REGS_LOAD, num_warps=4)
