@@ -192,6 +192,24 @@ def test_extra_memory_g1():
     assert want < 370e6  # fla 0.6.0's intermediates at G1
 
 
+
+def test_cp_one_wave_rule():
+    # The Gluon forward's one-wave rule on 132 SMs: G2 (4096 tokens, HV 32) -> 4 segments of 16 chunks, G10
+    # (16384, HV 16) -> 8 of 32. Where one wave would need segments over cp_one_wave_max_seg (G3: 64), with
+    # the Triton forward, without the SM count or with the rule off, the two-wave rule stays.
+    ws = dict(mod.CONFIG, fwd="ws")
+    assert mod._seg_chunks(4096, 1, 32, 128, ws, 132) == 16
+    assert mod._seg_chunks(16384, 1, 16, 128, ws, 132) == 32
+    assert mod._seg_chunks(16384, 1, 32, 128, ws, 132) == mod._seg_chunks(16384, 1, 32, 128, ws) == 32
+    assert mod._seg_chunks(4096, 1, 32, 128, dict(mod.CONFIG, fwd="triton"), 132) == 8
+    assert mod._seg_chunks(4096, 1, 32, 128, ws) == 8
+    assert mod._seg_chunks(4096, 1, 32, 128, dict(ws, cp_one_wave_max_seg=0), 132) == 8
+    # two sequences: the second one's ragged end takes one of the wave's four segments (G6: 3 left, 43 chunks)
+    assert mod._seg_chunks(8192, 2, 32, 128, ws, 132) == 16
+    # the rule never cuts below cp_min_seg_chunks, nor uses fewer than two segments
+    assert mod._seg_chunks(1024, 1, 32, 128, ws, 132) == 8
+    assert mod._seg_chunks(8192, 1, 96, 128, ws, 132) == mod._seg_chunks(8192, 1, 96, 128, ws)
+
 @pytest.mark.slow
 def test_default_policy_matches_no_cp():
     q, k, v, g, beta, cu, init = make([200, 3], 1, 2, seed=6, h0=True)

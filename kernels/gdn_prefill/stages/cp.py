@@ -140,8 +140,18 @@ def _chain_kernel(
             tl.store(base + o_k[:, None] * (K + V) + o_v[None, :], b_acc)
 
 
-def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
-    """Segment length in chunks (CP policy). Uses host-known sizes only: no sync."""
+def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> int:
+    """Segment length in chunks (CP policy). Uses host-known sizes only (and the GPU's SM count): no sync.
+
+    Two rules. By default segments of chunks * HV * (V / BV) / cp_target_programs chunks (two waves of
+    the Gluon forward's one-CTA-per-SM grid). For the Gluon forward (cfg["fwd"] == "ws") on a GPU of sms
+    SMs, one wave instead (sms // HV segments over the N sequences, each sequence but the first taking
+    one of them for its ragged end) whenever that keeps segments at or below cp_one_wave_max_seg chunks:
+    a second wave of short segments costs more transition work and CTA start-ups than it saves. H100,
+    graph replay, every segment length forced in one process (scripts/device/gdn_config_sweep.py,
+    2026-12-06): one wave won at 16 chunks (G2 157.1 against 185.1 us) and 32 (G10 218.8 against 245.2),
+    tied at 32 (G1 280.1 both) and lost at 43-64 (G3 515.8 against 490.6, G8 507.1 / 468.4, G9 470.7 /
+    382.9, G6 ~48: 353.7 / 273.3)."""
     nt = triton.cdiv(T, BT)
     no_cp = nt + 1  # longer than any sequence can be
     if not cfg["cp"]:
@@ -149,6 +159,12 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict) -> int:
     nv = V // BV
     if N * HV * nv >= cfg["cp_min_programs"]:
         return no_cp
+    if cfg["fwd"] == "ws" and sms and cfg["cp_one_wave_max_seg"]:
+        nseg = sms // HV - (N - 1)
+        if nseg >= 2:
+            seg = triton.cdiv(nt, nseg)
+            if cfg["cp_min_seg_chunks"] <= seg <= cfg["cp_one_wave_max_seg"]:
+                return seg
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
     return min(seg, no_cp)
 

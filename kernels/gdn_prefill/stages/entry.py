@@ -69,6 +69,9 @@ CONFIG = {
     "cp_min_programs": 132,
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
     "cp_min_seg_chunks": 8,  # never cut segments shorter than this
+    # the Gluon forward's one-wave rule (cp._seg_chunks) up to segments of this many chunks; 0 turns it off.
+    # 32 since 2026-12-06: one wave won at 16 and 32 chunks and lost at 43-64 (H100, graph replay)
+    "cp_one_wave_max_seg": 32,
     # Warm-up (FlashQLA's idea): a segment whose last n <= cp_warm_chunks chunks decay by
     # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
     # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. 32 since 2026-12-01: more
@@ -97,6 +100,7 @@ SPACE = {
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
     "cp_min_seg_chunks": [4, 8, 16, 32],
+    "cp_one_wave_max_seg": [0, 32, 64],
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
     # "ws" needs sm_90a and cannot run in Triton's interpreter; "auto" (the default) already takes it wherever
@@ -138,7 +142,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         return o, ht
 
     cfg_key = tuple(cfg.items())
-    seg, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key)
+    seg, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key,
+                                                    _SMS.get(dev.index, 0) if cfg["fwd"] == "ws" else 0)
     # everything a launch specialises on, once per call (_Launch): the buffers allocated here have
     # fixed dtypes and torch's alignment, so only the caller's tensors are keyed
     key = (N, seg, log_n, HK, HV, K, V, has_h0, scale, dev, cfg_key, q.dtype, k.dtype, v.dtype,
@@ -164,12 +169,15 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
 
 
 _SM90: dict = {}  # device index -> whether it is an NVIDIA sm_90 GPU (asked once a device: a query costs microseconds)
+_SMS: dict = {}  # device index -> its SM count (the CP policy's one-wave rule), filled beside _SM90
 
 
 def _forward_kind(fwd: str, q, k, v) -> str:
     """CONFIG["fwd"] resolved for this call: "triton" or "ws" as given; "auto" is "ws" where the Gluon forward
     runs (CUDA tensors outside the interpreter on an NVIDIA sm_90 GPU, K = V = 128, q, k, v 16-byte aligned
     for TMA) and "triton" elsewhere."""
+    if fwd == "ws" and q.is_cuda and q.get_device() not in _SMS:
+        _SMS[q.get_device()] = torch.cuda.get_device_properties(q.get_device()).multi_processor_count
     if fwd != "auto":
         return fwd
     if not q.is_cuda or _INTERPRETED or q.shape[2] != 128 or v.shape[2] != 128:
@@ -181,19 +189,21 @@ def _forward_kind(fwd: str, q, k, v) -> str:
     if ok is None:
         ok = _SM90[i] = (torch.cuda.get_device_capability(i) == (9, 0)
                          and "NVIDIA" in torch.cuda.get_device_name(i))
+        _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
     return "ws" if ok else "triton"
 
 
-_PLANS: dict = {}  # (T, N, HV, V, cp_segment_chunks, CONFIG items) -> _plan's numbers
+_PLANS: dict = {}  # (T, N, HV, V, cp_segment_chunks, CONFIG items, SM count) -> _plan's numbers
 
 
-def _plan(T: int, N: int, HV: int, V: int, cp_segment_chunks: int | None, cfg: dict, cfg_key: tuple) -> tuple:
+def _plan(T: int, N: int, HV: int, V: int, cp_segment_chunks: int | None, cfg: dict, cfg_key: tuple,
+          sms: int = 0) -> tuple:
     """(segment chunks, LOG_N, chunk bound, segment bound, the index kernel's block), from sizes only and
-    kept per size: the CP policy alone took ~6 us of host time a call."""
-    pkey = (T, N, HV, V, cp_segment_chunks, cfg_key)
+    kept per size: the CP policy alone took ~6 us of host time a call. sms: the GPU's SM count (0: unknown)."""
+    pkey = (T, N, HV, V, cp_segment_chunks, cfg_key, sms)
     plan = _PLANS.get(pkey)
     if plan is None:
-        seg = _seg_chunks(T, N, HV, V, cfg) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
+        seg = _seg_chunks(T, N, HV, V, cfg, sms) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
         nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
         plan = (seg, max(1, int(N).bit_length()) + 1, nt_bound, triton.cdiv(nt_bound, seg) + N,
                 max(16, triton.next_power_of_2(N)))
