@@ -215,7 +215,8 @@ def _plan(T: int, N: int, HV: int, V: int, cp_segment_chunks: int | None, cfg: d
 
 def extra_memory_bytes(T: int, N: int, HV: int, K: int = 128, V: int = 128, cfg: dict | None = None) -> int:
     """Device bytes allocated beyond inputs and outputs: Tb, P and f (the Triton forward only), the CP
-    transitions, the indices."""
+    transitions, the indices. The transitions are counted at the two-wave rule's segment length (no SM
+    count here): where the Gluon forward's one-wave rule picks longer segments, fewer bytes are used."""
     cfg = {**CONFIG, **(cfg or {})}
     seg = _seg_chunks(T, N, HV, V, cfg)
     nt_bound = triton.cdiv(T, BT) + N
