@@ -55,3 +55,15 @@ def test_the_prep_probe_still_edits_the_baseline_it_probes():
     assert len({*got.values()}) == 5 and all(compile(s, name, "exec") for name, s in got.items())
     with pytest.raises(ValueError, match="no P: the baseline no longer has 'WITH_P=cfg"):
         probe.variants(base.replace('WITH_P=cfg["fwd"] == "triton"', 'WITH_P=cfg["fwd"] != "ws"'))
+
+
+def test_the_config_sweep_reads_its_variants():
+    """scripts/device/gdn_config_sweep.py: ';' separates variants, ',' their key=value pairs (Python literals);
+    the baseline's own CONFIG always runs first."""
+    from aka.contract.ops import load_module
+
+    sweep = load_module(RUN.parent / "gdn_config_sweep.py")
+    assert sweep._variants("") == [{}]
+    assert sweep._variants("cp=False; cp_segment_chunks=16,BVA=32;") == [
+        {}, {"cp": False}, {"cp_segment_chunks": 16, "BVA": 32}]
+    assert sweep._variants("cp_warm_log_decay=-10.0") == [{}, {"cp_warm_log_decay": -10.0}]

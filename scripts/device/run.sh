@@ -16,7 +16,7 @@ declare -A STEPS=(
   [regress]=device_regress.sh [ray-compare]=device_ray_compare.sh [gpu-tests]=gpu_tests.sh
   [bench-checks]=gpu_bench_checks.sh [hw]=device_hw_check.py [timing-modes]=timing_modes.py
   [gdn-breakdown]=gdn_breakdown.py [prep-probe]=gdn_prep_probe.py [gluon-compile]=fa4_gluon_compile.py
-  [gdn-ws-compile]=gdn_ws_compile.py
+  [gdn-ws-compile]=gdn_ws_compile.py [gdn-sweep]=gdn_config_sweep.py
 )
 if [ $# -eq 0 ] || [ "$1" = list ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   echo "usage: bash scripts/device/run.sh STEP[:ARG,ARG...] ...   steps:"
