@@ -192,7 +192,6 @@ def test_extra_memory_g1():
     assert want < 370e6  # fla 0.6.0's intermediates at G1
 
 
-
 def test_cp_one_wave_rule():
     # The Gluon forward's one-wave rule on 132 SMs: G2 (4096 tokens, HV 32) -> 4 segments of 16 chunks, G10
     # (16384, HV 16) -> 8 of 32. Where one wave would need segments over cp_one_wave_max_seg (G3: 64), with

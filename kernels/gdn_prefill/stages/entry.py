@@ -100,7 +100,9 @@ SPACE = {
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
     "cp_min_seg_chunks": [4, 8, 16, 32],
-    "cp_one_wave_max_seg": [0, 32, 64],
+    # 128: one wave won at G4 (128-chunk segments, 1.05x) and lost at 43-64 chunks (G3, G6, G8, G9); 0 (off)
+    # and 64 lost wherever they changed the segments (H100, 2026-12-06)
+    "cp_one_wave_max_seg": [32, 128],
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
     # "ws" needs sm_90a and cannot run in Triton's interpreter; "auto" (the default) already takes it wherever
@@ -142,8 +144,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         return o, ht
 
     cfg_key = tuple(cfg.items())
-    seg, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key,
-                                                    _SMS.get(dev.index, 0) if cfg["fwd"] == "ws" else 0)
+    sms = _sm_count(q) if cfg["fwd"] == "ws" and q.is_cuda else 0  # the one-wave CP rule: Gluon forward only
+    seg, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key, sms)
     # everything a launch specialises on, once per call (_Launch): the buffers allocated here have
     # fixed dtypes and torch's alignment, so only the caller's tensors are keyed
     key = (N, seg, log_n, HK, HV, K, V, has_h0, scale, dev, cfg_key, q.dtype, k.dtype, v.dtype,
@@ -169,15 +171,22 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
 
 
 _SM90: dict = {}  # device index -> whether it is an NVIDIA sm_90 GPU (asked once a device: a query costs microseconds)
-_SMS: dict = {}  # device index -> its SM count (the CP policy's one-wave rule), filled beside _SM90
+_SMS: dict = {}  # device index -> its SM count (the CP policy's one-wave rule)
+
+
+def _sm_count(q) -> int:
+    """The SM count of q's GPU, asked once a device."""
+    i = q.get_device()
+    n = _SMS.get(i)
+    if n is None:
+        n = _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return n
 
 
 def _forward_kind(fwd: str, q, k, v) -> str:
     """CONFIG["fwd"] resolved for this call: "triton" or "ws" as given; "auto" is "ws" where the Gluon forward
     runs (CUDA tensors outside the interpreter on an NVIDIA sm_90 GPU, K = V = 128, q, k, v 16-byte aligned
     for TMA) and "triton" elsewhere."""
-    if fwd == "ws" and q.is_cuda and q.get_device() not in _SMS:
-        _SMS[q.get_device()] = torch.cuda.get_device_properties(q.get_device()).multi_processor_count
     if fwd != "auto":
         return fwd
     if not q.is_cuda or _INTERPRETED or q.shape[2] != 128 or v.shape[2] != 128:
@@ -189,7 +198,6 @@ def _forward_kind(fwd: str, q, k, v) -> str:
     if ok is None:
         ok = _SM90[i] = (torch.cuda.get_device_capability(i) == (9, 0)
                          and "NVIDIA" in torch.cuda.get_device_name(i))
-        _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
     return "ws" if ok else "triton"
 
 
