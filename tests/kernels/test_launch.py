@@ -126,3 +126,49 @@ def test_a_callers_key_stands_for_the_arguments():
     launch((2,), (torch.ones(64, dtype=torch.bfloat16), 16, 0.5), kw, ("call", 1))
     launch((1,), (x, 16, 0.5), kw, ("call", 2))
     assert kinds(fn.log) == ["jit", "direct", "jit"]
+
+
+class _RecordingDriver:
+    """Stands in for Triton's active driver: records what fill_tma_descriptor* (the descriptor's encoding at
+    launch, a GPU call; its name differs between releases) is handed instead of encoding it."""
+
+    def __init__(self):
+        self.calls = []
+        self.utils = self
+
+    def __getattr__(self, name):
+        if not name.startswith("fill_tma_descriptor"):
+            raise AttributeError(name)
+        return lambda *args: self.calls.append(args) or "map"
+
+
+def _launcher_view(desc, meta):
+    """What Triton's launcher makes of a host descriptor argument (this Triton's make_tensordesc_arg, whose
+    arity differs between releases), tensors replaced by their addresses."""
+    import inspect
+
+    from triton.backends.nvidia.driver import make_tensordesc_arg
+
+    n = len(inspect.signature(make_tensordesc_arg).parameters)
+    out = make_tensordesc_arg(desc, meta) if n == 2 else make_tensordesc_arg(desc, meta, None)
+    return [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in out]
+
+
+@pytest.mark.parametrize("meta", [None, dict(swizzle=3, elem_size=2, elem_type=5, block_size=[64, 128],
+                                             fp4_padded=False)])
+def test_the_light_gluon_descriptor_launches_as_the_validated_one(meta, monkeypatch):
+    """gdn's warm Gluon launches pass _WsDesc (no dataclass validation, no view) where the first launch of the
+    key passed a validated TensorDescriptor: Triton's launcher must read the same base, shape, strides and
+    options from both, with and without the compiled kernel's descriptor metadata."""
+    from triton.runtime import driver as drv
+
+    get_op("gdn_prefill")
+    mod = importlib.import_module("kernels.gdn_prefill.baseline")
+    x = torch.zeros(200, 3, 128, dtype=torch.bfloat16)
+    real, light = mod._ws_desc(x, 128, 64), mod._WsDesc(x, 128, 64)
+    assert (light.shape, light.strides, light.block_shape) == (real.shape, real.strides, real.block_shape)
+    assert light.layout is real.layout and light.padding == real.padding
+    fake = _RecordingDriver()
+    monkeypatch.setattr(drv, "_active", fake)  # what driver.active returns (a CPU machine has no driver)
+    assert _launcher_view(light, meta) == _launcher_view(real, meta)
+    assert len(fake.calls) == (0 if meta is None else 2) and fake.calls[0:1] == fake.calls[1:2]

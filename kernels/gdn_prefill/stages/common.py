@@ -97,6 +97,10 @@ class _Launch:
         self.fn = fn
         self.hits = {}
 
+    def warm(self, key) -> bool:
+        """Whether a launch with this caller's key goes to the compiled kernel directly (no JIT)."""
+        return key in self.hits
+
     def __call__(self, grid, args, kw, key=None):
         """key: the caller's own statement of everything the launch specialises on (the entry's per-call
         key: sizes, ints, floats, CONFIG, dtypes and alignment of the caller's tensors; the buffers it
