@@ -211,6 +211,8 @@ def bench(
                              help="comma-separated: baseline, promoted, "
                                   "kernel, a competitor of the op (fla, flashqla, sdpa, flash_attn4), or a .py file; "
                                   "a kernel with +KEY=VALUE runs with that CONFIG value (baseline+BLOCK_N=32); "
+                                  "a kernel with @graph is called through aka.graphed, CUDA graphs kept per "
+                                  "argument key (baseline@graph: its eager time is one graph launch's host cost); "
                                   "speedups are vs the first"),
     shapes: str = typer.Option(None, "--shapes", metavar="SETS", help="full, smoke, edge, or comma-separated shape ids "
                                "[default: full; CPU: smoke]"),
@@ -235,6 +237,7 @@ def bench(
       aka bench gdn_prefill
       aka bench gdn_prefill --impl baseline,promoted,fla --csv times.csv
       aka bench fa4_decode --impl promoted,promoted+BLOCK_N=32+num_warps=8
+      aka bench gdn_prefill --impl baseline,baseline@graph --speedup graph
     """
     o = get_op(op)
     import torch

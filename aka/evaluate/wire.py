@@ -145,6 +145,8 @@ class ImplRef(BaseModel):
     path: str = Field(description="absolute path of the module")
     function: str = Field(description="kernel entry, or competitor factory(inputs) -> callable")
     config: dict[str, JsonValue] = Field(default_factory=dict, description="CONFIG values set (kernels only)")
+    graphed: bool = Field(False, description="kernels only: called through aka.graphed (CUDA graphs the op keeps "
+                          "per argument key), the name's '@graph' suffix")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,6 +87,24 @@ def test_a_kernel_with_config_values_is_its_own_implementation():
     assert variant_of(refs[1].path, refs[1].config).CONFIG["BLOCK_N"] == 32
 
 
+def test_graph_suffix_wraps_a_kernel_in_aka_graphed():
+    """baseline@graph: the same kernel called through aka.graphed, labelled apart; on CPU it runs eagerly."""
+    op = get_op("fa4_decode")
+    names = ["baseline", "baseline@graph", "baseline+BLOCK_N=32@graph"]
+    refs, _ = resolve(op, names)
+    assert [r.name for r in refs] == names and [r.graphed for r in refs] == [False, True, True]
+    assert refs[2].config == {"BLOCK_N": 32}
+    inputs = op.inputs.make_inputs(op.cases("S1")[0], 0, "cpu")
+    want = op.reference.reference(**inputs)[0]
+    call = prepare(refs[1], inputs)
+    for _ in range(3):
+        assert ((call().double() - want).norm() / want.norm()).item() < 1e-2
+    with pytest.raises(ImplError, match="only '@' mode is '@graph'"):
+        resolve(op, ["baseline@eager"])
+    with pytest.raises(ImplError, match="wraps aka's kernels, not the competitor 'sdpa'"):
+        resolve(op, ["sdpa@graph"])
+
+
 @pytest.mark.parametrize("name,error", [
     ("baseline+BLOCK=32", r"no CONFIG key 'BLOCK'; its keys: .*BLOCK_N"),
     ("baseline+BLOCK_N", r"'BLOCK_N' is not KEY=VALUE"),

@@ -60,6 +60,10 @@ def prepare(ref: ImplRef, inputs: dict[str, Any]) -> Callable[[], Any]:
     if fn is None:
         raise RuntimeError(f"{ref.path} defines no function '{ref.function}'")
     if ref.kind == "kernel":
+        if ref.graphed:  # the caller's wrapper: its graphs live as long as this prepared call
+            from aka.graphed import GraphedOp
+
+            fn = GraphedOp(fn)
         return lambda: fn(**inputs)
     call = fn(inputs)
     if not callable(call):

@@ -2,6 +2,9 @@
 file, and the contract's competitors (external libraries behind ``kernels/<op>/competitors.py``).
 A kernel name may carry CONFIG values, ``baseline+BV=32+cp=false``: that kernel timed with those
 values set, in a module of its own, beside the others (what the device scripts' variant screens did).
+A kernel name ending in ``@graph`` (``baseline@graph``, ``baseline+cp=false@graph``, ``my.py@graph``) is
+that kernel called through aka.graphed: its eager time is what a caller that keeps its buffers in place
+pays a call (one graph launch); its graph time is the kernel's own.
 
 Resolution (:func:`resolve`) runs in the parent and imports nothing it times: each name becomes an
 aka.evaluate.wire.ImplRef, which travels to the candidate's process; loading and preparing it there is
@@ -100,8 +103,12 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
     skipped: list[Skipped] = []
     taken: set[str] = set()
     for full in names:
-        raw, *overrides = full.split("+")
+        plain, at, mode = full.partition("@")
+        if at and mode != "graph":
+            raise ImplError(f"{full}: the only '@' mode is '@graph' (the kernel called through aka.graphed)")
+        raw, *overrides = plain.split("+")
         label = _unique(full, taken)
+        start = len(refs)
         if raw == "baseline":
             refs.append(_kernel(label, op.path("baseline"), op, overrides))
         elif raw == "promoted":
@@ -113,18 +120,22 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
         elif raw == "kernel":
             if kernel is None:
                 raise ImplError("--impl names 'kernel' but no --kernel FILE was given")
-            name = "+".join([kernel.stem, *overrides])
+            name = "+".join([kernel.stem, *overrides]) + at + mode
             refs.append(_kernel(_unique(name, taken), checked_kernel(kernel, op), op, overrides))
         elif raw in op.spec.competitors:
             if overrides:
                 raise ImplError(f"{full}: CONFIG values apply to aka's kernels, not to the competitor '{raw}'")
             refs.append(_competitor(label, op.spec.competitors[raw], op))
         elif raw.endswith(".py"):
-            name = "+".join([Path(raw).stem, *overrides])
+            name = "+".join([Path(raw).stem, *overrides]) + at + mode
             refs.append(_kernel(_unique(name, taken), checked_kernel(Path(raw), op), op, overrides))
         else:
             known = ["baseline", "promoted", *op.spec.competitors]
             raise ImplError(f"{op.name}: unknown implementation '{raw}'; use one of {', '.join(known)} or a .py file")
+        if at and len(refs) > start:
+            if refs[-1].kind != "kernel":
+                raise ImplError(f"{full}: '@graph' wraps aka's kernels, not the competitor '{raw}'")
+            refs[-1] = refs[-1].model_copy(update={"graphed": True})
     return refs, skipped
 
 

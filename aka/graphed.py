@@ -1,0 +1,114 @@
+"""An op whose calls replay CUDA graphs it keeps per argument key: the host cost of one graph launch a call
+instead of one Python launch a kernel, for callers that keep their buffers where they are.
+
+    from aka.graphed import graphed
+    gdn = graphed(module.gdn_prefill)   # module: a kernel file aka ships or promoted
+    o, ht = gdn(q=q, k=k, v=v, ...)     # first call with these buffers: eager; second: captured; then replayed
+
+The key of a call is every tensor argument's address, shape, strides and dtype and every other argument's
+value. The first call with a key runs ``fn`` as it is (Triton compiles, caches fill); the second captures
+it into a CUDA graph and replays it; later ones replay it. A graph reads its inputs where they were at
+capture, so new values written into the same buffers are what it computes on; anything ``fn`` reads besides
+its arguments (a module's CONFIG, a host copy of a tensor's values) is what it was at capture.
+
+What the caller allows by wrapping (the terms of torch.compile's mode="reduce-overhead"): a call returns
+the graph's own output tensors, and the next call with the same key writes into them. Clone an output that
+must outlive that call. Calls that cannot be graphed run eagerly, every time: a CPU tensor or an argument
+aka cannot key among the arguments, a capture that failed (a host sync inside ``fn``), or a call made while
+the caller's stream is itself being captured (the caller's graph then holds ``fn``'s launches).
+
+This is a caller's wrapper and not a candidate's: the static policy keeps graphs out of kernel files, so
+the loop times and ranks kernels on their own launches (`aka bench --impl baseline@graph` times this path).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+_SCALARS = (int, float, bool, str, type(None))
+
+
+def call_key(args: tuple, kwargs: dict, on_gpu: Callable[[Any], bool] = lambda t: t.is_cuda) -> tuple | None:
+    """The graph key of a call (pure): per tensor (address, shape, strides, dtype), per other argument
+    its value; None when the call cannot be graphed (a tensor off the GPU, an argument of another type)."""
+    import torch
+
+    parts: list[Any] = []
+    for name, value in (*enumerate(args), *kwargs.items()):
+        if isinstance(value, torch.Tensor):
+            if not on_gpu(value):
+                return None
+            parts.append((name, value.data_ptr(), value.shape, value.stride(), value.dtype))
+        elif isinstance(value, _SCALARS):
+            parts.append((name, type(value), value))  # 1 and 1.0 and True are different calls
+        else:
+            return None
+    return tuple(parts)
+
+
+class GraphedOp:
+    """``fn`` behind per-key CUDA graphs (module docstring). ``max_graphs``: graphs kept, least recently
+    used dropped first (each holds its own memory pool: ``fn``'s outputs and scratch at that key)."""
+
+    def __init__(self, fn: Callable[..., Any], max_graphs: int = 8):
+        if max_graphs < 1:
+            raise ValueError(f"max_graphs={max_graphs}: keep at least one graph")
+        self.fn, self.max_graphs = fn, max_graphs
+        self._graphs: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()  # key -> (graph, its outputs)
+        self._seen: set[tuple] = set()  # keys called once (eagerly): the next call captures
+        self._eager: set[tuple] = set()  # keys whose capture failed: eager from now on
+        self.captures = self.replays = self.eager_calls = 0
+
+    @staticmethod
+    def _on_gpu(t) -> bool:
+        return t.is_cuda
+
+    @staticmethod
+    def _cuda_graphs():
+        """(CUDAGraph, the capture context, whether the current stream is capturing): torch's."""
+        import torch
+
+        return torch.cuda.CUDAGraph, torch.cuda.graph, torch.cuda.is_current_stream_capturing
+
+    def __call__(self, *args, **kwargs):
+        key = call_key(args, kwargs, self._on_gpu)
+        if key is None or key in self._eager or self._cuda_graphs()[2]():
+            self.eager_calls += 1
+            return self.fn(*args, **kwargs)
+        hit = self._graphs.get(key)
+        if hit is not None:
+            self._graphs.move_to_end(key)
+            hit[0].replay()
+            self.replays += 1
+            return hit[1]
+        if key not in self._seen:  # first call: compiles and caches fill outside any capture
+            self._seen.add(key)
+            self.eager_calls += 1
+            return self.fn(*args, **kwargs)
+        return self._capture(key, args, kwargs)
+
+    def _capture(self, key: tuple, args: tuple, kwargs: dict):
+        new_graph, capturing_into, _ = self._cuda_graphs()
+        graph = new_graph()
+        try:
+            with capturing_into(graph):
+                out = self.fn(*args, **kwargs)
+        except Exception:  # fn cannot be captured (a sync, a host read of device data): eager from now on
+            self._eager.add(key)
+            self._seen.discard(key)
+            self.eager_calls += 1
+            return self.fn(*args, **kwargs)  # fn's own error, if it has one, surfaces here
+        self._seen.discard(key)
+        self._graphs[key] = (graph, out)
+        while len(self._graphs) > self.max_graphs:
+            self._graphs.popitem(last=False)
+        self.captures += 1
+        graph.replay()  # capture records the launches; this call's results come from the replay
+        return out
+
+
+def graphed(fn: Callable[..., Any], max_graphs: int = 8) -> GraphedOp:
+    """``fn`` replayed from CUDA graphs kept per argument key (module docstring: what the caller allows)."""
+    return GraphedOp(fn, max_graphs)

@@ -1,0 +1,176 @@
+"""aka.graphed: which calls run eagerly, which capture and which replay (CPU, with a stand-in for torch's
+CUDA graphs), the key, and on a GPU the real capture reading new values from the same buffers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aka.graphed import GraphedOp, call_key
+
+
+class _Graph:
+    replays = 0
+
+    def replay(self):
+        _Graph.replays += 1
+
+
+class _Api:
+    """torch.cuda's graph calls as GraphedOp uses them: capture sets a flag the op reads."""
+
+    capturing = False
+    fail = False
+
+    def graph(self, g):
+        api = self
+
+        class Ctx:
+            def __enter__(self):
+                api.capturing = True
+
+            def __exit__(self, *exc):
+                api.capturing = False
+                if api.fail and exc[0] is None:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+                return False
+
+        return Ctx()
+
+
+def _op(fn, api: _Api, max_graphs: int = 8) -> GraphedOp:
+    class Op(GraphedOp):
+        @staticmethod
+        def _on_gpu(t):
+            return True
+
+        @staticmethod
+        def _cuda_graphs():
+            return _Graph, api.graph, lambda: api.capturing
+
+    return Op(fn, max_graphs)
+
+
+def _recording():
+    seen: list[bool] = []  # per call of fn: whether it ran inside a capture
+
+    def fn(x, scale=1.0, tag=None):
+        seen.append(_API.capturing)
+        return x * scale
+
+    return fn, seen
+
+
+_API = _Api()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_api():
+    _API.capturing = _API.fail = False
+    _Graph.replays = 0
+
+
+def test_first_call_eager_second_captures_then_replays():
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    x = torch.ones(4)
+    first = op(x, scale=2.0)
+    assert seen == [False] and _Graph.replays == 0 and first.tolist() == [2.0] * 4
+    second = op(x, scale=2.0)
+    assert seen == [False, True] and _Graph.replays == 1 and op.captures == 1
+    third = op(x, scale=2.0)
+    assert seen == [False, True], "a replay must not run fn"
+    assert third is second and _Graph.replays == 2 and op.replays == 1 and op.eager_calls == 1
+
+
+def test_a_new_buffer_shape_or_scalar_is_a_new_key():
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    x, y = torch.ones(4), torch.ones(4)
+    op(x), op(x)
+    op(y)  # another address
+    op(x, scale=1)  # an int where a float was: another specialisation
+    op(x[:2])  # another shape
+    assert seen == [False, True, False, False, False]
+    assert op.captures == 1 and op.eager_calls == 4
+
+
+def test_calls_aka_cannot_key_or_capture_stay_eager():
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    for _ in range(3):
+        op(torch.ones(2), tag=object())  # an argument of no keyed type
+    assert seen == [False] * 3 and op.captures == 0
+    cpu = GraphedOp(fn)  # the real device test: CPU tensors are never graphed
+    for _ in range(3):
+        cpu(torch.ones(2))
+    assert cpu.eager_calls == 3 and cpu.captures == 0
+
+
+def test_a_failed_capture_runs_eagerly_from_then_on():
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    x = torch.ones(3)
+    op(x)
+    _API.fail = True
+    out = op(x)  # the capture raises: the call is answered eagerly
+    assert out.tolist() == [1.0] * 3 and op.captures == 0
+    _API.fail = False
+    op(x), op(x)
+    assert seen == [False, True, False, False, False] and op.captures == 0 and _Graph.replays == 0
+
+
+def test_inside_the_callers_capture_fn_runs_as_it_is():
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    x = torch.ones(2)
+    _API.capturing = True
+    op(x), op(x), op(x)
+    assert seen == [True, True, True] and op.captures == 0 and _Graph.replays == 0
+
+
+def test_least_recently_used_graph_is_dropped():
+    fn, seen = _recording()
+    op = _op(fn, _API, max_graphs=2)
+    a, b, c = torch.ones(1), torch.ones(1), torch.ones(1)
+    for t in (a, a, b, b, a, c, c):  # a, b captured; a used again; c's capture drops b
+        op(t)
+    assert op.captures == 3
+    op(a)
+    assert len(seen) == 6, "a is still kept"
+    op(b)
+    assert len(seen) == 7 and not seen[-1], "b was dropped: eager again"
+    with pytest.raises(ValueError, match="at least one"):
+        GraphedOp(fn, max_graphs=0)
+
+
+def test_call_key_is_pure_and_typed():
+    x = torch.zeros(2, 3)
+    on = lambda t: True  # noqa: E731
+    assert call_key((x,), {"s": 1.0}, on) == call_key((x,), {"s": 1.0}, on)
+    assert call_key((x,), {"s": 1.0}, on) != call_key((x,), {"s": True}, on)
+    assert call_key((x,), {}, on) != call_key((x.t(),), {}, on), "strides are part of the key"
+    assert call_key((x,), {"s": None}, on) is not None
+    assert call_key((x,), {"s": (1, 2)}, on) is None
+    assert call_key((x,), {}) is None, "a CPU tensor is not graphed"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_real_graph_reads_new_values_from_the_same_buffers():
+    x = torch.arange(1024, device="cuda", dtype=torch.float32)
+    op = GraphedOp(lambda x, s: (x * s + 1, x.sum()))
+    want = lambda: (x * 3.0 + 1, x.sum())  # noqa: E731
+    for _ in range(3):
+        got = op(x, 3.0)
+        for a, b in zip(got, want()):
+            torch.testing.assert_close(a, b)
+        x.mul_(-0.5)  # new values, same buffer: the next replay reads them
+    assert op.captures == 1 and op.replays == 1 and op.eager_calls == 1
+    g = torch.cuda.CUDAGraph()  # inside a caller's capture the op launches as it is
+    with torch.cuda.graph(g):
+        out = op(x, 3.0)
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out[0], x * 3.0 + 1)
+    assert op.eager_calls == 2
