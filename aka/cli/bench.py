@@ -235,9 +235,8 @@ def bench(
     \b
     Examples:
       aka bench gdn_prefill
-      aka bench gdn_prefill --impl baseline,promoted,fla --csv times.csv
+      aka bench gdn_prefill --impl baseline,fla,baseline@graph --csv times.csv
       aka bench fa4_decode --impl promoted,promoted+BLOCK_N=32+num_warps=8
-      aka bench gdn_prefill --impl baseline,baseline@graph --speedup graph
     """
     o = get_op(op)
     import torch
