@@ -8,7 +8,7 @@ import torch
 
 from aka.contract.ops import get_op
 from aka.evaluate.checker.verify import SUSPECT, below_floor, expected_samples, floor_problem, speed_of_light_us
-from aka.evaluate.host.rotation import rotated
+from aka.evaluate.host.rotation import Rotation, rotated
 from aka.evaluate.wire import VerifySettings
 
 
@@ -176,3 +176,29 @@ def test_a_graph_only_cell_is_still_checked(monkeypatch):
     assert "graph replay median" in floor_problem(op, case, {"graph": 0.01}, "cuda")
     assert floor_problem(op, case, {"graph": 1e6}, "cuda") == ""
     assert floor_problem(op, case, {"graph": 0.01}, "cpu") == ""
+
+
+def test_a_frozen_last_output_survives_a_later_call_that_rewrites_it(tmp_path):
+    """NAME@graph returns its graph's buffers, which its next call rewrites (aka.graphed's terms): the harness
+    freezes that kept last output before calling it again. A kernel's is not frozen: a buffer it hands out
+    and rewrites later is checked as it stands at the end."""
+    from aka.evaluate.exchange import get
+
+    op = get_op("fa4_decode")
+    case = op.cases("S1")[0]
+    copies = [op.inputs.make_inputs(case, 10, "cpu")]
+    shared = torch.zeros(3)  # what an implementation that reuses its output buffer returns every call
+    rot = Rotation(op, case, copies, [10], 3, "cpu", min_calls=1, sample={"graphed", "kernel"}, last=True)
+    for name in ("graphed", "kernel"):
+        (call,) = rot.wrap(name, [lambda: shared.fill_(1.0)])
+        before, after = rot.hooks(name, "eager")
+        for i in range(3):
+            before(i, 0)
+            call()
+            after(i, 0)
+    rot.freeze("graphed")
+    shared.fill_(2.0)  # a later call (peak memory, graph capture) rewrites the buffer
+    samples = rot.finish(tmp_path, "t")
+    last = {s.impl: s for s in samples if s.call == 2}
+    assert get(last["graphed"].outputs[0], tmp_path).tolist() == [1.0] * 3
+    assert get(last["kernel"].outputs[0], tmp_path).tolist() == [2.0] * 3

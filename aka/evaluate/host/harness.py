@@ -166,6 +166,9 @@ def _time_shape(refs: list[ImplRef], copies: list[dict], device: str, cfg: Bench
                                         hooks=rot.hooks(name, "eager"))
             except Exception as exc:
                 cells[name] = BenchCell(error=f"{type(exc).__name__}: {str(exc)[:300]}")
+    for name in timings:
+        if by_name[name].graphed:  # its last output is the graph's, which the calls below rewrite
+            rot.freeze(name)
     for name, eager in timings.items():
         calls = ready[name]
         cell = _timed_cell(note_of(prepared[name][0]), eager, costs)

@@ -136,6 +136,15 @@ class Rotation:
 
         return before, after
 
+    def freeze(self, name: str) -> None:
+        """Copy the kept last eager output of ``name`` now: for an implementation whose outputs its next
+        call may overwrite by its declared terms (aka.graphed, ``NAME@graph``), before the harness calls
+        it again (peak memory, graph capture). Kernels are not frozen: one that hands out a buffer a
+        later call rewrites is checked on what the buffer holds at the end."""
+        hit = self._last.get((name, "eager"))
+        if hit is not None:
+            self._last[(name, "eager")] = (hit[0], [t.clone() for t in _outputs(hit[1])])
+
     def finish(self, folder, tag: str) -> list[Sample]:
         """Write the kept outputs to the exchange folder; their descriptions for the checker."""
         from aka.evaluate.exchange import put
