@@ -78,10 +78,12 @@ CONFIG = {
     # weak-gate heads qualify on long segments (H200, graph, one run against 16: G4 1486 -> 1417 us,
     # transition pass 222 -> 195; the other shapes within 1%)
     "cp_warm_chunks": 32,
-    # -14 (e^-14 ~ 8e-7 of |S_in|, far under the contract's 5e-3) since 2026-12-05: aka optimize promoted
-    # it over -18 on 2026-12-03 (run 20261203-193128-45144b, ABBA +2.08% under graph replay, gated
-    # smoke+edge twice and full)
-    "cp_warm_log_decay": -14.0,
+    # -10 (FlashQLA's threshold; e^-10 ~ 4.5e-5 of |S_in|) since 2026-12-06: 1.032x at G4, 1.018x at G9,
+    # 1.009x at G8 over -14 (H100, graph replay, one process), errors against float64 equal to -14's to
+    # three digits and below fla 0.6.0's at G4 and G1 on the qwen, mixed, shifting and weak inputs, gate
+    # G1,G3,G4,E10,E11 x 2 rounds passed (H100, 2026-12-06). -14 had beaten -18 (aka optimize run
+    # 20261203-193128-45144b, ABBA +2.08% under graph replay)
+    "cp_warm_log_decay": -10.0,
     # the forward stage: "triton" (fwd.py, what the interpreter runs), "ws" (fwd_ws.py, Gluon, sm_90a only;
     # one CTA a (head, segment) with two 64-column recurrence warpgroups: the CP policy's BV = 64 already
     # counts its chains), or "auto": "ws" where it can run (an NVIDIA sm_90 GPU outside the interpreter, K = V
@@ -104,7 +106,7 @@ SPACE = {
     # and 64 lost wherever they changed the segments (H100, 2026-12-06)
     "cp_one_wave_max_seg": [32, 128],
     "cp_warm_chunks": [0, 8, 16, 32],
-    "cp_warm_log_decay": [-18.0, -14.0],  # stricter than e^-14 ~ 8e-7 only: the bound multiplies |S_in|
+    "cp_warm_log_decay": [-14.0, -10.0],  # no looser than e^-10: the dropped part is that fraction of |S_in|
     # "ws" needs sm_90a and cannot run in Triton's interpreter; "auto" (the default) already takes it wherever
     # it runs, so no pattern searches the key
     "fwd": ["auto", "triton", "ws"],
