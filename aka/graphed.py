@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 _SCALARS = (int, float, bool, str, type(None))
+_MAX_KEYS = 4096  # keys remembered as seen once or as not capturable (the graphs themselves: max_graphs)
 
 
 def call_key(args: tuple, kwargs: dict, on_gpu: Callable[[Any], bool] = lambda t: t.is_cuda) -> tuple | None:
@@ -60,6 +61,7 @@ class GraphedOp:
         self._seen: set[tuple] = set()  # keys called once (eagerly): the next call captures
         self._eager: set[tuple] = set()  # keys whose capture failed: eager from now on
         self.captures = self.replays = self.eager_calls = 0
+        self._new_graph, self._capturing_into, self._capturing = self._cuda_graphs()  # looked up once, not a call
 
     @staticmethod
     def _on_gpu(t) -> bool:
@@ -74,7 +76,7 @@ class GraphedOp:
 
     def __call__(self, *args, **kwargs):
         key = call_key(args, kwargs, self._on_gpu)
-        if key is None or key in self._eager or self._cuda_graphs()[2]():
+        if key is None or key in self._eager or self._capturing():
             self.eager_calls += 1
             return self.fn(*args, **kwargs)
         hit = self._graphs.get(key)
@@ -84,18 +86,21 @@ class GraphedOp:
             self.replays += 1
             return hit[1]
         if key not in self._seen:  # first call: compiles and caches fill outside any capture
+            if len(self._seen) >= _MAX_KEYS:  # a caller with new buffers every call: forget, do not grow
+                self._seen.clear()
             self._seen.add(key)
             self.eager_calls += 1
             return self.fn(*args, **kwargs)
         return self._capture(key, args, kwargs)
 
     def _capture(self, key: tuple, args: tuple, kwargs: dict):
-        new_graph, capturing_into, _ = self._cuda_graphs()
-        graph = new_graph()
+        graph = self._new_graph()
         try:
-            with capturing_into(graph):
+            with self._capturing_into(graph):
                 out = self.fn(*args, **kwargs)
         except Exception:  # fn cannot be captured (a sync, a host read of device data): eager from now on
+            if len(self._eager) >= _MAX_KEYS:
+                self._eager.clear()
             self._eager.add(key)
             self._seen.discard(key)
             self.eager_calls += 1

@@ -202,3 +202,16 @@ def test_each_ops_kernel_replayed_on_new_values_matches_the_reference(name):
             err = ((a.double() - b.double()).norm() / b.double().norm()).item()
             assert err < 1e-2, f"{name} seed {seed}: rel L2 {err:.2e}"
     assert graphed.captures == 1 and graphed.replays == 2 and graphed.eager_calls == 1
+
+
+def test_keys_of_buffers_seen_once_are_forgotten_past_a_bound(monkeypatch):
+    """A caller with new buffers every call never captures; what the op remembers of them stays bounded."""
+    import aka.graphed
+
+    monkeypatch.setattr(aka.graphed, "_MAX_KEYS", 4)
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    buffers = [torch.ones(2) for _ in range(20)]  # all alive: 20 addresses
+    for t in buffers:
+        op(t)
+    assert op.eager_calls == 20 and op.captures == 0 and len(op._seen) <= 4

@@ -87,7 +87,7 @@ def test_a_kernel_with_config_values_is_its_own_implementation():
     assert variant_of(refs[1].path, refs[1].config).CONFIG["BLOCK_N"] == 32
 
 
-def test_graph_suffix_wraps_a_kernel_in_aka_graphed():
+def test_graph_suffix_wraps_a_kernel_in_aka_graphed(tmp_path):
     """baseline@graph: the same kernel called through aka.graphed, labelled apart; on CPU it runs eagerly."""
     op = get_op("fa4_decode")
     names = ["baseline", "baseline@graph", "baseline+BLOCK_N=32@graph"]
@@ -99,8 +99,13 @@ def test_graph_suffix_wraps_a_kernel_in_aka_graphed():
     call = prepare(refs[1], inputs)
     for _ in range(3):
         assert ((call().double() - want).norm() / want.norm()).item() < 1e-2
-    with pytest.raises(ImplError, match="only '@' mode is '@graph'"):
+    with pytest.raises(ImplError, match="unknown implementation 'baseline@eager'.*ending in '@graph'"):
         resolve(op, ["baseline@eager"])
+    odd = tmp_path / "v@2" / "mine.py"  # an '@' inside a path is not the suffix
+    odd.parent.mkdir()
+    odd.write_text(op.path("baseline").read_text())
+    (plain, wrapped), _ = resolve(op, [str(odd), f"{odd}@graph"])
+    assert (plain.name, plain.graphed, wrapped.name, wrapped.graphed) == ("mine", False, "mine@graph", True)
     with pytest.raises(ImplError, match="wraps aka's kernels, not the competitor 'sdpa'"):
         resolve(op, ["sdpa@graph"])
 

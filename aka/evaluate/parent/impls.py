@@ -83,6 +83,9 @@ def _competitor(name: str, target: str, op: Op) -> ImplRef:
     return ImplRef(name=name, kind="competitor", path=str((op.root / path).resolve()), function=func)
 
 
+_GRAPHED = "@graph"  # the name's suffix for a kernel called through aka.graphed
+
+
 def _unique(name: str, taken: set[str]) -> str:
     label, i = name, 2
     while label in taken:
@@ -103,10 +106,9 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
     skipped: list[Skipped] = []
     taken: set[str] = set()
     for full in names:
-        plain, at, mode = full.partition("@")
-        if at and mode != "graph":
-            raise ImplError(f"{full}: the only '@' mode is '@graph' (the kernel called through aka.graphed)")
-        raw, *overrides = plain.split("+")
+        graphed = full.endswith(_GRAPHED)
+        raw, *overrides = full.removesuffix(_GRAPHED).split("+")
+        at = _GRAPHED if graphed else ""
         label = _unique(full, taken)
         start = len(refs)
         if raw == "baseline":
@@ -120,19 +122,20 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
         elif raw == "kernel":
             if kernel is None:
                 raise ImplError("--impl names 'kernel' but no --kernel FILE was given")
-            name = "+".join([kernel.stem, *overrides]) + at + mode
+            name = "+".join([kernel.stem, *overrides]) + at
             refs.append(_kernel(_unique(name, taken), checked_kernel(kernel, op), op, overrides))
         elif raw in op.spec.competitors:
             if overrides:
                 raise ImplError(f"{full}: CONFIG values apply to aka's kernels, not to the competitor '{raw}'")
             refs.append(_competitor(label, op.spec.competitors[raw], op))
         elif raw.endswith(".py"):
-            name = "+".join([Path(raw).stem, *overrides]) + at + mode
+            name = "+".join([Path(raw).stem, *overrides]) + at
             refs.append(_kernel(_unique(name, taken), checked_kernel(Path(raw), op), op, overrides))
         else:
             known = ["baseline", "promoted", *op.spec.competitors]
-            raise ImplError(f"{op.name}: unknown implementation '{raw}'; use one of {', '.join(known)} or a .py file")
-        if at and len(refs) > start:
+            raise ImplError(f"{op.name}: unknown implementation '{raw}'; use one of {', '.join(known)} or a .py file, "
+                            f"a kernel optionally ending in '{_GRAPHED}'")
+        if graphed and len(refs) > start:
             if refs[-1].kind != "kernel":
                 raise ImplError(f"{full}: '@graph' wraps aka's kernels, not the competitor '{raw}'")
             refs[-1] = refs[-1].model_copy(update={"graphed": True})
