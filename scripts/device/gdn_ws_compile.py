@@ -37,23 +37,22 @@ def _load_module():
 def _config(mod) -> dict:
     """The shipped values: fwd_ws.py's constants (registers of the partitions, ring slots)."""
     return {"ws_regs": mod._WS_REGS, "ws_regs_out": mod._WS_REGS_OUT, "ws_regs_load": mod._WS_REGS_LOAD,
-            "ws_stages": mod._WS_STAGES}
+            "ws_stages": mod._WS_STAGES[64], "ws_bw": 64}
 
 
 def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
     fn = mod._fwd_ws_kernel
-    layout = mod._ws_smem_layout()
-    bt, k = mod.BT, 128
+    bt, k, bw = mod.BT, 128, int(cfg["ws_bw"])
 
     def desc(cols):
-        return f"tensordesc<bf16[{bt}, {cols}],{layout!r}>"
+        return f"tensordesc<bf16[{bt}, {cols}],{mod._ws_smem_layout(cols)!r}>"
 
     sig = {
-        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(128), "tb_desc": desc(bt), "o_desc": desc(64),
+        "q_desc": desc(k), "k_desc": desc(k), "v_desc": desc(bw), "tb_desc": desc(bt), "o_desc": desc(bw),
         "g_ptr": "*fp32", "o_ptr": "*bf16", "h0_ptr": "*fp32", "ht_ptr": "*fp32",
         "mc_ptr": "*fp32", "cu_ptr": "*i32", "cus_ptr": "*i32", "N": "i32", "SEG": "i32", "scale": "fp32",
     }
-    consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, LOG_N=4, HAS_H0=has_h0, STAGES=int(cfg["ws_stages"]),
+    consts = dict(HV=hv, HK=hk, K=k, V=128, BT=bt, LOG_N=4, HAS_H0=has_h0, STAGES=int(cfg["ws_stages"]), BW=bw,
                   REGS=int(cfg["ws_regs"]), REGS_OUT=int(cfg["ws_regs_out"]), REGS_LOAD=int(cfg["ws_regs_load"]))
     sig.update(dict.fromkeys(consts, "constexpr"))
     names = fn.arg_names
@@ -65,9 +64,9 @@ def _signature(mod, hk: int, hv: int, has_h0: bool, cfg: dict):
 def _compile_one(mod, hk: int, hv: int, has_h0: bool, cfg: dict, dump: Path | None) -> bool:
     """Compile one configuration and print its figures; True when it compiled without spills."""
     fn, sig, consts, attrs = _signature(mod, hk, hv, has_h0, cfg)
-    tag = f"HK{hk}_HV{hv}_H0{int(has_h0)}"
+    tag = f"HK{hk}_HV{hv}_H0{int(has_h0)}_BW{cfg['ws_bw']}"
     print(f"== {tag} regs={cfg['ws_regs']} regs_out={cfg['ws_regs_out']} regs_load={cfg['ws_regs_load']}"
-          f" stages={cfg['ws_stages']}")
+          f" stages={cfg['ws_stages']} bw={cfg['ws_bw']}")
     options = {"num_warps": 4, **({"maxnreg": cfg["maxnreg"]} if cfg.get("maxnreg") else {})}
     kernel = compile_sm90a(fn, sig, consts, attrs, options)
     return kernel is not None and report(kernel, dump, f"gdn_ws_{tag}")[0]
@@ -77,7 +76,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heads", default="16/32,4/16", help="HK/HV pairs, comma-separated")
     ap.add_argument("--dump", type=Path, default=None, help="write ttgir/llir/ptx/sass here")
-    ap.add_argument("--set", default="", help="overrides of the shipped values, e.g. ws_stages=1,ws_regs=232")
+    ap.add_argument("--set", default="", help="overrides of the shipped values, e.g. ws_stages=1,ws_regs=232,ws_bw=32")
     args = ap.parse_args()
 
     import triton

@@ -73,6 +73,33 @@ def test_gdn_gluon_forward_matches_the_triton_forward(case_id):
         assert e_ws <= 1.25 * e_tr + 1e-5, (case_id, name, e_ws, e_tr)
 
 
+# the split rule made to fire wherever the policy reaches it (cp._cp_policy): two CTAs a head of two 32-column
+# chains each, on every small case (its inputs without the contract's CP knob, which would force CP unsplit)
+_SPLIT = {"ws_split_cp_steps": 1, "cp_one_wave_max_seg": 0}
+
+
+@pytest.mark.skipif(not _sm90(), reason="the Gluon forward runs on sm_90 only")
+@pytest.mark.parametrize("case_id", _ids("gdn_prefill"))
+def test_gdn_split_gluon_forward_matches_the_triton_forward(case_id):
+    op = get_op("gdn_prefill")
+    mod = load_module(op.path("baseline"))
+    x = _inputs(op, case_id)
+    T, N, HV = x["v"].shape[0], x["cu_seqlens"].numel() - 1, x["v"].shape[1]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert mod._cp_policy(T, N, HV, 128, {**mod.CONFIG, **_SPLIT, "fwd": "ws"}, sms)[1], case_id
+    want = op.reference.reference(**{n: (t.clone() if torch.is_tensor(t) else t) for n, t in x.items()})
+    saved = dict(mod.CONFIG)
+    try:
+        mod.CONFIG.update(_SPLIT)
+        got, ref = _both(op, mod, "fwd", "ws", "triton", x)
+    finally:
+        mod.CONFIG.clear()
+        mod.CONFIG.update(saved)
+    for g, r, w, name in zip(got, ref, want, ("o", "final_state")):
+        e_ws, e_tr = _rel(g, w), _rel(r, w)
+        assert e_ws <= 1.25 * e_tr + 1e-5, (case_id, name, e_ws, e_tr)
+
+
 @pytest.mark.skipif(not _sm90(), reason="the Gluon kernel runs on sm_90 only")
 @pytest.mark.parametrize("case_id", _ids("fa4_prefill"))
 def test_fa4_prefill_gluon_kernel_matches_the_triton_kernel(case_id):

@@ -209,6 +209,26 @@ def test_cp_one_wave_rule():
     assert mod._seg_chunks(1024, 1, 32, 128, ws, 132) == 8
     assert mod._seg_chunks(8192, 1, 96, 128, ws, 132) == mod._seg_chunks(8192, 1, 96, 128, ws)
 
+
+def test_ws_split_rule():
+    # The split rule on 132 SMs at 45%: G8 (HV 64) and G9 (HV 48), whose two-wave CP forward would run 64 and
+    # 72 of the 128 chain steps, go without CP and split; G1 (one wave), G4 (2 waves x 64 of 512 steps) and G6
+    # (two sequences: 2 waves x 16 of at most 128) keep CP unsplit. Off at 0, for the Triton forward, without
+    # the SM count, and where the split grid would need a second wave (2 N HV > sms).
+    ws = dict(mod.CONFIG, fwd="ws", ws_split_cp_steps=45)
+    no_cp = 8192 // 64 + 1
+    assert mod._cp_policy(8192, 1, 64, 128, ws, 132) == (no_cp, True)
+    assert mod._cp_policy(8192, 1, 48, 128, ws, 132) == (no_cp, True)
+    assert mod._cp_policy(8192, 1, 32, 128, ws, 132) == (32, False)
+    assert mod._cp_policy(32768, 1, 32, 128, ws, 132) == (64, False)
+    assert mod._cp_policy(8192, 2, 32, 128, ws, 132) == (16, False)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=0), 132) == (32, False)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=55), 132) == (32, False)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, fwd="triton"), 132) == (32, False)
+    assert mod._cp_policy(8192, 1, 64, 128, ws) == (32, False)
+    assert mod._cp_policy(8192, 1, 64, 128, ws, 120) == (32, False)  # 128 split CTAs: two waves
+    assert mod._seg_chunks(8192, 1, 64, 128, ws, 132) == no_cp
+
 @pytest.mark.slow
 def test_default_policy_matches_no_cp():
     q, k, v, g, beta, cu, init = make([200, 3], 1, 2, seed=6, h0=True)

@@ -141,9 +141,15 @@ def _chain_kernel(
 
 
 def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> int:
-    """Segment length in chunks (CP policy). Uses host-known sizes only (and the GPU's SM count): no sync.
+    """Segment length in chunks (CP policy): the first of _cp_policy's numbers."""
+    return _cp_policy(T, N, HV, V, cfg, sms)[0]
 
-    Two rules. By default segments of chunks * HV * (V / BV) / cp_target_programs chunks (two waves of
+
+def _cp_policy(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> tuple[int, bool]:
+    """(segment length in chunks, whether the Gluon forward splits each head over two CTAs). Host-known
+    sizes only (and the GPU's SM count): no sync. A length of ceil(T / BT) + 1 means no CP.
+
+    Three rules. By default segments of chunks * HV * (V / BV) / cp_target_programs chunks (two waves of
     the Gluon forward's one-CTA-per-SM grid). For the Gluon forward (cfg["fwd"] == "ws") on a GPU of sms
     SMs, one wave instead (sms // HV segments over the N sequences, each sequence but the first taking
     one of them for its ragged end) whenever that keeps segments at or below cp_one_wave_max_seg chunks:
@@ -151,22 +157,34 @@ def _seg_chunks(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> int
     graph replay, every segment length forced in one process (scripts/device/gdn_config_sweep.py,
     2026-12-06): one wave won at 16 chunks (G2 157.1 against 185.1 us) and 32 (G10 218.8 against 245.2),
     tied at 32 (G1 280.1 both) and lost at 43-64 (G3 515.8 against 490.6, G8 507.1 / 468.4, G9 470.7 /
-    382.9, G6 ~48: 353.7 / 273.3)."""
+    382.9, G6 ~48: 353.7 / 273.3).
+
+    Where the two-wave rule applies, the Gluon forward split instead (two CTAs a head, each with two
+    32-column chains; fwd_ws.py) and no CP, when the split grid fits one wave (2 N HV <= sms) and CP's
+    forward would still run at least ws_split_cp_steps percent of the chain's steps (its waves times its
+    segment length, against ceil(T / BT); 0: never): CP then saves too little of the chain to pay for its
+    transition pass, and the split forward's shorter chains run each step faster."""
     nt = triton.cdiv(T, BT)
     no_cp = nt + 1  # longer than any sequence can be
     if not cfg["cp"]:
-        return no_cp
+        return no_cp, False
     nv = V // BV
     if N * HV * nv >= cfg["cp_min_programs"]:
-        return no_cp
-    if cfg["fwd"] == "ws" and sms and cfg["cp_one_wave_max_seg"]:
+        return no_cp, False
+    ws = cfg["fwd"] == "ws" and sms
+    if ws and cfg["cp_one_wave_max_seg"]:
         nseg = sms // HV - (N - 1)
         if nseg >= 2:
             seg = triton.cdiv(nt, nseg)
             if cfg["cp_min_seg_chunks"] <= seg <= cfg["cp_one_wave_max_seg"]:
-                return seg
+                return seg, False
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
-    return min(seg, no_cp)
+    pct = cfg["ws_split_cp_steps"]
+    if ws and pct and 2 * N * HV <= sms:
+        steps = triton.cdiv((triton.cdiv(nt, seg) + N - 1) * HV, sms) * seg  # CP's forward: waves x segment
+        if 100 * steps >= pct * nt:
+            return no_cp, True
+    return min(seg, no_cp), False
 
 
 _SEG_LAUNCH = _Launch(_seg_kernel)

@@ -50,7 +50,7 @@ import torch
 import triton
 
 from .common import _INDEX_LAUNCH, BT
-from .cp import _cp_states, _seg_chunks
+from .cp import _cp_policy, _cp_states, _seg_chunks
 from .fwd import _INTERPRETED, _fwd
 from .fwd_ws import _fwd_ws
 from .prep import _prep
@@ -91,6 +91,10 @@ CONFIG = {
     # forward gated on smoke, edge and full and ran 1.04-1.10x the Triton forward on all ten full shapes
     # (H100, graph replay, docs/perf/gdn_prefill.md)
     "fwd": "auto",
+    # the Gluon forward's split rule (cp._cp_policy): two CTAs a head of two 32-column chains each, and no CP,
+    # where those CTAs fit one wave and CP's forward would still run at least this percentage of the chain's
+    # steps; 0: never
+    "ws_split_cp_steps": 0,
 }
 
 SPACE = {
@@ -110,6 +114,7 @@ SPACE = {
     # "ws" needs sm_90a and cannot run in Triton's interpreter; "auto" (the default) already takes it wherever
     # it runs, so no pattern searches the key
     "fwd": ["auto", "triton", "ws"],
+    "ws_split_cp_steps": [0, 45, 55],
 }
 
 
@@ -146,8 +151,8 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         return o, ht
 
     cfg_key = tuple(cfg.items())
-    sms = _sm_count(q) if cfg["fwd"] == "ws" and q.is_cuda else 0  # the one-wave CP rule: Gluon forward only
-    seg, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key, sms)
+    sms = _sm_count(q) if cfg["fwd"] == "ws" and q.is_cuda else 0  # the one-wave and split rules: Gluon only
+    seg, split, log_n, nt_bound, nseg_bound, block = _plan(T, N, HV, V, cp_segment_chunks, cfg, cfg_key, sms)
     # everything a launch specialises on, once per call (_Launch): the buffers allocated here have
     # fixed dtypes and torch's alignment, so only the caller's tensors are keyed
     key = (N, seg, log_n, HK, HV, K, V, has_h0, scale, dev, cfg_key, q.dtype, k.dtype, v.dtype,
@@ -167,8 +172,11 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     mc = ht  # dummy when CP is off
     if seg * BT < T:  # some sequence has several segments: seg < ceil(T / BT) (triton.cdiv: ~2.8 us a call)
         mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg, key)
-    fwd = _fwd_ws if cfg["fwd"] == "ws" else _fwd
-    fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
+    if cfg["fwd"] == "ws":
+        _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg,
+                key, split)
+    else:
+        _fwd(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg, key)
     return o, ht
 
 
@@ -208,14 +216,18 @@ _PLANS: dict = {}  # (T, N, HV, V, cp_segment_chunks, CONFIG items, SM count) ->
 
 def _plan(T: int, N: int, HV: int, V: int, cp_segment_chunks: int | None, cfg: dict, cfg_key: tuple,
           sms: int = 0) -> tuple:
-    """(segment chunks, LOG_N, chunk bound, segment bound, the index kernel's block), from sizes only and
-    kept per size: the CP policy alone took ~6 us of host time a call. sms: the GPU's SM count (0: unknown)."""
+    """(segment chunks, whether the Gluon forward splits heads, LOG_N, chunk bound, segment bound, the index
+    kernel's block), from sizes only and kept per size: the CP policy alone took ~6 us of host time a call.
+    sms: the GPU's SM count (0: unknown). A forced cp_segment_chunks (the contract's knob) never splits."""
     pkey = (T, N, HV, V, cp_segment_chunks, cfg_key, sms)
     plan = _PLANS.get(pkey)
     if plan is None:
-        seg = _seg_chunks(T, N, HV, V, cfg, sms) if cp_segment_chunks is None else max(1, int(cp_segment_chunks))
+        if cp_segment_chunks is None:
+            seg, split = _cp_policy(T, N, HV, V, cfg, sms)
+        else:
+            seg, split = max(1, int(cp_segment_chunks)), False
         nt_bound = triton.cdiv(T, BT) + N  # sum_i ceil(len_i / 64) <= T/64 + N
-        plan = (seg, max(1, int(N).bit_length()) + 1, nt_bound, triton.cdiv(nt_bound, seg) + N,
+        plan = (seg, split, max(1, int(N).bit_length()) + 1, nt_bound, triton.cdiv(nt_bound, seg) + N,
                 max(16, triton.next_power_of_2(N)))
         if len(_PLANS) >= 256:
             _PLANS.clear()

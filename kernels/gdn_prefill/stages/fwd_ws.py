@@ -130,9 +130,10 @@ def _ws_gates(b_g, t0, t_stop, BT: gl.constexpr, row_l: gl.constexpr):
 
 @gluon.jit
 def _ws_loader(q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, ld_empty,
-               row0, col_qk, col_v, col_tb, n_ch, BT: gl.constexpr, STAGES: gl.constexpr):
-    """TMA of chunk c's four tiles into slot c % STAGES, once the three consumers released its last use."""
-    nbytes: gl.constexpr = (q_desc.block_type.nbytes + k_desc.block_type.nbytes + v_desc.block_type.nbytes
+               row0, col_qk, col_v, col_tb, n_ch, BT: gl.constexpr, BW: gl.constexpr, STAGES: gl.constexpr):
+    """TMA of chunk c's tiles into slot c % STAGES (v as one [BT, BW] box a recurrence warpgroup, v_s index
+    2 slot + w), once the three consumers released its last use."""
+    nbytes: gl.constexpr = (q_desc.block_type.nbytes + k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes
                             + tb_desc.block_type.nbytes)
     for c in range(n_ch):
         slot = c % STAGES
@@ -142,7 +143,8 @@ def _ws_loader(q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, l
         row = row0 + c * BT
         # the recurrence's operands first: u = k hs, then x needs v, then Tb; q (the output warpgroup's) last
         tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(slot))
-        tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(slot))
+        tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(2 * slot))
+        tma.async_copy_global_to_shared(v_desc, [row, col_v + BW], bar, v_s.index(2 * slot + 1))
         tma.async_copy_global_to_shared(tb_desc, [row, col_tb], bar, tb_s.index(slot))
         tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(slot))
 
@@ -168,10 +170,10 @@ def _ws_segment(cu_ptr, cus_ptr, N, SEG, LOG_N: gl.constexpr, BT: gl.constexpr):
 @gluon.jit
 def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, ld_empty,
             hs_ready, hs_free, vd_ready, vd_free,
-            g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
+            g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, cv, seq, j, nseg, t_first, t_stop, n_ch,
             HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BW: gl.constexpr,
             STAGES: gl.constexpr, HAS_H0: gl.constexpr):
-    """Recurrence warpgroup W: value columns W * BW .. W * BW + BW - 1 of head i_h over one segment. S_w
+    """Recurrence warpgroup W: value columns cv + W * BW .. cv + W * BW + BW - 1 of head i_h over one segment. S_w
     [K, BW] fp32 in the wgmma accumulator layout from the entering state to the segment's exit (written
     when it is the sequence's last segment). Per chunk it publishes hs = bf16(S_w) and vd = bf16(V~_w) to the
     output warpgroup (hs_ready, vd_ready) and overwrites them only once that warpgroup has retired its
@@ -183,7 +185,7 @@ def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, l
     xs = xs_all.index(W)
     vd_t = vd_all.index(W)
     o_k = gl.arange(0, K, layout=row_l)
-    o_v = W * BW + gl.arange(0, BW, layout=col_l)
+    o_v = cv + W * BW + gl.arange(0, BW, layout=col_l)
     if j == 0:
         b_h = gl.zeros([K, BW], gl.float32, acc_l)
         if HAS_H0:
@@ -210,7 +212,7 @@ def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, l
         gl.thread_barrier()
         mbarrier.arrive(hs_ready.index(W), count=1)
         u_tok = warpgroup_mma(k_c, hs, b_zero, use_acc=False, is_async=True)
-        b_v = v_s.index(slot).slice(W * BW, BW, dim=1).load(acc_l)
+        b_v = v_s.index(2 * slot + W).load(acc_l)
         b_u = warpgroup_mma_wait(num_outstanding=0, deps=(u_tok, ))
         b_x = gl.where(m_r[:, None], b_v.to(gl.float32) - b_u * gl.exp2(b_gam)[:, None], 0.0)
         xs.store(b_x.to(gl.bfloat16))
@@ -239,7 +241,7 @@ def _ws_rec(W: gl.constexpr, k_s, v_s, tb_s, hs_all, xs_all, vd_all, ld_ready, l
 
 @gluon.jit
 def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
-            o_desc, g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale,
+            o_desc, g_ptr, o_ptr, i_h, cv, t_first, t_stop, n_ch, scale,
             HV: gl.constexpr, V: gl.constexpr, BT: gl.constexpr, BW: gl.constexpr, STAGES: gl.constexpr):
     """The output warpgroup: o [BT, V] of every chunk, off the serial chains. q k^T and P as soon as the ring
     slot is loaded, then o_w = scale 2^gam (q @ hs_w) + P @ vd_w for both column halves w once the two
@@ -252,13 +254,15 @@ def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free
     held this warpgroup, and through hs_free / vd_free the recurrence: leaving them out took G5 from 209.4
     to 166.1 us; through TMA, G5 208.1 -> 186.6 us and 1.06-1.11x on all ten full shapes (H100, graph
     replay, one process, 2026-12-06)."""
-    gl.static_assert(BW == BT, "P [BT, BT] and the o halves share the [64, 64] accumulator layout")
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BW, 16])
-    row_l: gl.constexpr = gl.SliceLayout(1, acc_l)
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
+    row_l: gl.constexpr = gl.SliceLayout(1, acc_l)  # q k^T and P [BT, BT]
     col_l: gl.constexpr = gl.SliceLayout(0, acc_l)
-    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)  # P as P @ vd's A
-    o_v = gl.arange(0, BW, layout=col_l)
-    b_zero = gl.zeros([BT, BW], gl.float32, acc_l)
+    acc_o: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BW, 16])
+    row_o: gl.constexpr = gl.SliceLayout(1, acc_o)  # the o halves [BT, BW] (acc_l itself when BW == BT)
+    p_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_o, k_width=2)  # P as P @ vd's A
+    o_v = cv + gl.arange(0, BW, layout=gl.SliceLayout(0, acc_o))
+    b_zero = gl.zeros([BT, BT], gl.float32, acc_l)
+    b_zero_o = gl.zeros([BT, BW], gl.float32, acc_o)
     b_gn = _ws_gate_loads(g_ptr, t_first, t_stop, i_h, HV, BT)
     for c in range(n_ch):
         slot = c % STAGES
@@ -270,9 +274,9 @@ def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free
         q_c = q_s.index(slot)
         qk_tok = warpgroup_mma(q_c, k_s.index(slot).permute((1, 0)), b_zero, use_acc=False, is_async=True)
         mbarrier.wait(hs_ready.index(0), c & 1)
-        o0_tok = warpgroup_mma(q_c, hs_all.index(0), b_zero, use_acc=False, is_async=True)
+        o0_tok = warpgroup_mma(q_c, hs_all.index(0), b_zero_o, use_acc=False, is_async=True)
         mbarrier.wait(hs_ready.index(1), c & 1)
-        o1_tok = warpgroup_mma(q_c, hs_all.index(1), b_zero, use_acc=False, is_async=True)
+        o1_tok = warpgroup_mma(q_c, hs_all.index(1), b_zero_o, use_acc=False, is_async=True)
         b_qk = warpgroup_mma_wait(num_outstanding=2, deps=(qk_tok, ))  # groups retire in order: qk, o0, o1
         causal = (t0 + gl.arange(0, BT, layout=col_l))[None, :] <= (t0 + gl.arange(0, BT, layout=row_l))[:, None]
         b_gc = gl.convert_layout(b_gv, col_l)
@@ -281,7 +285,7 @@ def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free
         b_o0, b_o1 = warpgroup_mma_wait(num_outstanding=0, deps=(o0_tok, o1_tok))
         mbarrier.arrive(hs_free.index(0), count=1)
         mbarrier.arrive(hs_free.index(1), count=1)
-        b_eg = gl.exp2(b_gam) * scale
+        b_eg = gl.convert_layout(gl.exp2(b_gam) * scale, row_o)
         mbarrier.wait(vd_ready.index(0), c & 1)
         o0_tok = warpgroup_mma(p_op, vd_all.index(0), b_o0 * b_eg[:, None], is_async=True)
         mbarrier.wait(vd_ready.index(1), c & 1)
@@ -298,12 +302,14 @@ def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free
             o_s.index(1).store(b_o1.to(gl.bfloat16))
             fence_async_shared()
             gl.thread_barrier()
-            tma.async_copy_shared_to_global(o_desc, [t0, i_h * V], o_s.index(0))
-            tma.async_copy_shared_to_global(o_desc, [t0, i_h * V + BW], o_s.index(1))
+            tma.async_copy_shared_to_global(o_desc, [t0, i_h * V + cv], o_s.index(0))
+            tma.async_copy_shared_to_global(o_desc, [t0, i_h * V + cv + BW], o_s.index(1))
         else:
-            o_r = (t0 + gl.arange(0, BT, layout=row_l)).to(gl.int64) * (HV * V) + i_h * V
-            gl.store(o_ptr + (o_r[:, None] + o_v[None, :]), b_o0.to(gl.bfloat16), mask=m_r[:, None])
-            gl.store(o_ptr + (o_r[:, None] + (BW + o_v)[None, :]), b_o1.to(gl.bfloat16), mask=m_r[:, None])
+            o_t = t0 + gl.arange(0, BT, layout=row_o)
+            m_o = (o_t < t_stop)[:, None]
+            o_r = o_t.to(gl.int64) * (HV * V) + i_h * V
+            gl.store(o_ptr + (o_r[:, None] + o_v[None, :]), b_o0.to(gl.bfloat16), mask=m_o)
+            gl.store(o_ptr + (o_r[:, None] + (BW + o_v)[None, :]), b_o1.to(gl.bfloat16), mask=m_o)
     tma.store_wait(0)
 
 
@@ -311,17 +317,19 @@ def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free
 def _fwd_ws_kernel(
     q_desc, k_desc, v_desc, tb_desc, o_desc, g_ptr, o_ptr, h0_ptr, ht_ptr, mc_ptr, cu_ptr, cus_ptr,
     N, SEG, scale, HV: gl.constexpr, HK: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BT: gl.constexpr,
-    LOG_N: gl.constexpr, HAS_H0: gl.constexpr, STAGES: gl.constexpr,
+    LOG_N: gl.constexpr, HAS_H0: gl.constexpr, STAGES: gl.constexpr, BW: gl.constexpr,
     REGS: gl.constexpr, REGS_OUT: gl.constexpr, REGS_LOAD: gl.constexpr,
 ):
     """o [T, HV, V] bf16 and the final states [N, HV, K, V] fp32 from q, k, v and Tb (TMA descriptors
     over their [T, heads * width] views), g [T, HV] fp32 and the entering states (h0 [N, HV, K, V], or the
     C slots of [M | C] [segments, HV, K, K + V]): _fwd_kernel's results (P formed here)."""
     gl.static_assert(K == 128, "the recurrence's wgmma tiles assume K = 128")
-    gl.static_assert(V == 128, "two warpgroups of 64 value columns")
+    gl.static_assert(V == 128, "the value columns split in halves or quarters of 64 or 32")
     gl.static_assert(BT == 64, "one wgmma M tile (4 warps x 16 rows) a chunk")
-    BW: gl.constexpr = V // 2
-    i_h = gl.program_id(0)
+    gl.static_assert((BW == 64) or (BW == 32), "a recurrence warpgroup's columns: a CTA owns 2 BW of them")
+    NVB: gl.constexpr = V // (2 * BW)  # CTAs a head
+    i_h = gl.program_id(0) // NVB
+    cv = (gl.program_id(0) % NVB) * (2 * BW)  # the CTA's first value column
     seq, j, nseg, bos, L, t_beg, n_ch = _ws_segment(cu_ptr, cus_ptr, N, SEG, LOG_N, BT)
     if seq >= N:
         return  # surplus program: before any shared memory or barrier exists
@@ -330,10 +338,10 @@ def _fwd_ws_kernel(
     qk_l: gl.constexpr = k_desc.layout
     v_l: gl.constexpr = v_desc.layout
     tb_l: gl.constexpr = tb_desc.layout
-    h_l: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    h_l: gl.constexpr = v_desc.layout  # every [*, BW] bf16 tile: the host picks its swizzle from the width
     k_s = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BT, K], qk_l)
     q_s = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BT, K], qk_l)
-    v_s = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BT, V], v_l)
+    v_s = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BT, BW], v_l)
     tb_s = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BT, BT], tb_l)
     hs_s = gl.allocate_shared_memory(gl.bfloat16, [2, K, BW], h_l)
     xs_s = gl.allocate_shared_memory(gl.bfloat16, [2, BT, BW], h_l)
@@ -360,27 +368,29 @@ def _fwd_ws_kernel(
     t_stop = bos + L
     gl.warp_specialize([
         (_ws_rec, (0, k_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
-                   g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
+                   g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, cv, seq, j, nseg, t_first, t_stop, n_ch,
                    HV, K, V, BT, BW, STAGES, HAS_H0)),
         (_ws_rec, (1, k_s, v_s, tb_s, hs_s, xs_s, vd_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
-                   g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, seq, j, nseg, t_first, t_stop, n_ch,
+                   g_ptr, h0_ptr, ht_ptr, mc_ptr, i_h, cv, seq, j, nseg, t_first, t_stop, n_ch,
                    HV, K, V, BT, BW, STAGES, HAS_H0)),
         (_ws_out, (q_s, k_s, hs_s, vd_s, o_s, ld_ready, ld_empty, hs_ready, hs_free, vd_ready, vd_free,
-                   o_desc, g_ptr, o_ptr, i_h, t_first, t_stop, n_ch, scale, HV, V, BT, BW, STAGES)),
+                   o_desc, g_ptr, o_ptr, i_h, cv, t_first, t_stop, n_ch, scale, HV, V, BT, BW, STAGES)),
         (_ws_loader, (q_desc, k_desc, v_desc, tb_desc, q_s, k_s, v_s, tb_s, ld_ready, ld_empty,
-                      t_first, i_hk * K, i_h * V, i_h * BT, n_ch, BT, STAGES)),
+                      t_first, i_hk * K, i_h * V + cv, i_h * BT, n_ch, BT, BW, STAGES)),
     ], [4, 4, 1], [REGS, REGS_OUT, REGS_LOAD])
 
 
-# Every TMA box here has rows of >= 128 bytes: 128-byte swizzle (the in-kernel hs/xs/vd tiles match). Built
-# once: constructing a Gluon layout object validates its fields, four times a call was ~15% of the Gluon
-# path's host time (cProfile on the device host, 2026-12-06).
-_WS_SMEM = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+# A TMA box's swizzle is its row's bytes up to 128 (bf16: 64 or more columns 128, 32 columns 64); the in-kernel
+# [*, BW] tiles take v's. Built once: constructing a Gluon layout object validates its fields, four times a
+# call was ~15% of the Gluon path's host time (cProfile on the device host, 2026-12-06).
+_WS_SMEM = {w: gl.NVMMASharedLayout(swizzle_byte_width=min(128, 2 * w), element_bitwidth=16, rank=2)
+            for w in (32, 64, 128)}
 
 
-def _ws_smem_layout():
-    """The descriptors' shared-memory layout (scripts/device/gdn_ws_compile.py builds its signature with it)."""
-    return _WS_SMEM
+def _ws_smem_layout(cols=128):
+    """The shared-memory layout of a [BT, cols] bf16 box (scripts/device/gdn_ws_compile.py builds its
+    signature with it)."""
+    return _WS_SMEM[cols]
 
 
 def _ws_desc(x, width, box=None):
@@ -389,7 +399,8 @@ def _ws_desc(x, width, box=None):
     would have to hold its base tensor, and Tb and o are fresh every call, so it would keep the previous
     call's alive."""
     flat = x.view(x.shape[0], x.shape[1] * width)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, box or width], _WS_SMEM)
+    box = box or width
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [BT, box], _WS_SMEM[box])
 
 
 class _WsDesc:
@@ -398,16 +409,17 @@ class _WsDesc:
     (five a call). Only for a launch whose key already went through the JIT with validated TensorDescriptors
     of the same geometry (_fwd_ws), so nothing here can be malformed that was not checked there."""
 
-    layout = _WS_SMEM
     padding = "zero"
     round_f32_to_tf32 = False
 
     def __init__(self, x, width, box=None):
         rows, cols = x.shape[0], x.shape[1] * width
+        box = box or width
         self.base = x  # the launcher reads only its address
         self.shape = [rows, cols]
         self.strides = [cols, 1]
-        self.block_shape = [BT, box or width]
+        self.block_shape = [BT, box]
+        self.layout = _WS_SMEM[box]
 
 
 _WS_LAUNCH = _Launch(_fwd_ws_kernel)
@@ -420,18 +432,19 @@ _WS_LAUNCH = _Launch(_fwd_ws_kernel)
 _WS_REGS = 152
 _WS_REGS_OUT = 168
 _WS_REGS_LOAD = 24
-_WS_STAGES = 2
+_WS_STAGES = {64: 2, 32: 2}  # ring slots by BW
 
 
 def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bound, scale, log_n, has_h0, cfg,
-            key=None):
+            key=None, split=False):
     """_fwd_ws_kernel over every segment: q, k [T, HK, K] bf16; v [T, HV, V] bf16; g [T, HV] fp32; Tb
     [T, HV, BT] bf16; h0 [N, HV, K, V] fp32 (any tensor when has_h0 is False); [M | C] [segments, HV, K, K + V]
     fp32 (any tensor without CP) -> o [T, HV, V] bf16 and the final states ht [N, HV, K, V] fp32, written in
     place (what _fwd writes). pbuf and fdec (P and f, _fwd's signature) are not read: the kernel forms P and
     f itself and the prep skips them for "ws" (the entry passes bf16 and fp32 dummies); only T == 0 hands
     them to _fwd, which then has no chunk and reads neither. key: the entry's launch key (_Launch), with T
-    added here; None keys the launch per argument (common._launch_key).
+    added here; None keys the launch per argument (common._launch_key). split: two CTAs a head, each with two
+    32-column chains (cp._cp_policy's split rule), else one CTA a head with two 64-column chains.
 
     The segments are the ones the CP policy sized with BV = 64 columns a program: two 64-column chains per
     CTA, the program count it assumed. All tensors contiguous."""
@@ -444,10 +457,11 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
         return
     # the entry's key holds everything the launch specialises on but the descriptors' row count (T, the one
     # size outside it); a key seen before took the JIT path with validated descriptors of this geometry
-    key = None if key is None else (key, T)
+    key = None if key is None else (key, T, split)
     desc = _WsDesc if key is not None and _WS_LAUNCH.warm(key) else _ws_desc
-    descs = (desc(q, K), desc(k, K), desc(v, V), desc(tb, BT), desc(o, V, V // 2))
+    bw = 32 if split else 64  # each recurrence warpgroup's columns; a CTA owns two of them
+    descs = (desc(q, K), desc(k, K), desc(v, V, bw), desc(tb, BT), desc(o, V, bw))
     args = (*descs, g, o, h0, ht, mc, cu, cus, N, seg, scale)
-    kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=_WS_STAGES,
+    kw = dict(HV=HV, HK=HK, K=K, V=V, BT=BT, LOG_N=log_n, HAS_H0=has_h0, STAGES=_WS_STAGES[bw], BW=bw,
               REGS=_WS_REGS, REGS_OUT=_WS_REGS_OUT, REGS_LOAD=_WS_REGS_LOAD, num_warps=4)
-    _WS_LAUNCH((HV, nseg_bound), args, kw, key)
+    _WS_LAUNCH((HV * (V // (2 * bw)), nseg_bound), args, kw, key)
