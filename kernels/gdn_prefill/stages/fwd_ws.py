@@ -4,7 +4,9 @@ forward splits it (chunk/hopper/fused_fwd.py: state, V and O warpgroups): the se
 recurrence warpgroups, the outputs on a warpgroup of their own.
 
 One CTA per (value head i_h, segment i_s), grid (HV, segments): the CTA owns all V = 128 value columns
-of the head's state, split in two halves of BW = 64 columns. The recurrence is independent per value
+of the head's state, split in two halves of BW = 64 columns. Split (BW = 32, cp._cp_policy's split rule):
+two CTAs a head, grid (2 HV, 1), each owning 64 columns cv .. cv + 63 in two halves of 32; FlashQLA takes
+64-column CTAs where the heads leave SMs idle (block_DV 64 at G8). The recurrence is independent per value
 column (S[:, cols] needs only k, v[:, cols], Tb and g), so each half runs in its own warpgroup: two serial
 chains share an SM and hide each other's latency. Per chunk of BT = 64 tokens, from the state half
 S_w [K, BW] fp32 (gam = chunk-local cumsum of g and gl = sum g, both in log2 units; rows >= L read
@@ -30,17 +32,17 @@ Partitions (gl.warp_specialize; 13 warps, launched as 16: setmaxnreg works per w
   worker 2, 1 warp  the TMA loader: per chunk k, v (the head's 128 columns), Tb, q into a ring of
                     STAGES slots.
 
-Shared memory (STAGES = 2; all tiles NVMMA 128-byte swizzled, what TMA writes and wgmma reads):
-ring 2 x (k 16 + q 16 + v 16 + Tb 8 KB) = 112 KB; per recurrence warpgroup hs [K, BW] 16 KB, xs [BT, BW]
-8 KB (bf16(x), then the update's operand once the Tb product that read x is complete), vd [BT, BW] 8 KB;
-o [BT, V] 16 KB for the output warpgroup's TMA stores: 192 KB of 227 (plus the layout conversions' scratch,
-gdn_ws_compile.py prints the total: 193.0 KB).
+Shared memory (STAGES = 2; all tiles NVMMA swizzled, 128 bytes, 64 for the [*, 32] tiles of the split; what
+TMA writes and wgmma reads), at BW = 64: ring 2 x (k 16 + q 16 + v 2 x 8 + Tb 8 KB) = 112 KB; per recurrence
+warpgroup hs [K, BW] 16 KB, xs [BT, BW] 8 KB (bf16(x), then the update's operand once the Tb product that
+read x is complete), vd [BT, BW] 8 KB; o [BT, 2 BW] 16 KB for the output warpgroup's TMA stores: 192 KB of
+227 (plus the layout conversions' scratch, gdn_ws_compile.py prints the total: 193.0 KB; 137.0 KB at BW = 32).
 
 Barriers (mbarrier, shared memory). An arrival is one per partition (Triton predicates it on the
 partition's first thread), so a count is the number of partitions that arrive per phase. Chunk c of
 the segment uses ring slot c % STAGES; n_use = c // STAGES counts that slot's uses.
-  ld_ready[s]  count 1: the loader's expect-tx arrival, completed by the TMA bytes of the four tiles
-               (k, v, Tb, q: 56 KB). The three consumers wait parity n_use & 1.
+  ld_ready[s]  count 1: the loader's expect-tx arrival, completed by the TMA bytes of the chunk's boxes
+               (k, v as two, Tb, q: 56 KB; 48 KB at BW = 32). The three consumers wait parity n_use & 1.
   ld_empty[s]  count 3: each consumer arrives once per use, after the wgmma wait that retires its last
                products of the chunk. The loader waits parity (n_use & 1) ^ 1: a fresh barrier's previous
                phase counts as complete, so the first pass over the ring does not block.
