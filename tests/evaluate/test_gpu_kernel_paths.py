@@ -75,7 +75,7 @@ def test_gdn_gluon_forward_matches_the_triton_forward(case_id):
 
 # the split rule made to fire wherever the policy reaches it (cp._cp_policy): two CTAs a head of two 32-column
 # chains each, on every small case (its inputs without the contract's CP knob, which would force CP unsplit)
-_SPLIT = {"ws_split_cp_steps": 1, "cp_one_wave_max_seg": 0}
+_SPLIT = {"ws_split_cp_steps": 1, "cp_one_wave_max_seg": 0, "cp_min_seg_chunks": 1}
 
 
 @pytest.mark.skipif(not _sm90(), reason="the Gluon forward runs on sm_90 only")
@@ -86,6 +86,8 @@ def test_gdn_split_gluon_forward_matches_the_triton_forward(case_id):
     x = _inputs(op, case_id)
     T, N, HV = x["v"].shape[0], x["cu_seqlens"].numel() - 1, x["v"].shape[1]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if T <= 64:
+        pytest.skip("one chunk in all: no CP to replace, so the split rule cannot take it")
     assert mod._cp_policy(T, N, HV, 128, {**mod.CONFIG, **_SPLIT, "fwd": "ws"}, sms)[1], case_id
     want = op.reference.reference(**{n: (t.clone() if torch.is_tensor(t) else t) for n, t in x.items()})
     saved = dict(mod.CONFIG)

@@ -196,7 +196,7 @@ def test_cp_one_wave_rule():
     # The Gluon forward's one-wave rule on 132 SMs: G2 (4096 tokens, HV 32) -> 4 segments of 16 chunks, G10
     # (16384, HV 16) -> 8 of 32. Where one wave would need segments over cp_one_wave_max_seg (G3: 64), with
     # the Triton forward, without the SM count or with the rule off, the two-wave rule stays.
-    ws = dict(mod.CONFIG, fwd="ws")
+    ws = dict(mod.CONFIG, fwd="ws", ws_split_cp_steps=0)  # the wave rules alone (test_ws_split_rule: the split)
     assert mod._seg_chunks(4096, 1, 32, 128, ws, 132) == 16
     assert mod._seg_chunks(16384, 1, 16, 128, ws, 132) == 32
     assert mod._seg_chunks(16384, 1, 32, 128, ws, 132) == mod._seg_chunks(16384, 1, 32, 128, ws) == 32
@@ -224,6 +224,7 @@ def test_ws_split_rule():
     assert mod._cp_policy(8192, 2, 32, 128, ws, 132) == (16, False)
     assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=0), 132) == (32, False)
     assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=55), 132) == (32, False)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(mod.CONFIG, fwd="ws"), 132) == (no_cp, True)  # the default, 50
     assert mod._cp_policy(8192, 1, 64, 128, dict(ws, fwd="triton"), 132) == (32, False)
     assert mod._cp_policy(8192, 1, 64, 128, ws) == (32, False)
     assert mod._cp_policy(8192, 1, 64, 128, ws, 120) == (32, False)  # 128 split CTAs: two waves

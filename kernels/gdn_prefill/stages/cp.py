@@ -159,8 +159,8 @@ def _cp_policy(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> tupl
     tied at 32 (G1 280.1 both) and lost at 43-64 (G3 515.8 against 490.6, G8 507.1 / 468.4, G9 470.7 /
     382.9, G6 ~48: 353.7 / 273.3).
 
-    Where the two-wave rule applies, the Gluon forward split instead (two CTAs a head, each with two
-    32-column chains; fwd_ws.py) and no CP, when the split grid fits one wave (2 N HV <= sms) and CP's
+    Where the two-wave rule would cut segments, the Gluon forward split instead (two CTAs a head, each with
+    two 32-column chains; fwd_ws.py) and no CP, when the split grid fits one wave (2 N HV <= sms) and CP's
     forward would still run at least ws_split_cp_steps percent of the chain's steps (its waves times its
     segment length, against ceil(T / BT); 0: never): CP then saves too little of the chain to pay for its
     transition pass, and the split forward's shorter chains run each step faster."""
@@ -180,7 +180,7 @@ def _cp_policy(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> tupl
                 return seg, False
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
     pct = cfg["ws_split_cp_steps"]
-    if ws and pct and 2 * N * HV <= sms:
+    if ws and pct and seg < nt and 2 * N * HV <= sms:  # the split replaces CP; a sequence CP keeps whole stays
         steps = triton.cdiv((triton.cdiv(nt, seg) + N - 1) * HV, sms) * seg  # CP's forward: waves x segment
         if 100 * steps >= pct * nt:
             return no_cp, True

@@ -25,8 +25,9 @@ Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
              the segment's entering state; writes o and the final state.
   fwd_ws.py  _fwd_ws_kernel (CONFIG["fwd"] = "ws"): the same stage in Gluon for Hopper (sm_90a), warp-
              specialised as FlashQLA's fused forward (TMA loader, two recurrence warpgroups of 64 value
-             columns and an output warpgroup in one CTA a head); it forms P itself (the prep then skips
-             it). Not runnable by Triton's interpreter; "auto" (the default) picks it where it runs.
+             columns and an output warpgroup in one CTA a head, or two CTAs a head of two 32-column
+             chains where the CP policy's split rule takes no CP instead); it forms P itself (the prep then
+             skips it). Not runnable by Triton's interpreter; "auto" (the default) picks it where it runs.
 
 One file per stage is the source; what the gate, the benchmark and the loop see is one module, rendered
 from the stages in the order the contract lists them (workloads/gdn_prefill.yaml, modules.stages) into
@@ -93,8 +94,9 @@ CONFIG = {
     "fwd": "auto",
     # the Gluon forward's split rule (cp._cp_policy): two CTAs a head of two 32-column chains each, and no CP,
     # where those CTAs fit one wave and CP's forward would still run at least this percentage of the chain's
-    # steps; 0: never
-    "ws_split_cp_steps": 0,
+    # steps; 0: never. 50 takes G8 (50%) and G9 (56%), no other full shape: G8 461.3 -> 403.4 us (FlashQLA 406.6),
+    # G9 377.0 -> 362.4 (373.5), G1 unchanged (H100, graph replay, one aka bench call, 2026-12-06)
+    "ws_split_cp_steps": 50,
 }
 
 SPACE = {
@@ -114,7 +116,7 @@ SPACE = {
     # "ws" needs sm_90a and cannot run in Triton's interpreter; "auto" (the default) already takes it wherever
     # it runs, so no pattern searches the key
     "fwd": ["auto", "triton", "ws"],
-    "ws_split_cp_steps": [0, 45, 55],
+    "ws_split_cp_steps": [0, 40, 50, 60],
 }
 
 
