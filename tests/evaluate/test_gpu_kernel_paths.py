@@ -58,41 +58,31 @@ def _ids(op_name: str) -> list[str]:
     return [c.id for s in ("smoke", "edge") for c in op.cases(s)]
 
 
+# The Gluon forward both ways, on every small case (its inputs without the contract's CP knob, which would force
+# CP unsplit): unsplit (the split rule off) and split, the rule made to fire wherever the policy reaches it
+# (cp._cp_policy: two CTAs a head of two 32-column chains each; a case of one chunk in all has no CP to replace).
+_SPLIT = {False: {"ws_split_cp_steps": 0},
+          True: {"ws_split_cp_steps": 1, "cp_one_wave_max_seg": 0, "cp_min_seg_chunks": 1}}
+
+
 @pytest.mark.skipif(not _sm90(), reason="the Gluon forward runs on sm_90 only")
+@pytest.mark.parametrize("split", [False, True], ids=["unsplit", "split"])
 @pytest.mark.parametrize("case_id", _ids("gdn_prefill"))
-def test_gdn_gluon_forward_matches_the_triton_forward(case_id):
+def test_gdn_gluon_forward_matches_the_triton_forward(case_id, split):
     op = get_op("gdn_prefill")
     mod = load_module(op.path("baseline"))
     q = torch.zeros(64, 2, 128, dtype=torch.bfloat16, device="cuda")
     assert mod._forward_kind("auto", q, q, q) == "ws"  # the comparison below is Gluon against Triton
     x = _inputs(op, case_id)
-    want = op.reference.reference(**{n: (t.clone() if torch.is_tensor(t) else t) for n, t in x.items()})
-    got, ref = _both(op, mod, "fwd", "ws", "triton", x)
-    for g, r, w, name in zip(got, ref, want, ("o", "final_state")):
-        e_ws, e_tr = _rel(g, w), _rel(r, w)
-        assert e_ws <= 1.25 * e_tr + 1e-5, (case_id, name, e_ws, e_tr)
-
-
-# the split rule made to fire wherever the policy reaches it (cp._cp_policy): two CTAs a head of two 32-column
-# chains each, on every small case (its inputs without the contract's CP knob, which would force CP unsplit)
-_SPLIT = {"ws_split_cp_steps": 1, "cp_one_wave_max_seg": 0, "cp_min_seg_chunks": 1}
-
-
-@pytest.mark.skipif(not _sm90(), reason="the Gluon forward runs on sm_90 only")
-@pytest.mark.parametrize("case_id", _ids("gdn_prefill"))
-def test_gdn_split_gluon_forward_matches_the_triton_forward(case_id):
-    op = get_op("gdn_prefill")
-    mod = load_module(op.path("baseline"))
-    x = _inputs(op, case_id)
     T, N, HV = x["v"].shape[0], x["cu_seqlens"].numel() - 1, x["v"].shape[1]
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if T <= 64:
+    if split and T <= 64:
         pytest.skip("one chunk in all: no CP to replace, so the split rule cannot take it")
-    assert mod._cp_policy(T, N, HV, 128, {**mod.CONFIG, **_SPLIT, "fwd": "ws"}, sms)[1], case_id
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert mod._cp_policy(T, N, HV, 128, {**mod.CONFIG, **_SPLIT[split], "fwd": "ws"}, sms)[1] == split, case_id
     want = op.reference.reference(**{n: (t.clone() if torch.is_tensor(t) else t) for n, t in x.items()})
     saved = dict(mod.CONFIG)
     try:
-        mod.CONFIG.update(_SPLIT)
+        mod.CONFIG.update(_SPLIT[split])
         got, ref = _both(op, mod, "fwd", "ws", "triton", x)
     finally:
         mod.CONFIG.clear()
