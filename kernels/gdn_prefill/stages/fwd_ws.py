@@ -271,7 +271,7 @@ def _ws_out(q_s, k_s, hs_all, vd_all, o_s, ld_ready, ld_empty, hs_ready, hs_free
         t0 = t_first + c * BT
         b_g = b_gn
         b_gn = _ws_gate_loads(g_ptr, t0 + BT, t_stop, i_h, HV, BT)
-        b_gam, b_gl, b_gv, m_r = _ws_gates(b_g, t0, t_stop, BT, row_l)
+        b_gam, b_gl, b_gv, _ = _ws_gates(b_g, t0, t_stop, BT, row_l)  # rows past the end: the stores mask them
         mbarrier.wait(ld_ready.index(slot), (c // STAGES) & 1)
         q_c = q_s.index(slot)
         qk_tok = warpgroup_mma(q_c, k_s.index(slot).permute((1, 0)), b_zero, use_acc=False, is_async=True)
