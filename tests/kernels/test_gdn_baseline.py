@@ -194,17 +194,26 @@ def test_extra_memory_g1():
 
 def test_cp_one_wave_rule():
     # The Gluon forward's one-wave rule on 132 SMs: G2 (4096 tokens, HV 32) -> 4 segments of 16 chunks, G10
-    # (16384, HV 16) -> 8 of 32. Where one wave would need segments over cp_one_wave_max_seg (G3: 64), with
-    # the Triton forward, without the SM count or with the rule off, the two-wave rule stays.
+    # (16384, HV 16) -> 8 of 32, G3 (16384, HV 32) -> 4 of 64, G4 (32768, HV 32) -> 4 of 128: each as long as
+    # the two-wave forward's chains (2 x 8, 2 x 16, 2 x 32, 2 x 64). With the Triton forward, without the SM
+    # count or with the rule off, the two-wave rule stays; cp_one_wave_max_seg caps the segments.
     ws = dict(mod.CONFIG, fwd="ws", ws_split_cp_steps=0)  # the wave rules alone (test_ws_split_rule: the split)
+    assert mod.CONFIG["cp_one_wave_max_seg"] == 128
     assert mod._seg_chunks(4096, 1, 32, 128, ws, 132) == 16
     assert mod._seg_chunks(16384, 1, 16, 128, ws, 132) == 32
-    assert mod._seg_chunks(16384, 1, 32, 128, ws, 132) == mod._seg_chunks(16384, 1, 32, 128, ws) == 32
+    assert mod._seg_chunks(16384, 1, 32, 128, ws, 132) == 64
+    assert mod._seg_chunks(32768, 1, 32, 128, ws, 132) == 128
+    assert mod._seg_chunks(16384, 1, 32, 128, ws) == 32
+    assert mod._seg_chunks(32768, 1, 32, 128, ws) == 64
+    assert mod._seg_chunks(16384, 1, 32, 128, dict(ws, cp_one_wave_max_seg=32), 132) == 32
+    assert mod._seg_chunks(32768, 1, 32, 128, dict(ws, cp_one_wave_max_seg=64), 132) == 64
     assert mod._seg_chunks(4096, 1, 32, 128, dict(mod.CONFIG, fwd="triton"), 132) == 8
     assert mod._seg_chunks(4096, 1, 32, 128, ws) == 8
     assert mod._seg_chunks(4096, 1, 32, 128, dict(ws, cp_one_wave_max_seg=0), 132) == 8
-    # two sequences: the second one's ragged end takes one of the wave's four segments (G6: 3 left, 43 chunks)
+    # two sequences: the second one's ragged end takes one of the wave's four segments; where those run
+    # longer than the two-wave chains the two waves stay (G6: 43 chunks against 2 x 16; 2 x 2048: 22 against 2 x 8)
     assert mod._seg_chunks(8192, 2, 32, 128, ws, 132) == 16
+    assert mod._seg_chunks(4096, 2, 32, 128, ws, 132) == 8
     # the rule never cuts below cp_min_seg_chunks, nor uses fewer than two segments
     assert mod._seg_chunks(1024, 1, 32, 128, ws, 132) == 8
     assert mod._seg_chunks(8192, 1, 96, 128, ws, 132) == mod._seg_chunks(8192, 1, 96, 128, ws)
@@ -220,10 +229,12 @@ def test_ws_split_rule():
     assert mod._cp_policy(8192, 1, 64, 128, ws, 132) == (no_cp, True)
     assert mod._cp_policy(8192, 1, 48, 128, ws, 132) == (no_cp, True)
     assert mod._cp_policy(8192, 1, 32, 128, ws, 132) == (32, False)
-    assert mod._cp_policy(32768, 1, 32, 128, ws, 132) == (64, False)
+    assert mod._cp_policy(32768, 1, 32, 128, ws, 132) == (128, False)  # one wave (test_cp_one_wave_rule)
     assert mod._cp_policy(8192, 2, 32, 128, ws, 132) == (16, False)
-    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=0), 132) == (32, False)
-    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=55), 132) == (32, False)
+    # without the split G8 takes the one-wave rule's 2 segments of 64 (as long as the two-wave 2 x 32)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=0), 132) == (64, False)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=55), 132) == (64, False)
+    assert mod._cp_policy(8192, 1, 64, 128, dict(ws, ws_split_cp_steps=0, cp_one_wave_max_seg=32), 132) == (32, False)
     assert mod._cp_policy(8192, 1, 64, 128, dict(mod.CONFIG, fwd="ws"), 132) == (no_cp, True)  # the default, 50
     assert mod._cp_policy(8192, 1, 64, 128, dict(ws, fwd="triton"), 132) == (32, False)
     assert mod._cp_policy(8192, 1, 64, 128, ws) == (32, False)

@@ -151,13 +151,19 @@ def _cp_policy(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> tupl
 
     Three rules. By default segments of chunks * HV * (V / BV) / cp_target_programs chunks (two waves of
     the Gluon forward's one-CTA-per-SM grid). For the Gluon forward (cfg["fwd"] == "ws") on a GPU of sms
-    SMs, one wave instead (sms // HV segments over the N sequences, each sequence but the first taking
-    one of them for its ragged end) whenever that keeps segments at or below cp_one_wave_max_seg chunks:
-    a second wave of short segments costs more transition work and CTA start-ups than it saves. H100,
-    graph replay, every segment length forced in one process (scripts/device/gdn_config_sweep.py,
+    SMs, where the split below does not apply, one wave instead (sms // HV segments over the N sequences,
+    each sequence but the first taking one of them for its ragged end) whenever that keeps segments at or
+    below cp_one_wave_max_seg chunks and no longer than the two-wave forward's chains (its waves times its
+    segment length, ragged ends left out): a second wave of short segments costs more transition work and
+    CTA start-ups than it saves, and a wave of segments longer than the two-wave chains loses on the chain.
+    H100, graph replay, every segment length forced in one process (scripts/device/gdn_config_sweep.py,
     2026-12-06): one wave won at 16 chunks (G2 157.1 against 185.1 us) and 32 (G10 218.8 against 245.2),
-    tied at 32 (G1 280.1 both) and lost at 43-64 (G3 515.8 against 490.6, G8 507.1 / 468.4, G9 470.7 /
-    382.9, G6 ~48: 353.7 / 273.3).
+    tied at 32 (G1 280.1 both), lost where its segments ran longer than the two-wave chains (G6: 43
+    against 2 x 16, 353.7 / 273.3), lost at G8 and G9 (64 chunks; the split takes both now) and won at G4
+    (128 chunks, as long as 2 x 64: 1.05x). One aka bench call, same inputs (H100, 2026-12-07): G4 763.4
+    -> 731.5 us, G3 (64 chunks, as long as 2 x 32) 436.0 -> 403.4, where that sweep (one input, warm-up
+    e^-14) had read G3 515.8 against 490.6. Off the full set, unmeasured: 64 heads at 4096 tokens split
+    (the split is checked first), 2 x 2048 tokens at 32 heads take two waves of 8 (the guard).
 
     Where the two-wave rule would cut segments, the Gluon forward split instead (two CTAs a head, each with
     two 32-column chains; fwd_ws.py) and no CP, when the split grid fits one wave (2 N HV <= sms) and CP's
@@ -172,18 +178,19 @@ def _cp_policy(T: int, N: int, HV: int, V: int, cfg: dict, sms: int = 0) -> tupl
     if N * HV * nv >= cfg["cp_min_programs"]:
         return no_cp, False
     ws = cfg["fwd"] == "ws" and sms
-    if ws and cfg["cp_one_wave_max_seg"]:
-        nseg = sms // HV - (N - 1)
-        if nseg >= 2:
-            seg = triton.cdiv(nt, nseg)
-            if cfg["cp_min_seg_chunks"] <= seg <= cfg["cp_one_wave_max_seg"]:
-                return seg, False
     seg = max(cfg["cp_min_seg_chunks"], triton.cdiv(nt * HV * nv, cfg["cp_target_programs"]))
     pct = cfg["ws_split_cp_steps"]
     if ws and pct and seg < nt and 2 * N * HV <= sms:  # the split replaces CP; a sequence CP keeps whole stays
         steps = triton.cdiv((triton.cdiv(nt, seg) + N - 1) * HV, sms) * seg  # CP's forward: waves x segment
         if 100 * steps >= pct * nt:
             return no_cp, True
+    if ws and cfg["cp_one_wave_max_seg"]:
+        nseg = sms // HV - (N - 1)
+        if nseg >= 2:
+            seg1 = triton.cdiv(nt, nseg)
+            steps = triton.cdiv(triton.cdiv(nt, seg) * HV, sms) * seg  # the two-wave chains, ragged ends left out
+            if cfg["cp_min_seg_chunks"] <= seg1 <= min(cfg["cp_one_wave_max_seg"], steps):
+                return seg1, False
     return min(seg, no_cp), False
 
 

@@ -70,9 +70,10 @@ CONFIG = {
     "cp_min_programs": 132,
     "cp_target_programs": 512,  # pick SEG so that chunks*HV*(V/BV)/SEG ~ this
     "cp_min_seg_chunks": 8,  # never cut segments shorter than this
-    # the Gluon forward's one-wave rule (cp._seg_chunks) up to segments of this many chunks; 0 turns it off.
-    # 32 since 2026-12-06: one wave won at 16 and 32 chunks and lost at 43-64 (H100, graph replay)
-    "cp_one_wave_max_seg": 32,
+    # the Gluon forward's one-wave rule (cp._cp_policy) up to segments of this many chunks; 0 turns it off.
+    # 128 since 2026-12-07, with the rule's guard (no longer than the two-wave chains): G4 763.4 -> 731.5 us
+    # (128 chunks), G3 436.0 -> 403.4 (64), no other full shape changed (H100, graph replay, one aka bench call)
+    "cp_one_wave_max_seg": 128,
     # Warm-up (FlashQLA's idea): a segment whose last n <= cp_warm_chunks chunks decay by
     # exp(sum g) <= exp(cp_warm_log_decay) gets its exit state from those n chunks alone (no M, no
     # chain GEMM); the rest take the exact [M | C] path. 0 turns it off. 32 since 2026-12-01: more
@@ -108,8 +109,8 @@ SPACE = {
     "cp_min_programs": [132, 264, 528, 1056],
     "cp_target_programs": [264, 512, 1024, 2048],
     "cp_min_seg_chunks": [4, 8, 16, 32],
-    # 128: one wave won at G4 (128-chunk segments, 1.05x) and lost at 43-64 chunks (G3, G6, G8, G9); 0 (off)
-    # and 64 lost wherever they changed the segments (H100, 2026-12-06)
+    # 32: the rule as it stood on 2026-12-06 (G3 32 and G4 64 chunks: 1.08x and 1.04x slower, 2026-12-07); 0
+    # (off) lost wherever it changed the segments (H100, 2026-12-06)
     "cp_one_wave_max_seg": [32, 128],
     "cp_warm_chunks": [0, 8, 16, 32],
     "cp_warm_log_decay": [-14.0, -10.0],  # no looser than e^-10: the dropped part is that fraction of |S_in|
