@@ -43,12 +43,14 @@ class BenchUsageError(AkaError):
     """A bad `aka bench` argument."""
 
 
-def run_worker(payload: BenchPayload, timeout: float, total: int | None = None) -> BenchValue:
+def run_worker(payload: BenchPayload, timeout: float, total: int | None = None,
+               lines: list[ProgressLine] | None = None) -> BenchValue:
     """Run the bench in a fresh worker process: a candidate that crashes or hangs fails alone.
 
     With ``total`` (the number of shapes) a progress bar follows the worker, and each finished shape
-    is printed as a line, so a run cut short (a CI or device time limit) still shows what it measured."""
-    lines: list[ProgressLine] = []
+    is printed as a line, so a run cut short (a CI or device time limit) still shows what it measured;
+    ``lines`` (appended to as they come) keeps them for a caller that is stopped meanwhile."""
+    lines = [] if lines is None else lines
     if total is None:
         res = door.run(WORKER, payload, timeout=timeout)
     else:
@@ -256,11 +258,21 @@ def bench(
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
     payload = BenchPayload(op=o.name, root=str(o.root), impls=refs, shapes=shapes, graph=False if not graph else None,
                            time_cap_s=time_cap or None)
+    lines: list[ProgressLine] = []
     try:
-        result = run_worker(payload, timeout, total=n_shapes)
+        result = run_worker(payload, timeout, total=n_shapes, lines=lines)
     except BenchRunError as exc:  # what the worker finished is printed and written before the error
         if exc.partial is not None:
             _report(exc.partial, speedup, skipped, csv_path, json_path)
+        raise
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (aka.cli.main): the same, files first
+        part = _partial(payload, lines, n_shapes, "stopped by Ctrl-C or a signal")
+        if part is not None:
+            _write(part, skipped, csv_path, json_path)
+            try:  # after SIGHUP the terminal may be gone
+                _report(part, speedup, skipped, None, None)
+            except (OSError, ValueError):
+                pass
         raise
     _report(result, speedup, skipped, csv_path, json_path)
 
@@ -270,6 +282,11 @@ def _report(result: BenchValue, speedup: str, skipped: list, csv_path: Path | No
     console.print(render(result, speedup))
     for line in notes(result, [s.model_dump() for s in skipped]):
         console.print(f"[dim]note[/dim] {escape(line)}", highlight=False, soft_wrap=True)
+    _write(result, skipped, csv_path, json_path)
+
+
+def _write(result: BenchValue, skipped: list, csv_path: Path | None, json_path: Path | None) -> None:
+    """The --csv / --json files, where asked."""
     if csv_path:
         write_csv(result, csv_path)
     if json_path:

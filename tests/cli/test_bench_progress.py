@@ -75,3 +75,48 @@ def test_a_worker_that_finished_no_shape_has_no_partial_result(monkeypatch, tmp_
         assert exc.partial is None and "no result within 10 s" in str(exc)
     else:
         raise AssertionError("a failed worker must raise")
+
+
+def test_a_bench_stopped_by_a_signal_writes_what_it_finished(monkeypatch, tmp_path):
+    """2026-12-07 on the device: `timeout 200 aka bench` (SIGTERM, which aka.cli.main turns into
+    KeyboardInterrupt) stopped three implementations after seven of ten shapes, and the table and --json
+    file were lost although the progress lines had printed every median. Now the finished shapes are
+    written, marked partial and unchecked, and printed; the stop itself still propagates."""
+    import threading
+
+    from typer.testing import CliRunner
+
+    from aka.cli.main import app
+
+    written, release = threading.Event(), threading.Event()
+
+    def fake_run(task, payload, *, timeout):
+        lines = [{"shape": s, "done": i + 1, "total": 3, "median_us": {"baseline": us}, "device": "NVIDIA H100",
+                  "row": _row(s, us)} for i, (s, us) in enumerate([("G1", 300.0), ("G2", 200.0)])]
+        Path(payload.progress_path).write_text("".join(json.dumps(x) + "\n" for x in lines))
+        written.set()
+        release.wait(10)  # still running when the signal comes
+        return WorkerResult(ok=False, stage="killed", error="killed")
+
+    def stop(_s):  # the poll loop's sleep, once it has read both lines: the signal arrives here
+        if not written.wait(10) or not seen_both():
+            return
+        release.set()
+        raise KeyboardInterrupt("SIGTERM")
+
+    out = io.StringIO()
+
+    def seen_both():
+        return "G2" in out.getvalue()
+
+    monkeypatch.setattr(cli_bench.door, "run", fake_run)
+    monkeypatch.setattr(cli_bench.time, "sleep", stop)
+    monkeypatch.setattr(cli_bench, "console", Console(file=out, width=100))
+    js = tmp_path / "b.json"
+    res = CliRunner().invoke(app, ["bench", "gdn_prefill", "--impl", "baseline", "--shapes", "G1,G2,G3",
+                                   "--json", str(js), "--timeout", "10"])
+    assert res.exit_code != 0  # click's Abort, which aka.cli.main turns into 130 / 143 / 129
+    got = json.loads(js.read_text())
+    assert [r["shape"] for r in got["rows"]] == ["G1", "G2"]
+    assert got["notes"][0].startswith("partial: the worker stopped after 2 of 3 shapes (stopped by Ctrl-C or a signal)")
+    assert "G2" in out.getvalue() and "partial" in out.getvalue()
