@@ -24,6 +24,16 @@ measurement speaks, for its own setting only). Only when nothing else is left do
 move, and its rationale says so. The restriction is a filter in front of the same search, so
 without known losses every proposal is what it was before.
 
+Measurements against code this incumbent did not come from through recorded promotions (its code
+was edited by hand) do not apply, but first looks that lost against every one of several earlier
+kernels still say something about the structure: on the H200 (2026-12-07) a gdn_prefill run spent
+its first candidate on single_pass's first look, 0.506x, after it had measured 0.73x and 0.614x
+against two earlier incumbents. Such a structure comes in `deferred` (the caller decides which:
+aka.knowledge.measured.deferred, its stale first looks on this device model and timing span two or
+more incumbents and all lost) and is restricted like a banned one, unless a measurement that
+applies (`known`) or a trial of this run did not lose. Its stale parameter measurements restrict
+nothing: they are too specific to code that changed.
+
 All state is derived from the list of finished trials and the known measurements, so a resumed run
 proposes exactly what the killed one would have (the RNG is seeded from the seed and the number of
 trials), as long as the knowledge it is handed is the same.
@@ -96,22 +106,38 @@ class Known:
                      self.failed, self.blocked_by)
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A structure whose first look lost against every one of several earlier kernels, none of which
+    this incumbent replaced through recorded promotions (aka.knowledge.measured.deferred)."""
+
+    structure: str
+    ratios: tuple[float, ...]  # those first looks' speed / their incumbent's, slowest first
+    note: str = ""  # one line for the plan's `avoided` list: where and when they were measured
+
+    def what(self) -> str:
+        """'single_pass 0.61x, 0.73x against earlier code'."""
+        return f"{self.structure} {', '.join(f'{r:.2f}x' for r in self.ratios)} against earlier code"
+
+
 def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
-            pending: list[Trial] = (), known: list[Known] = (), incumbent_score: float = 1.0) -> Proposal | None:
+            pending: list[Trial] = (), known: list[Known] = (), incumbent_score: float = 1.0,
+            deferred: list[Deferred] = ()) -> Proposal | None:
     """The next configuration to evaluate, or None when the space is exhausted.
 
     `pending` are proposals still being measured (the loop prepares one candidate ahead): they
     count as seen, so the two in flight always differ. `known` are earlier runs' measurements that
     apply here (module docstring); `incumbent_score` puts their ratios on the trials' scale.
+    `deferred` are structures whose first looks lost against earlier code (module docstring).
     """
     trials = [*(k.trial(incumbent_score) for k in known), *trials]
     rng = random.Random(f"{seed}:{len(trials)}:{len(pending)}")
     seen = {key(t.structure, t.config) for t in [*trials, *pending]}
     by_name = {s.name: [t for t in trials if t.structure == s.name] for s in structures}
-    rules = _Rules(known, trials, incumbent_score)
+    rules = _Rules(known, trials, incumbent_score, deferred)
     if not rules:
         return _search(structures, trials, by_name, seen, rng, None)
-    prop = _search([s for s in structures if s.name not in rules.banned], trials, by_name, seen, rng, rules)
+    prop = _search([s for s in structures if not rules.excluded(s.name)], trials, by_name, seen, rng, rules)
     if prop is not None:
         skipped = rules.skipped(structures, by_name)
         if skipped:
@@ -120,9 +146,9 @@ def propose(structures: list[Structure], trials: list[Trial], seed: int = 0,
         return prop
     prop = _search(structures, trials, by_name, seen, rng, None)  # nothing else left
     if prop is not None:
-        why = rules.blocker(prop.structure.name, prop.config)
+        why = rules.reason(prop.structure.name, prop.config)
         if why is not None:
-            prop.rationale = f"nothing else left, so despite {why.note}: {prop.rationale}"
+            prop.rationale = f"nothing else left, so despite {why}: {prop.rationale}"
     return prop
 
 
@@ -160,9 +186,11 @@ def _holds(config: dict[str, Any], changes: dict[str, Any]) -> bool:
 
 
 class _Rules:
-    """What the known losses forbid (module docstring); falsy when there is none."""
+    """What the known losses and the deferred structures forbid (module docstring); falsy when there is
+    none."""
 
-    def __init__(self, known: list[Known], trials: list[Trial], incumbent_score: float):
+    def __init__(self, known: list[Known], trials: list[Trial], incumbent_score: float,
+                 deferred: list[Deferred] = ()):
         self.losers = [k for k in known if k.lost]
         good = [t for t in trials if t.score is not None and t.score > LOSS * incumbent_score]
         self.good: dict[str, list[dict[str, Any]]] = {}
@@ -175,9 +203,19 @@ class _Rules:
             if k.structure not in self.good:
                 self.banned.setdefault(k.structure, k)
         self.sets = [k for k in self.losers if k.changes]
+        # first looks that lost against earlier code only: anything measured against this incumbent
+        # (known, or this run's trials) that did not lose speaks louder, and a known loss already bans
+        self.deferred: dict[str, Deferred] = {}
+        for d in deferred:
+            if d.structure not in self.good and d.structure not in self.banned:
+                self.deferred.setdefault(d.structure, d)
 
     def __bool__(self) -> bool:
-        return bool(self.losers)
+        return bool(self.losers) or bool(self.deferred)
+
+    def excluded(self, name: str) -> bool:
+        """No first look and no mutation of this structure while anything else is left."""
+        return name in self.banned or name in self.deferred
 
     def _cleared(self, name: str, loser: Known, config: dict[str, Any]) -> bool:
         """A trial of this structure that did not lose holds the loser's changes, and `config` keeps what
@@ -201,7 +239,16 @@ class _Rules:
         return None
 
     def allows(self, name: str, config: dict[str, Any]) -> bool:
-        return self.blocker(name, config) is None
+        return name not in self.deferred and self.blocker(name, config) is None
+
+    def reason(self, name: str, config: dict[str, Any]) -> str | None:
+        """What forbids this configuration, in words, or None."""
+        k = self.blocker(name, config)
+        if k is not None:
+            return k.note
+        if name in self.deferred:
+            return f"first looks measured slower before: {self.deferred[name].what()}"
+        return None
 
     def skipped(self, structures: list[Structure], by_name: dict[str, list[Trial]]) -> list[str]:
         """Structures whose first look the known losses took away, with the measurement that did."""
@@ -210,6 +257,8 @@ class _Rules:
             if s.name in self.banned:
                 k = self.banned[s.name]
                 out.append(f"{s.name} {k.ratio:.2f}x")
+            elif s.name in self.deferred:
+                out.append(self.deferred[s.name].what())
             elif not by_name[s.name] and (k := self.blocker(s.name, s.start)) is not None:
                 out.append(f"{s.name} (holds {k.structure}'s losing change "
                            f"{', '.join(f'{a}={b}' for a, b in k.changes.items())}, {k.ratio:.2f}x)")
@@ -218,7 +267,9 @@ class _Rules:
     def notes(self, limit: int = 12) -> list[str]:
         lines = [k.note or f"known: {k.structure} {k.ratio:.2f}x" for k in sorted(self.losers, key=lambda k: k.ratio)]
         lines = list(dict.fromkeys(lines))
-        return lines[:limit] + ([f"... and {len(lines) - limit} more known losses"] if len(lines) > limit else [])
+        stale = [d.note or f"deferred: {d.what()}" for d in self.deferred.values()]
+        return (lines[:limit] + ([f"... and {len(lines) - limit} more known losses"] if len(lines) > limit else [])
+                + stale)
 
 
 # Candidates of one structure refused for the same shape before the structure leaves the alive set.

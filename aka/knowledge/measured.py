@@ -16,6 +16,18 @@ alike: a run recorded later still carries the hash of the code it actually measu
 of the template anywhere but its CONFIG makes the entries stale (not applied), never wrong. Code
 written by hand or by an LLM under a pattern's name hashes differently and so never applies.
 
+Code edited by hand (not promoted) is another incumbent: every entry against the code before it
+stops applying. Most of them rightly so (a parameter's effect is specific to the code it was
+measured on), but a structure whose first look lost against several kernels in a row is likely to
+lose against the next one too: on the H200 (2026-12-07) a gdn_prefill run spent its first
+candidate on single_pass's first look, 0.506x, after it had measured 0.73x and 0.614x against two
+earlier incumbents. So the entries on this device model in this timing against code outside the
+incumbent's chain (Knowledge.stale) defer a structure's first look (deferred()): when its first
+looks there (not failed) span at least DEFER_AFTER incumbents and every one lost, and no applicable
+entry of it did not lose. The offline search then takes that first look only when nothing else is
+left (aka.agent.search, `deferred`); the prompts get one line per such structure, labelled as
+measured against earlier code. Stale parameter entries restrict nothing.
+
 Interpreter timings are never recorded: only ratios timed on a GPU (the ABBA re-measure's geomean
 where there was one, else the screen's paired ratio to the incumbent).
 """
@@ -42,6 +54,9 @@ FILE = "knowledge.json"
 VERSION = 1
 # a ratio at or below this is a loss: 10% or more slower than the incumbent (aka.agent.search's LOSS)
 LOSS = 0.9
+# distinct earlier incumbents a structure's first look must have lost against to be deferred: one loss
+# against other code may be that code's, two in a row are the structure's (module docstring)
+DEFER_AFTER = 2
 
 
 class KnowledgeError(AkaError):
@@ -152,6 +167,46 @@ class Knowledge(BaseModel):
                 e = e.model_copy(update=update)
             out.append(e)
         return out
+
+    def stale(self, device: str, timing: str, incumbent_hash: str) -> list[Entry]:
+        """Entries measured on this device model, in this timing, against code that is neither this
+        incumbent nor one it replaced through recorded promotions: what applicable() leaves out because
+        the code changed otherwise (by hand). Only deferred() reads them."""
+        gains = self.ancestry(device, timing, incumbent_hash)
+        return [e for e in self.entries if e.device == device and e.timing == timing and e.incumbent_hash not in gains]
+
+
+def deferred(stale: Iterable[Entry], applicable: Iterable[Entry] = ()) -> dict[str, list[Entry]]:
+    """Structure -> its stale first looks, slowest first, for every structure whose first look they defer
+    (pure; module docstring): among its `stale` entries of phase "structure" that did not fail, at least
+    DEFER_AFTER distinct incumbents and a loss against every one, and none of its `applicable` entries
+    measured and not lost. Stale parameter entries play no part."""
+    cleared = {e.structure for e in applicable if not e.failed and not e.lost}
+    looks: dict[str, list[Entry]] = {}
+    for e in stale:
+        if e.phase == "structure" and not e.failed:
+            looks.setdefault(e.structure, []).append(e)
+    out = {}
+    for name in sorted(looks):
+        es = looks[name]
+        if name in cleared or not all(e.lost for e in es) or len({e.incumbent_hash for e in es}) < DEFER_AFTER:
+            continue
+        out[name] = sorted(es, key=lambda e: (e.ratio, e.date, e.run_id, e.attempt))
+    return out
+
+
+def deferred_note(structure: str, looks: list[Entry]) -> str:
+    """One line for a plan's `avoided` list naming a deferred structure's stale first looks, e.g.
+    'stale: single_pass (structure) 0.61x, 0.73x vs earlier code (2 earlier kernels, not this incumbent)
+    on NVIDIA H200 (graph), runs 20261205-123114-a50f69 attempt 0, 20261203-190814-60434b attempt 0'."""
+    ratios = ", ".join(f"{x.ratio:.2f}x" for x in looks)
+    runs = ", ".join(dict.fromkeys(f"{x.run_id} attempt {x.attempt}" for x in looks))
+    return (f"stale: {structure} (structure) {ratios} vs earlier code ({_kernels(looks)}) on {looks[0].device} "
+            f"({looks[0].timing}), runs {runs}")
+
+
+def _kernels(looks: list[Entry]) -> str:
+    return f"{len({x.incumbent_hash for x in looks})} earlier kernels, not this incumbent"
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -434,9 +489,11 @@ def knowledge_lines(op_dir: Path | str, device_model: str, timing: str, incumben
     """Short lines of what earlier runs measured against this incumbent on this device model in this
     timing, e.g. 'single_pass (structure): 0.82x vs the incumbent, NVIDIA H200, graph'. Entries whose
     template changed since (or whose pattern is gone) are left out. First looks at structures first,
-    then by ratio, slowest first."""
-    entries = read_knowledge(knowledge_path(op_dir)).applicable(device_model, timing, incumbent_hash,
-                                                                incumbent_config)
+    then by ratio, slowest first; after them one line per structure whose first looks lost against
+    earlier code (deferred()), e.g. 'single_pass (structure): 0.61x, 0.73x vs earlier code (2 earlier
+    kernels, not this incumbent), NVIDIA H200, graph'."""
+    k = read_knowledge(knowledge_path(op_dir))
+    entries = k.applicable(device_model, timing, incumbent_hash, incumbent_config)
     current = template_hashes(op_dir)
     entries = [e for e in entries if current.get(e.structure) == e.template_hash]
     entries.sort(key=lambda e: (e.phase != "structure", e.ratio, e.structure))
@@ -444,4 +501,10 @@ def knowledge_lines(op_dir: Path | str, device_model: str, timing: str, incumben
     for e in entries:
         tail = f" (failed {e.failed})" if e.failed else f" (refused for {e.blocked_by})" if e.blocked_by else ""
         out.append(f"{e.what()}: {e.ratio:.2f}x vs the incumbent, {e.device}, {e.timing}{tail}")
-    return out
+    # after the first looks that apply: the structures whose first looks lost against earlier code
+    stale = [f"{name} (structure): {', '.join(f'{x.ratio:.2f}x' for x in looks)} vs earlier code "
+             f"({_kernels(looks)}), {device_model}, {timing}"
+             for name, looks in deferred(k.stale(device_model, timing, incumbent_hash), entries).items()
+             if name in current]
+    firsts = sum(e.phase == "structure" for e in entries)
+    return out[:firsts] + stale + out[firsts:]

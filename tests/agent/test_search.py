@@ -205,3 +205,71 @@ def test_without_knowledge_the_search_is_unchanged():
     for seed in range(4):
         a, b = propose([FAST, SLOW], trials, seed), propose([FAST, SLOW], trials, seed, known=[])
         assert (a.structure.name, a.config, a.rationale) == (b.structure.name, b.config, b.rationale)
+
+
+# -- first looks that lost against earlier code (a hand-edited incumbent) ---------------------------
+
+from aka.agent.search import Deferred  # noqa: E402
+
+# on the H200 (2026-12-07) single_pass's first look measured 0.73x and 0.614x against two earlier
+# incumbents, then 0.506x against the hand-edited one
+ALT_STALE = Deferred("alt", (0.614, 0.73), note="stale: alt (structure) 0.61x, 0.73x vs earlier code, runs r, s")
+
+
+def test_a_structure_whose_first_looks_lost_against_earlier_code_is_deferred():
+    for seed in range(5):
+        props = _drive_deferred(12, [ALT_STALE], seed)
+        assert len(props) == 12 and {p.structure.name for p in props} == {"ref"}  # no first look, no mutation
+        assert props[0].phase == "parameters"
+        assert "[skipped, measured slower here before: alt 0.61x, 0.73x against earlier code]" in props[0].rationale
+        assert ALT_STALE.note in props[0].avoided
+    assert _drive_deferred(1, [])[0].rationale == "first look at structure 'alt'"  # without it: the first look
+
+
+def _drive_deferred(n, deferred, seed=0, structures=(REF, ALT), known=(), trials=()):
+    trials = [INCUMBENT, *trials]
+    props = []
+    for _ in range(n):
+        p = propose(list(structures), trials, seed, known=list(known), deferred=list(deferred))
+        if p is None:
+            break
+        props.append(p)
+        trials.append(Trial(p.structure.name, p.config, 1.0 - 0.01 * len(trials)))
+    return props
+
+
+def test_a_deferred_structure_is_taken_when_nothing_else_is_left():
+    tiny = Structure("ref", {"a": [1, 2]}, {"kind": "ref", "a": 1})
+    alt = Structure("alt", {"a": [1, 2]}, {"kind": "alt", "a": 1})
+    props = _drive_deferred(5, [ALT_STALE], structures=(tiny, alt))
+    assert [p.structure.name for p in props] == ["ref", "alt", "alt"]  # ref a=2, then only alt is left
+    assert props[0].rationale.endswith("[skipped, measured slower here before: alt 0.61x, 0.73x against earlier code]")
+    assert props[1].rationale == ("nothing else left, so despite first looks measured slower before: "
+                                  "alt 0.61x, 0.73x against earlier code: first look at structure 'alt'")
+    assert props[1].config == alt.start
+    # its first look did not lose (score 0.98 > LOSS): the deferral is gone, the mutation is plain
+    assert not props[2].rationale.startswith("nothing else left")
+
+
+def test_a_measurement_here_that_did_not_lose_cancels_a_deferral():
+    plain = _drive_deferred(6, [])
+    for known, trials in (([Known("alt", ALT.start, {"kind": "alt"}, 0.97)], ()),  # applicable knowledge
+                          ((), [Trial("alt", ALT.start, 0.95)])):  # this run's own first look
+        base = _drive_deferred(6, [], known=known, trials=trials)
+        got = _drive_deferred(6, [ALT_STALE], known=known, trials=trials)
+        assert [(p.structure.name, p.config, p.rationale, p.avoided) for p in got] == \
+               [(p.structure.name, p.config, p.rationale, p.avoided) for p in base]
+        assert "alt" in {p.structure.name for p in got}
+    # one that lost in this run keeps it deferred: alt is not mutated while ref has moves
+    lost_here = _drive_deferred(6, [ALT_STALE], trials=[Trial("alt", ALT.start, 0.5)])
+    assert {p.structure.name for p in lost_here} == {"ref"}
+    assert plain[0].rationale == "first look at structure 'alt'"
+
+
+def test_deferral_is_replayable():
+    props = _drive_deferred(8, [ALT_STALE], seed=3)
+    trials = [INCUMBENT]
+    for i, p in enumerate(props):
+        again = propose([REF, ALT], list(trials), 3, deferred=[ALT_STALE])
+        assert (again.structure.name, again.config, again.rationale) == (p.structure.name, p.config, p.rationale), i
+        trials.append(Trial(p.structure.name, p.config, 1.0 - 0.01 * len(trials)))

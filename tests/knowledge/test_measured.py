@@ -15,6 +15,8 @@ from aka.knowledge.measured import (
     Entry,
     Knowledge,
     KnowledgeError,
+    Promotion,
+    deferred,
     entry_from,
     knowledge_lines,
     knowledge_path,
@@ -202,6 +204,71 @@ def test_knowledge_lines_for_the_prompts(tmp_path):
     assert knowledge_lines(kdir, "NVIDIA H100", "graph", H) == []
     (kdir / "baseline.py").write_text(SRC + "\n# edited\n")  # the template changed: its entries are stale
     assert knowledge_lines(kdir, H200, "graph", H) == []
+
+
+# -- first looks against earlier code (a hand-edited incumbent) --------------------------------------
+
+OLD1, OLD2 = "1" * 16, "2" * 16  # two earlier incumbents, neither this one (H) nor replaced by it
+
+
+def stale_look(ratio, inc, **kw) -> Entry:
+    return entry("single_pass", ratio, incumbent_hash=inc, run_id=f"2026120{inc[0]}-100000-aaaaaa", **kw)
+
+
+@pytest.mark.parametrize("looks, defers", [
+    ([(0.73, OLD1), (0.614, OLD2)], True),  # the H200's record before 2026-12-07
+    ([(0.73, OLD1)], False),  # one earlier kernel: may be that kernel's
+    ([(0.73, OLD1), (0.614, OLD1)], False),  # twice against the same one
+    ([(0.73, OLD1), (0.614, OLD2), (0.95, OLD2)], False),  # one first look did not lose
+    ([(0.73, OLD1), (0.614, OLD2), (0.95, "3" * 16)], False),
+])
+def test_stale_first_looks_defer_only_after_losing_against_two_incumbents(looks, defers):
+    k = Knowledge(entries=[stale_look(r, inc, config={**INC, "cp": False, "n": i}) for i, (r, inc) in enumerate(looks)])
+    got = deferred(k.stale(H200, "graph", H), k.applicable(H200, "graph", H))
+    assert (got != {}) is defers
+    if defers:
+        assert [e.ratio for e in got["single_pass"]] == [0.614, 0.73]  # slowest first
+
+
+def test_what_counts_as_stale():
+    looks = [stale_look(0.73, OLD1), stale_look(0.614, OLD2)]
+    k = Knowledge(entries=looks)
+    assert k.stale(H200, "graph", H) == looks and k.applicable(H200, "graph", H) == []
+    assert deferred(k.stale("NVIDIA H100 80GB HBM3", "graph", H)) == {}  # another device model
+    assert deferred(k.stale(H200, "eager", H)) == {}  # another timing
+    # OLD2 was replaced by this incumbent through a recorded promotion: its entry applies, not stale
+    chained = Knowledge(entries=looks, promotions=[Promotion(device=H200, timing="graph", incumbent_hash=H,
+                                                             previous_hash=OLD2, ratio=1.02, run_id="r", attempt=1)])
+    assert chained.stale(H200, "graph", H) == looks[:1] and deferred(chained.stale(H200, "graph", H)) == {}
+    # a failed first look is another story: it neither defers nor clears
+    failed = stale_look(0.5, "3" * 16, failed="gate")
+    assert deferred([looks[0], failed]) == {} and set(deferred([*looks, failed])) == {"single_pass"}
+    # stale parameter entries play no part, losing or not
+    params = [stale_look(r, inc, phase="parameters", config={**INC, "cp": False, "BV": 32}, changes={"BV": 32})
+              for r, inc in ((0.5, OLD1), (0.6, OLD2))]
+    assert deferred(params) == {}
+    assert set(deferred([*looks, stale_look(1.2, OLD1, phase="parameters")])) == {"single_pass"}
+    # what applies and did not lose clears it; an applicable loss does not
+    assert deferred(looks, [entry("single_pass", 0.95, phase="parameters")]) == {}
+    assert set(deferred(looks, [entry("single_pass", 0.506)])) == {"single_pass"}
+
+
+def test_knowledge_lines_name_first_looks_lost_against_earlier_code(tmp_path):
+    kdir = tmp_path / "kernels" / "gdn_prefill"
+    (kdir / "patterns").mkdir(parents=True)
+    (kdir / "baseline.py").write_text(SRC)
+    for f in (KDIR / "patterns").glob("*.yaml"):
+        (kdir / "patterns" / f.name).write_text(f.read_text())
+    record(knowledge_path(kdir), [
+        stale_look(0.73, OLD1), stale_look(0.614, OLD2, template_hash="0" * 16),  # templates may have changed too
+        entry("gone", 0.5, incumbent_hash=OLD1), entry("gone", 0.5, incumbent_hash=OLD2),  # a pattern since removed
+        entry("context_parallel", 0.91, phase="parameters", config={**INC, "BV": 32}, changes={"BV": 32}),
+    ])
+    assert knowledge_lines(kdir, H200, "graph", H) == [
+        "single_pass (structure): 0.61x, 0.73x vs earlier code (2 earlier kernels, not this incumbent), "
+        "NVIDIA H200, graph",
+        "context_parallel BV=32: 0.91x vs the incumbent, NVIDIA H200, graph"]
+    assert knowledge_lines(kdir, "NVIDIA H100", "graph", H) == []
 
 
 # -- a loop, twice ----------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ which is what makes `aka optimize --resume` propose exactly what the killed run 
 earlier runs measured (kernels/<op>/knowledge.json, aka.knowledge.measured) joins them where it
 applies: the same device model (ctx.hardware's name), ranked timing, incumbent code and template
 code; the search neither re-measures those points nor proposes what they measured 10% or more slower
-(aka.agent.search, `known`). A run's own entries are left out: its history already holds them.
+(aka.agent.search, `known`). A structure whose first looks lost against several earlier kernels on
+this device model and timing (code edited since by hand) gets its first look only when nothing else
+is left (`deferred`). A run's own entries are left out: its history already holds them.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from typing import Any
 import yaml
 
 from aka.agent.llm.base import BackendExhausted, Context
-from aka.agent.search import Known, Proposal, Structure, Trial, propose
+from aka.agent.search import Deferred, Known, Proposal, Structure, Trial, propose
 from aka.contract.module_config import render as render_config
 from aka.errors import AkaError
 from aka.evaluate.parent.outcomes import code_hash
 from aka.knowledge.evidence import Constraints, Evidence, kernel_params, steer
-from aka.knowledge.measured import knowledge_path, read_knowledge, template_hash
+from aka.knowledge.measured import deferred, deferred_note, knowledge_path, read_knowledge, template_hash
 from aka.records import Attempt, Plan, RunRecordError, Usage, read_run_record
 
 
@@ -179,8 +181,9 @@ class OfflineBackend:
         here = [Trial(s.name, s.start, ctx.incumbent_score) for s in structures if s.start == inc]
         steered = {s.name: _steer(s, ctx) for s in structures}
         structures = [dataclasses.replace(s, space=steered[s.name].apply(s.space, s.start)) for s in structures]
+        known, deferrals = known_for(ctx, patterns)
         prop = propose(structures, here + trials_from(ctx.history), seed, pending=trials_from(ctx.pending),
-                       known=known_for(ctx, patterns), incumbent_score=ctx.incumbent_score)
+                       known=known, incumbent_score=ctx.incumbent_score, deferred=deferrals)
         if prop is None:
             raise BackendExhausted(f"{ctx.op}: every configuration of every pattern has been tried")
         plan = _as_plan(prop, next(p for p in patterns if p.name == prop.structure.name))
@@ -198,25 +201,32 @@ class OfflineBackend:
         return render(src, config), Usage()
 
 
-def known_for(ctx: Context, patterns: list[Pattern]) -> list[Known]:
+def known_for(ctx: Context, patterns: list[Pattern]) -> tuple[list[Known], list[Deferred]]:
     """Earlier runs' measurements that apply to this plan: kernels/<op>/knowledge.json's entries for
     this device model (ctx.hardware's name), the run's ranked timing, this incumbent's code and each
     pattern's template code as it is now; never from this run itself (its history holds them) and
-    never in the interpreter."""
+    never in the interpreter. Beside them, the patterns whose first looks the entries against earlier
+    code (same device model and timing, another incumbent) defer (aka.knowledge.measured.deferred):
+    their templates may have changed with that code, so those are not compared."""
     hw = ctx.hardware or {}
     device, timing = hw.get("name"), rank_timing(ctx)
     if not device or hw.get("interpreter") or timing is None:
-        return []
+        return [], []
     inc = code_hash(ctx.incumbent_source)
-    entries = read_knowledge(knowledge_path(ctx.kernel_dir)).applicable(
-        device, timing, inc, read_dict(ctx.incumbent_source, "CONFIG"))
-    if not entries:
-        return []
-    current = {p.name: template_hash(p.template.read_text()) for p in patterns}
+    k = read_knowledge(knowledge_path(ctx.kernel_dir))
     this_run = Path(ctx.run_dir).name if ctx.run_dir else None
-    return [Known(e.structure, e.config, e.changes, e.ratio, e.failed, e.blocked_by,
-                  e.note(chained=e.incumbent_hash != inc))
-            for e in entries if current.get(e.structure) == e.template_hash and e.run_id != this_run]
+    entries = [e for e in k.applicable(device, timing, inc, read_dict(ctx.incumbent_source, "CONFIG"))
+               if e.run_id != this_run]
+    stale = [e for e in k.stale(device, timing, inc) if e.run_id != this_run]
+    if not entries and not stale:
+        return [], []
+    current = {p.name: template_hash(p.template.read_text()) for p in patterns}
+    entries = [e for e in entries if current.get(e.structure) == e.template_hash]
+    known = [Known(e.structure, e.config, e.changes, e.ratio, e.failed, e.blocked_by,
+                   e.note(chained=e.incumbent_hash != inc)) for e in entries]
+    later = [Deferred(name, tuple(e.ratio for e in looks), deferred_note(name, looks))
+             for name, looks in deferred(stale, entries).items() if name in current]
+    return known, later
 
 
 def rank_timing(ctx: Context) -> str | None:
