@@ -81,7 +81,8 @@ def _with_progress(payload: BenchPayload, timeout: float, total: int, kept: list
             TextColumn("[bold]bench[/bold]"), BarColumn(), TextColumn("{task.completed}/{task.total} shapes"),
             TimeElapsedColumn(), TextColumn("{task.description}"), console=console, transient=True,
         ) as bar:
-            task = bar.add_task("starting the worker", total=total)
+            first = "starting the worker" + (", compiling the kernels first" if payload.precompile else "")
+            task = bar.add_task(first, total=total)
             fut = pool.submit(door.run, WORKER, payload.model_copy(update={"progress_path": str(path)}),
                               timeout=timeout)
             seen = 0
@@ -231,6 +232,10 @@ def bench(
                                         f"[GPU default: {BenchConfig.model_fields['time_cap_s'].default}]"),
     timeout: float = typer.Option(TIMEOUT_S, "--timeout", metavar="SECONDS",
                                   help="seconds before the worker is killed"),
+    precompile: bool = typer.Option(True, "--precompile/--no-precompile",
+                                    help="on a GPU, compile every Triton specialisation the kernels reach over the "
+                                         "shapes first, side by side on every core (else each compiles at its "
+                                         "first call, one after another)"),
 ) -> None:
     """Time implementations of an op side by side: per shape time, speedup and roofline fraction.
 
@@ -257,7 +262,8 @@ def bench(
     n_shapes = len(o.cases(shapes))  # a bad shape set fails here, in one line, before any process starts
     refs, skipped = resolve(o, [s.strip() for s in impl.split(",") if s.strip()], kernel)
     payload = BenchPayload(op=o.name, root=str(o.root), impls=refs, shapes=shapes, graph=False if not graph else None,
-                           time_cap_s=time_cap or None)
+                           time_cap_s=time_cap or None,
+                           precompile=(os.cpu_count() or 1) if precompile and gpu else None)
     lines: list[ProgressLine] = []
     try:
         result = run_worker(payload, timeout, total=n_shapes, lines=lines)

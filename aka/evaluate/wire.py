@@ -309,6 +309,9 @@ class BenchPayload(TimingPayload):
     ceilings: Ceilings | None = Field(None, description="measured by the checker, never in the candidate's process")
     ceilings_notes: list[str] = Field(default_factory=list, description="why there are no ceilings, when not")
     progress_path: str | None = Field(None, description="a file the harness appends a ProgressLine to per shape")
+    precompile: int | None = Field(None, ge=1, description="on a GPU, first compile every Triton specialisation the "
+                                   "kernel implementations reach over the shapes, on this many forked children "
+                                   "(aka.evaluate.checker.precompile); None: each compiles at its first call")
 
 
 class ComparePayload(TimingPayload):

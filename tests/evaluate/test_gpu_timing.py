@@ -107,3 +107,20 @@ def test_a_replay_is_timed_without_the_hosts_submission_and_with_all_its_work():
     t_big = sorted(timer.measure(big) for _ in range(10))[5]
     t_one = time_fn([lambda: a @ b], CFG, CudaTimer(int(2 * l2_bytes()))).median_us
     assert t_big > 1.7 * t_one, (t_big, t_one)  # both matmuls timed
+
+
+def test_the_bench_compiles_every_kernel_specialisation_before_the_first_timing():
+    """`aka bench`'s head start (aka.evaluate.host.harness.precompile_kernels): each kernel implementation's
+    specialisations over the shapes are recorded and compiled by forked children, none fails, and the shapes are
+    timed and checked after it as before."""
+    op = get_op("gdn_prefill")
+    refs, _ = resolve(op, ["baseline", "baseline@graph"])
+    res = bench_worker(BenchPayload(op="gdn_prefill", impls=refs, shapes="G5,G7", precompile=4,
+                                    config={"graph": False, "min_iters": 5, "max_iters": 10})).model_dump()
+    lines = [n for n in res["notes"] if n.startswith("precompile")]
+    assert len(lines) == 1 and "precompile baseline: " in lines[0] and "failed" not in lines[0], res["notes"]
+    done, _, total = lines[0].split(": ")[1].split(" specialisations")[0].partition(" of ")
+    assert int(done) == int(total) > 0, lines[0]
+    for row in res["rows"]:
+        for cell in row["results"].values():
+            assert cell["error"] is None and cell["eager"]["median_us"] > 0, row
