@@ -141,11 +141,11 @@ INCUMBENT = Trial("ref", REF.start, 1.0)  # the incumbent is the start of 'ref'
 ALT_LOST = Known("alt", ALT.start, {"kind": "alt"}, 0.82, note="known: alt 0.82x vs this incumbent on X, run r")
 
 
-def drive_known(n, known, seed=0, structures=(REF, ALT)):
-    trials = [INCUMBENT]
+def drive_known(n, known, seed=0, structures=(REF, ALT), deferred=(), trials=()):
+    trials = [INCUMBENT, *trials]
     props = []
     for _ in range(n):
-        p = propose(list(structures), trials, seed, known=known)
+        p = propose(list(structures), trials, seed, known=list(known), deferred=list(deferred))
         if p is None:
             break
         props.append(p)
@@ -227,15 +227,7 @@ def test_a_structure_whose_first_looks_lost_against_earlier_code_is_deferred():
 
 
 def _drive_deferred(n, deferred, seed=0, structures=(REF, ALT), known=(), trials=()):
-    trials = [INCUMBENT, *trials]
-    props = []
-    for _ in range(n):
-        p = propose(list(structures), trials, seed, known=list(known), deferred=list(deferred))
-        if p is None:
-            break
-        props.append(p)
-        trials.append(Trial(p.structure.name, p.config, 1.0 - 0.01 * len(trials)))
-    return props
+    return drive_known(n, known, seed, structures, deferred, trials)
 
 
 def test_a_deferred_structure_is_taken_when_nothing_else_is_left():

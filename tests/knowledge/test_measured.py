@@ -180,12 +180,18 @@ def test_entry_from_is_pure_and_gpu_only():
     assert entry_from(rec, run, INC, "def f():\n    pass\n") is None  # no CONFIG: not a rendered template
 
 
-def test_knowledge_lines_for_the_prompts(tmp_path):
+def _op_dir(tmp_path):
+    """kernels/gdn_prefill of a project in tmp_path: SRC as its baseline, the shipped patterns."""
     kdir = tmp_path / "kernels" / "gdn_prefill"
     (kdir / "patterns").mkdir(parents=True)
     (kdir / "baseline.py").write_text(SRC)
     for f in (KDIR / "patterns").glob("*.yaml"):
         (kdir / "patterns" / f.name).write_text(f.read_text())
+    return kdir
+
+
+def test_knowledge_lines_for_the_prompts(tmp_path):
+    kdir = _op_dir(tmp_path)
     (kdir / "patterns" / "wide_context_parallel.yaml").write_text(  # a third structure, of this project only
         "name: wide_context_parallel\ndescription: context_parallel at 8 segment warps\ntemplate: ../baseline.py\n"
         "fixed: {cp: true, seg_warps: 8}\nparams: [BVA]\nconstraints: []\nregions: []\n")
@@ -254,11 +260,7 @@ def test_what_counts_as_stale():
 
 
 def test_knowledge_lines_name_first_looks_lost_against_earlier_code(tmp_path):
-    kdir = tmp_path / "kernels" / "gdn_prefill"
-    (kdir / "patterns").mkdir(parents=True)
-    (kdir / "baseline.py").write_text(SRC)
-    for f in (KDIR / "patterns").glob("*.yaml"):
-        (kdir / "patterns" / f.name).write_text(f.read_text())
+    kdir = _op_dir(tmp_path)
     record(knowledge_path(kdir), [
         stale_look(0.73, OLD1), stale_look(0.614, OLD2, template_hash="0" * 16),  # templates may have changed too
         entry("gone", 0.5, incumbent_hash=OLD1), entry("gone", 0.5, incumbent_hash=OLD2),  # a pattern since removed
