@@ -311,7 +311,7 @@ class BenchPayload(TimingPayload):
     progress_path: str | None = Field(None, description="a file the harness appends a ProgressLine to per shape")
     precompile: int | None = Field(None, ge=1, description="on a GPU, first compile every Triton specialisation the "
                                    "kernel implementations reach over the shapes, on this many forked children "
-                                   "(aka.evaluate.checker.precompile); None: each compiles at its first call")
+                                   "(aka.evaluate.precompile); None: each compiles at its first call")
 
 
 class ComparePayload(TimingPayload):
@@ -534,13 +534,13 @@ class CompilePayload(BaseModel):
     force_cpu: bool = Field(False, description="the interpreter even with a GPU")
     cases: list[str] | None = Field(None, description="this worker's share of the shape ids; None: every case")
     precompile: int | None = Field(None, description="compile every specialisation first on this many forked "
-                                   "children (aka.evaluate.checker.precompile); None: not ahead")
+                                   "children (aka.evaluate.precompile); None: not ahead")
     gpu_lock: str | None = Field(None, description="the GPU's lock file; each call holds it shared")
     stats: bool = Field(True, description="read the compiled kernels' registers and SASS")
 
 
 class Precompiled(BaseModel):
-    """The precompile's record (aka.evaluate.checker.precompile.ahead); unset fields are left out on the wire."""
+    """The precompile's record (aka.evaluate.precompile.ahead); unset fields are left out on the wire."""
 
     OMIT_UNSET: ClassVar[bool] = True  # wire_dump leaves None fields out, as the dicts before these types did
 

@@ -83,7 +83,7 @@ def spoofed_stage(payload: dict) -> None:
 
 
 def forked_compile(payload: dict) -> dict:
-    """aka.evaluate.checker.precompile's forked compiles on this machine: the toy kernel's two specialisations for
+    """aka.evaluate.precompile's forked compiles on this machine: the toy kernel's two specialisations for
     sm_90 (Triton needs no GPU to compile for one), as a record would describe them, into a fresh cache."""
     import json
     from pathlib import Path
@@ -93,7 +93,7 @@ def forked_compile(payload: dict) -> dict:
     from triton.compiler.compiler import make_backend
 
     from aka.contract.ops import load_module
-    from aka.evaluate.checker.precompile import compile_forked
+    from aka.evaluate.precompile import compile_forked
     from aka.evaluate.static.compstats import unwrap_jit
 
     triton.knobs.cache.dir = payload["cache"]

@@ -1,7 +1,7 @@
 """`aka bench` compiles the kernels' specialisations for every shape before the first timing, on a GPU only.
 
 On a fresh H200 (2026-12-07) each shape with a new head layout or sequence count spent 26-72 s compiling inside
-the timing; the harness now hands every kernel implementation's entry to aka.evaluate.checker.precompile first.
+the timing; the harness now hands every kernel implementation's entry to aka.evaluate.precompile first.
 Here: which implementations are compiled (one per module and CONFIG, never a competitor), that each one's own
 entry is what gets recorded, that a failure costs only the head start, and that the CPU never does it."""
 
@@ -45,7 +45,7 @@ def test_each_kernel_records_its_own_entry_on_every_case(tmp_path, monkeypatch):
         seen.append(([call(c) for c in cases], n, lock))
         return Precompiled(specs=3, record_s=0.1, compiled=3, workers=n, seconds=1.0)
 
-    monkeypatch.setattr("aka.evaluate.checker.precompile.ahead", ahead)
+    monkeypatch.setattr("aka.evaluate.precompile.ahead", ahead)
     op = SimpleNamespace(inputs=SimpleNamespace(make_inputs=lambda case, seed, device: {"a": (case, seed, device)}))
     lines = harness.precompile_kernels(op, [_ref("base", path), _ref("base+x=7", path, config={"x": 7})],
                                        ["G1", "G2"], 16)
@@ -70,7 +70,7 @@ def test_what_goes_wrong_is_a_note_and_the_bench_goes_on(tmp_path, monkeypatch, 
             raise answer
         return answer
 
-    monkeypatch.setattr("aka.evaluate.checker.precompile.ahead", ahead)
+    monkeypatch.setattr("aka.evaluate.precompile.ahead", ahead)
     op = SimpleNamespace(inputs=SimpleNamespace(make_inputs=lambda case, seed, device: {"a": 0}))
     [line] = harness.precompile_kernels(op, [_ref("base", path)], ["G1"], 2)
     assert line.startswith("precompile base: ") and expect in line

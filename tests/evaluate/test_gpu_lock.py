@@ -3,7 +3,7 @@
 import threading
 import time
 
-from aka.evaluate.checker.gpulock import gpu_lock
+from aka.evaluate.gpulock import gpu_lock
 
 
 def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path):

@@ -1,5 +1,5 @@
 """A candidate's Triton specialisations compiled once each, outside the GPU lock, before its compile call
-(aka.evaluate.checker.precompile; issue 36: gdn_prefill's compiles held the GPU lock and repeated each other)."""
+(aka.evaluate.precompile; issue 36: gdn_prefill's compiles held the GPU lock and repeated each other)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from aka.contract.ops import get_op
 from aka.contract.shapes import every_case
-from aka.evaluate.checker.precompile import shares
 from aka.evaluate.parent import door, evaluator
 from aka.evaluate.parent.runner import run_task
+from aka.evaluate.precompile import shares
 from aka.settings import OptimizeSettings
 
 TOY = Path(__file__).parents[1] / "support" / "toyop"

@@ -7,9 +7,11 @@
   that come back, for the gate and for every timing (``bench_worker``, ``compare_worker``);
 - tasks: the evaluator's own tasks: the screen (gate and timing through one candidate process) and the
   compile call, which imports and calls the candidate here, before any verdict, only so Triton
-  compiles (precompile: its compiles done once each, side by side);
-- calibrate: the device's measured ceilings, measured here, never beside the candidate;
-- gpulock: the machine's lock between compile calls and timings (the parent's ABBA takes it too).
+  compiles (aka.evaluate.precompile: its compiles done once each, side by side);
+- calibrate: the device's measured ceilings, measured here, never beside the candidate.
+
+The machine's lock between compile calls and timings (aka.evaluate.gpulock) is shared with the parent's
+ABBA; the precompile with the bench in the candidate's process: both live beside this package.
 
 Nothing here imports the parent's modules that start processes (runner, spares, door, evaluator;
 tests/test_layers.py holds it); aka.evaluate.parent.outcomes, which only reads results, is used by the

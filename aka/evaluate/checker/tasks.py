@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aka.contract.shapes import every_case
-from aka.evaluate.checker.gpulock import gpu_lock
+from aka.evaluate.gpulock import gpu_lock
 from aka.evaluate.wire import (
     BenchValue,
     CapturedLaunch,
@@ -45,9 +45,9 @@ def compile_worker(payload: CompilePayload) -> CompileResult:
         cases = {i: cases[i] for i in payload.cases}
     todo = sorted(cases.values(), key=op.flops) if gpu else [min(op.cases("smoke"), key=op.flops)]
     ahead: Precompiled | None = None
-    # each specialisation compiled once, side by side (aka.evaluate.checker.precompile)
+    # each specialisation compiled once, side by side (aka.evaluate.precompile)
     if gpu and payload.precompile:
-        from aka.evaluate.checker import precompile
+        from aka.evaluate import precompile
 
         ahead = precompile.ahead(lambda case: fn(**op.inputs.make_inputs(case, 0, "cuda")), todo,
                                  payload.precompile, payload.gpu_lock)

@@ -245,13 +245,13 @@ def compiled_once(refs: list[ImplRef]) -> list[ImplRef]:
 
 def precompile_kernels(op, refs: list[ImplRef], cases: list, workers: int) -> list[str]:
     """Every Triton specialisation the kernel implementations reach over `cases`, compiled side by side
-    into Triton's disk cache before the first timing (aka.evaluate.checker.precompile: entries run with
+    into Triton's disk cache before the first timing (aka.evaluate.precompile: entries run with
     every launch skipped and noted, then forked children compile). Left to the first calls, each shape's
     new specialisations compiled one after another inside the timing: on a fresh H200 (2026-12-07) `aka
     bench gdn_prefill --impl baseline,flashqla --shapes full` spent 26-72 s on each shape with a new head
     layout or sequence count and 1-3 s on the others. Best effort: a specialisation missed here compiles at
     its first call, as before; the lines say what was done."""
-    from aka.evaluate.checker import precompile
+    from aka.evaluate import precompile
     from aka.evaluate.host.loader import variant_of
 
     lines = []

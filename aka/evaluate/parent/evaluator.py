@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aka.contract.shapes import every_case
-from aka.evaluate.checker.gpulock import gpu_lock
+from aka.evaluate.gpulock import gpu_lock
 from aka.evaluate.host.bench import BenchConfig
 from aka.evaluate.parent import door
 from aka.evaluate.parent.outcomes import (
@@ -204,7 +204,7 @@ class RealEvaluator:
     def _compile_calls(self, payloads: list[CompilePayload], split: int
                        ) -> list[tuple[bool, CompileResult | None, str]]:
         """The compile calls. On a GPU (Triton candidates) one call compiles every specialisation once on
-        `split` forked children, then runs every case (aka.evaluate.checker.precompile). If its record was tainted
+        `split` forked children, then runs every case (aka.evaluate.precompile). If its record was tainted
         or its process died (which the record's forks or host code on unwritten outputs could cause: not
         the candidate's fault), the calls split the cases as before, and theirs is the verdict."""
         def call(p: CompilePayload) -> tuple[bool, CompileResult | None, str]:

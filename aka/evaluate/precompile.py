@@ -1,4 +1,5 @@
-"""A candidate's Triton compiles done once each, side by side, before its cases run (the compile call's first part).
+"""A candidate's Triton compiles done once each, side by side, before its cases run: the compile call's first
+part, and `aka bench`'s head start in the candidate's process (aka.evaluate.host.harness.precompile_kernels).
 
 The compile call (aka.evaluate.checker.tasks.compile_worker) runs every shape case once so that the gate and the
 bench find every kernel in Triton's disk cache. Left to the launches, each case compiled its kernels
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from aka.evaluate.checker.gpulock import gpu_lock
+from aka.evaluate.gpulock import gpu_lock
 from aka.evaluate.wire import ChildCompiled, Precompiled
 
 
