@@ -95,7 +95,7 @@ def rules_text(spec, allow_cuda_extension: bool = False) -> str:
         "; attributes " + ", ".join(sorted(ATTRS_REFUSED)) + "; a module used as a value; assigning to an "
         "attribute other than self.<name>; streams, graphs and events.",
         "- at run time torch may only allocate, view, copy, cast, fill and do integer index bookkeeping around "
-        "your Triton kernels; any other torch operator on floating-point data, or a cuBLAS/cuDNN/attention "
+        "your Triton or Gluon kernels; any other torch operator on floating-point data, or a cuBLAS/cuDNN/attention "
         "library kernel, fails the gate.",
     ])
 
