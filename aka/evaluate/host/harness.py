@@ -247,10 +247,11 @@ def precompile_kernels(op, refs: list[ImplRef], cases: list, workers: int) -> li
     """Every Triton specialisation the kernel implementations reach over `cases`, compiled side by side
     into Triton's disk cache before the first timing (aka.evaluate.precompile: entries run with
     every launch skipped and noted, then forked children compile). Left to the first calls, each shape's
-    new specialisations compiled one after another inside the timing: on a fresh H200 (2026-12-07) `aka
-    bench gdn_prefill --impl baseline,flashqla --shapes full` spent 26-72 s on each shape with a new head
-    layout or sequence count and 1-3 s on the others. Best effort: a specialisation missed here compiles at
-    its first call, as before; the lines say what was done."""
+    new specialisations compiled one after another inside the timing: on an H200 whose caches held only G3's
+    and G4's kernels (2026-12-07), `aka bench gdn_prefill --impl baseline,flashqla --shapes full` spent 26-72 s
+    on each shape with a new head layout or sequence count and 1-3 s on the others (FlashQLA's compiles
+    included, which this does not cover; the saving has not been measured). Best effort: a specialisation
+    missed here compiles at its first call, as before; the lines say what was done."""
     from aka.evaluate import precompile
     from aka.evaluate.host.loader import variant_of
 
