@@ -2,8 +2,9 @@
 
 The static policy reads what is written; this reads what runs. Inside the candidate's process,
 :class:`Recorder` wraps one call and notes
-- every Triton launch (``JITFunction.run`` on a GPU, ``InterpretedFunction.run`` in the interpreter;
-  the autotuner's benchmarking counts as Triton's own work),
+- every Triton launch (``JITFunction.run`` on a GPU, ``InterpretedFunction.run`` in the interpreter,
+  a compiled kernel's runner, aka.launch's kept path; the autotuner's benchmarking counts as Triton's
+  own work),
 - every torch operator dispatched outside those launches (a ``TorchDispatchMode``), with whether a
   floating-point tensor took part,
 - on a GPU, the device kernels the torch profiler saw.
@@ -123,14 +124,24 @@ def _wrap_compiled(cls) -> None:
     cls.__getitem__ = getitem
 
 
+def _kept(name: str) -> None:
+    """A launch through aka.launch's kept path, which calls Triton's C launcher past the wrappers above."""
+    rec = getattr(_STATE, "rec", None)
+    if rec is not None:
+        rec.triton[name] = rec.triton.get(name, 0) + 1
+
+
 def install_hooks() -> None:
     """Wrap Triton's launch entry points once per process (before the candidate loads is not needed:
-    the wrappers sit on the classes)."""
+    the wrappers sit on the classes), and observe aka.launch's kept launches."""
     global _HOOKED
     if _HOOKED:
         return
     from triton.runtime import autotuner, jit
 
+    from aka.launch import observe
+
+    observe(_kept)
     _wrap(jit.JITFunction, count=True)
     try:
         from triton.compiler.compiler import CompiledKernel

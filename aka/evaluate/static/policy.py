@@ -5,7 +5,7 @@ its extras, tensor descriptors) and a few pure standard modules, and from those 
 of names (``typing.get_type_hints`` evaluates strings, ``dataclasses.sys`` is a module). It may call
 only the torch functions and tensor methods its contract lists as glue (allocation, views, index
 bookkeeping); everything that computes lives in its Triton kernels. Refused besides: files,
-network, subprocesses, the environment and argv, the reference, the gate, aka, dynamic code
+network, subprocesses, the environment and argv, the reference, the gate, aka but aka.launch, dynamic code
 (exec, eval, compile, __import__, getattr/setattr/vars/globals), dunder access and dunder
 methods beyond a few, frame/code/traceback attributes (``gen.gi_frame.f_back``), a module reached
 or used as a value (``T = torch``, ``typing.sys.modules``), attribute assignment outside ``self``,
@@ -26,6 +26,7 @@ import types
 from dataclasses import dataclass, field
 
 from aka.evaluate.static.policy_names import (
+    AKA_LAUNCH,
     ALLOWED_MODULES,
     ALLOWED_PREFIXES,
     ATTRS_REFUSED,
@@ -76,7 +77,9 @@ def rules_text(spec, allow_cuda_extension: bool = False) -> str:
     mods = ["torch", "triton", "triton.language (and triton.language.extra.*)", "triton.tools.tensor_descriptor",
             "triton.experimental.gluon (Gluon kernels: gluon.language, gluon.language.nvidia.hopper's tma, mbarrier "
             "and warpgroup_mma, gluon.nvidia.hopper.TensorDescriptor)",
-            "operator (not matmul, attrgetter, methodcaller)"]
+            "operator (not matmul, attrgetter, methodcaller)",
+            "aka.launch (Launcher, launch_key: launch a compiled kernel again without Triton's Python runner, ~3x "
+            "cheaper a launch; see its docstring)"]
     for m in ("math", "itertools", "functools", "typing", "dataclasses"):
         names = STDLIB_NAMES[m]
         mods.append(m if names == "*" else f"{m} ({', '.join(sorted(names))})")
@@ -84,7 +87,7 @@ def rules_text(spec, allow_cuda_extension: bool = False) -> str:
         mods.append("torch.utils.cpp_extension (load_inline only)")
     return "\n".join([
         f"- imports allowed: {'; '.join(mods)}. Nothing else: no os, sys, subprocess, numpy, time, threading, "
-        "inspect, importlib, the reference, kernels.* or aka.",
+        "inspect, importlib, the reference, kernels.* or the rest of aka.",
         "- from triton: " + ", ".join(sorted(TRITON_TOP - {"tools", "language", "experimental"}))
         + ", the language and triton.experimental.gluon.",
         f"- torch calls allowed outside kernels: torch.{', torch.'.join(spec.allowed_torch)}; from torch.cuda only "
@@ -123,8 +126,10 @@ def _resolve(parts: tuple[str, ...]):
     """The object a dotted chain names, or None when it cannot be resolved here."""
     try:
         obj = importlib.import_module(parts[0])
-        for p in parts[1:]:
-            obj = getattr(obj, p)
+        for i, p in enumerate(parts[1:], 2):
+            sub = getattr(obj, p, None)
+            # a submodule its package does not import itself (aka.launch) is still a module
+            obj = sub if sub is not None else importlib.import_module(".".join(parts[:i]))
         return obj
     except Exception:
         return None
@@ -316,6 +321,9 @@ class _Checker(ast.NodeVisitor):
             return self._torch_problem(rest)
         if root == "triton":
             return self._triton_problem(parts)
+        if root == "aka":
+            ok = rest[0] == "launch" and (len(rest) == 1 or rest[1] in AKA_LAUNCH)
+            return "" if ok else "from aka only aka.launch's " + " and ".join(sorted(AKA_LAUNCH))
         return "not an allowed module"
 
     def _torch_problem(self, rest: tuple[str, ...]) -> str:

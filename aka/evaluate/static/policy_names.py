@@ -8,6 +8,7 @@ ALLOWED_MODULES = {
     "__future__", "torch", "triton", "triton.language", "math", "functools", "typing",
     "dataclasses", "itertools", "operator", "triton.tools.tensor_descriptor",
     "triton.experimental", "triton.experimental.gluon",  # Gluon: the layouts, TMA and mbarriers Triton hides
+    "aka.launch",  # the kept launch path (Triton's runner costs ~3x a launch): the one part of aka a kernel may use
 }
 # triton.language.extra.cuda.libdevice; gluon.language.nvidia.hopper (tma, mbarrier, warpgroup_mma),
 # gluon.nvidia.hopper.TensorDescriptor
@@ -36,6 +37,7 @@ TRITON_TOP = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_
                "constexpr", "tools", "set_allocator", "TensorDescriptor", "experimental"}
 TRITON_TOOLS = {"tensor_descriptor"}
 TRITON_EXPERIMENTAL = {"gluon"}
+AKA_LAUNCH = {"Launcher", "launch_key"}  # what a candidate may take from aka.launch
 # torch.cuda: device queries only (no streams, graphs or events: work must stay on the caller's stream).
 TORCH_CUDA = {"is_available", "current_device", "device_count", "get_device_properties",
                "get_device_capability", "get_device_name", "synchronize", "current_stream", "device"}

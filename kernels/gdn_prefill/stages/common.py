@@ -1,12 +1,16 @@
 """What every stage shares: the chunk size, the gates' log2 unit, the sequence lookup, the per-sequence
 chunk and segment index (one launch, so the host never reads cu_seqlens back), the chunk state step and
-the launch path every stage's launcher takes (_Launch)."""
+the launch path every stage's launcher takes (_Launch, aka.launch's)."""
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
+
+# every stage launches through it: the first call of a key through Triton's JIT, later ones through Triton's C
+# launcher with what the runner recomputes per launch kept (aka/launch.py; ~1/3 of the runner's host time a
+# launch, five launches a call with CP)
+from aka.launch import Launcher as _Launch
 
 BT = 64  # chunk size: fixed, the inverse is written for 4 blocks of 16
 # Value columns a serial program owns (its state block K x BV in registers; the CP policy counts programs
@@ -66,58 +70,6 @@ def _carry(b_h, b_kd, b_vd, b_gl):
     total gate, the chunk adds K^T V~ (the decay of each token folded into kd and vd by the caller).
     Both serial kernels step the state here."""
     return b_h * tl.exp2(b_gl) + tl.dot(tl.trans(b_kd), b_vd)
-
-
-def _launch_key(a, _tensor=torch.Tensor):
-    """What Triton specialises a compiled kernel on, per argument, or more: a tensor's dtype, device and
-    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the width), a float's or
-    bool's type and value, a host TMA descriptor's base (dtype, device, alignment), shape, strides and
-    box. Same key -> the same compiled code applies. Cheap on purpose: it runs for every argument of
-    every launch."""
-    t = type(a)
-    if t is int:
-        return a
-    if isinstance(a, _tensor):
-        return (a.dtype, a.device, a.data_ptr() & 15)
-    if t is float or t is bool:
-        return (t, a)
-    base = a.base  # a host TensorDescriptor (the Gluon forward's)
-    return (base.dtype, base.device, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
-
-
-class _Launch:
-    """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
-    specialisation, cache lookup: tens of us of host time a launch, five launches a call), which returns
-    the compiled kernel; later calls with the same key launch that compiled kernel directly. The key is
-    the launch's constexprs and options and every argument's _launch_key, so a call Triton would compile
-    differently never reuses the wrong code. The interpreter compiles nothing: there every call takes the
-    JIT path."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.hits = {}
-
-    def warm(self, key) -> bool:
-        """Whether a launch with this caller's key goes to the compiled kernel directly (no JIT)."""
-        return key in self.hits
-
-    def __call__(self, grid, args, kw, key=None):
-        """key: the caller's own statement of everything the launch specialises on (the entry's per-call
-        key: sizes, ints, floats, CONFIG, dtypes and alignment of the caller's tensors; the buffers it
-        allocates itself have fixed dtypes and torch's 256-byte alignment). It saves the per-argument
-        key, about 6 us a launch on this project's CPU machine (five launches a call)."""
-        if key is None:
-            key = (tuple(kw.items()), tuple(map(_launch_key, args)))
-        hit = self.hits.get(key)
-        if hit is not None:
-            hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes
-            return
-        compiled = self.fn[grid](*args, **kw)
-        if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)
-            if len(self.hits) >= 256:
-                self.hits.clear()
-            # the compiled launcher takes every parameter in order, constexprs included
-            self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
 
 
 _INDEX_LAUNCH = _Launch(_index_kernel)  # the entry's launch (stages render after the entry)

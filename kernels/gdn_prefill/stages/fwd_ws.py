@@ -445,7 +445,7 @@ def _fwd_ws(q, k, v, g, tb, pbuf, fdec, o, h0, ht, mc, cu, cus, N, seg, nseg_bou
     place (what _fwd writes). pbuf and fdec (P and f, _fwd's signature) are not read: the kernel forms P and
     f itself and the prep skips them for "ws" (the entry passes bf16 and fp32 dummies); only T == 0 hands
     them to _fwd, which then has no chunk and reads neither. key: the entry's launch key (_Launch), with T
-    added here; None keys the launch per argument (common._launch_key). split: two CTAs a head, each with two
+    added here; None keys the launch per argument (aka.launch.launch_key). split: two CTAs a head, each with two
     32-column chains (cp._cp_policy's split rule), else one CTA a head with two 64-column chains.
 
     The segments are the ones the CP policy sized with BV = 64 columns a program: two 64-column chains per
