@@ -32,7 +32,13 @@ N = 300  # as fa4_host_cost.py: a longer run of launches fills the GPU queue and
 def _hit(launch):
     """The launch cache's one entry after a warm call: (compiled kernel, constexpr values)."""
     (key, hit), = launch.hits.items()
-    return key, (hit.compiled, hit.tail)
+    return key, _pair(hit)
+
+
+def _pair(hit):
+    """(compiled kernel, constexpr values) of a cache entry: aka.launch's kept launch, or the (compiled, tail)
+    pair of a module with its own launch cache (a promoted copy made before aka.launch)."""
+    return hit if isinstance(hit, tuple) else (hit.compiled, hit.tail)
 
 
 def _encode(compiled, desc):
@@ -106,7 +112,7 @@ def decode(sid, impl):
     mod.fa4_decode(**c)
     torch.cuda.synchronize()
     _, (split_k, split_c) = _hit(mod._SPLIT_LAUNCH)
-    merge = [(h.compiled, h.tail) for h in mod._MERGE_LAUNCH.hits.values()]
+    merge = [_pair(h) for h in mod._MERGE_LAUNCH.hits.values()]
     rows, hq, d = q.shape
     plan_args = (mod.CONFIG, rows, hq, d, k.shape[1], k.shape[2], c["kv_lens"].shape[0], c["page_table"].shape[1],
                  q.device, None, True)
