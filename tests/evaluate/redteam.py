@@ -275,6 +275,8 @@ DECODE = [
            gpu_only=True, doc="a correct kernel that makes CUDA events read 0.1 µs (the floor catches the lie)"),
     Kernel("torch_attention_ops", "fa4_decode", "torch compute", r"computed with torch outside its kernels",
            shapes="S1", doc="the whole attention in plain torch operators (the policy cannot see operators)"),
+    Kernel("launcher_hides_torch", "fa4_decode", "torch compute", r"computed with torch outside its kernels",
+           shapes="S1", doc="the attention in torch operators, run as a 'kernel' through aka.launch.Launcher"),
 ]
 
 # ---------------------------------------------------------------------------------------------
