@@ -23,7 +23,6 @@ the loop times and ranks kernels on their own launches (`aka bench --impl baseli
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -31,41 +30,54 @@ _SCALARS = (int, float, bool, str, type(None))
 _MAX_KEYS = 4096  # keys remembered as seen once or as not capturable (the graphs themselves: max_graphs)
 
 
-def call_key(args: tuple, kwargs: dict, on_gpu: Callable[[Any], bool] = lambda t: t.is_cuda) -> tuple | None:
+def call_key(args: tuple, kwargs: dict, on_gpu: Callable[[Any], bool] | None = None) -> tuple | None:
     """The graph key of a call (pure): per tensor (address, shape, strides, dtype), per other argument
-    its value; None when the call cannot be graphed (a tensor off the GPU, an argument of another type)."""
+    its value; None when the call cannot be graphed (a tensor off the GPU, an argument of another type).
+    on_gpu: whether a tensor counts as on the GPU (None: its is_cuda)."""
     import torch
 
-    parts: list[Any] = []
-    for name, value in (*enumerate(args), *kwargs.items()):
-        if isinstance(value, torch.Tensor):
-            if not on_gpu(value):
-                return None
-            parts.append((name, value.data_ptr(), value.shape, value.stride(), value.dtype))
-        elif isinstance(value, _SCALARS):
-            parts.append((name, type(value), value))  # 1 and 1.0 and True are different calls
-        else:
+    tensor, parts = torch.Tensor, []
+    for name, value in zip(range(len(args)), args) if args else ():
+        part = _part(name, value, tensor, on_gpu)
+        if part is None:
             return None
+        parts.append(part)
+    for name, value in kwargs.items():
+        part = _part(name, value, tensor, on_gpu)
+        if part is None:
+            return None
+        parts.append(part)
     return tuple(parts)
+
+
+def _part(name, value, tensor, on_gpu):
+    if isinstance(value, tensor):
+        if not (value.is_cuda if on_gpu is None else on_gpu(value)):
+            return None
+        return (name, value.data_ptr(), value.shape, value.stride(), value.dtype)
+    if isinstance(value, _SCALARS):
+        return (name, type(value), value)  # 1 and 1.0 and True are different calls
+    return None
+
+
+_SEEN, _EAGER = "seen", "eager"  # a key called once (eagerly: the next call captures); a key whose capture failed
 
 
 class GraphedOp:
     """``fn`` behind per-key CUDA graphs (module docstring). ``max_graphs``: graphs kept, least recently
     used dropped first (each holds its own memory pool: ``fn``'s outputs and scratch at that key)."""
 
+    _on_gpu = None  # whether a tensor counts as on the GPU (None: its is_cuda; the CPU tests stand in)
+
     def __init__(self, fn: Callable[..., Any], max_graphs: int = 8):
         if max_graphs < 1:
             raise ValueError(f"max_graphs={max_graphs}: keep at least one graph")
         self.fn, self.max_graphs = fn, max_graphs
-        self._graphs: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()  # key -> (graph, its outputs)
-        self._seen: set[tuple] = set()  # keys called once (eagerly): the next call captures
-        self._eager: set[tuple] = set()  # keys whose capture failed: eager from now on
+        # key -> _SEEN, _EAGER or [graph, its outputs, the call count at its last use]: one lookup a call
+        self._keys: dict[tuple, Any] = {}
+        self._n_graphs = 0
         self.captures = self.replays = self.eager_calls = 0
         self._new_graph, self._capturing_into, self._capturing = self._cuda_graphs()  # looked up once, not a call
-
-    @staticmethod
-    def _on_gpu(t) -> bool:
-        return t.is_cuda
 
     @staticmethod
     def _cuda_graphs():
@@ -76,19 +88,18 @@ class GraphedOp:
 
     def __call__(self, *args, **kwargs):
         key = call_key(args, kwargs, self._on_gpu)
-        if key is None or key in self._eager or self._capturing():
+        state = None if key is None else self._keys.get(key)
+        if state.__class__ is list and not self._capturing():  # the common case, first
+            state[2] = self.replays = self.replays + 1
+            state[0].replay()
+            return state[1]
+        if key is None or state is _EAGER or self._capturing():
             self.eager_calls += 1
             return self.fn(*args, **kwargs)
-        hit = self._graphs.get(key)
-        if hit is not None:
-            self._graphs.move_to_end(key)
-            hit[0].replay()
-            self.replays += 1
-            return hit[1]
-        if key not in self._seen:  # first call: compiles and caches fill outside any capture
-            if len(self._seen) >= _MAX_KEYS:  # a caller with new buffers every call: forget, do not grow
-                self._seen.clear()
-            self._seen.add(key)
+        if state is None:  # first call: compiles and caches fill outside any capture
+            if len(self._keys) - self._n_graphs >= _MAX_KEYS:  # new buffers every call: forget, do not grow
+                self._keys = {k: v for k, v in self._keys.items() if v.__class__ is list}
+            self._keys[key] = _SEEN
             self.eager_calls += 1
             return self.fn(*args, **kwargs)
         return self._capture(key, args, kwargs)
@@ -99,16 +110,15 @@ class GraphedOp:
             with self._capturing_into(graph):
                 out = self.fn(*args, **kwargs)
         except Exception:  # fn cannot be captured (a sync, a host read of device data): eager from now on
-            if len(self._eager) >= _MAX_KEYS:
-                self._eager.clear()
-            self._eager.add(key)
-            self._seen.discard(key)
+            self._keys[key] = _EAGER
             self.eager_calls += 1
             return self.fn(*args, **kwargs)  # fn's own error, if it has one, surfaces here
-        self._seen.discard(key)
-        self._graphs[key] = (graph, out)
-        while len(self._graphs) > self.max_graphs:
-            self._graphs.popitem(last=False)
+        if self._n_graphs >= self.max_graphs:  # drop the least recently used graph
+            graphs = [(v[2], k) for k, v in self._keys.items() if v.__class__ is list]
+            del self._keys[min(graphs, key=lambda t: t[0])[1]]
+            self._n_graphs -= 1
+        self._keys[key] = [graph, out, self.replays]
+        self._n_graphs += 1
         self.captures += 1
         graph.replay()  # capture records the launches; this call's results come from the replay
         return out

@@ -214,4 +214,4 @@ def test_keys_of_buffers_seen_once_are_forgotten_past_a_bound(monkeypatch):
     buffers = [torch.ones(2) for _ in range(20)]  # all alive: 20 addresses
     for t in buffers:
         op(t)
-    assert op.eager_calls == 20 and op.captures == 0 and len(op._seen) <= 4
+    assert op.eager_calls == 20 and op.captures == 0 and len(op._keys) <= 4
