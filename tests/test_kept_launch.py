@@ -292,4 +292,4 @@ def test_a_kernel_through_the_kept_path_equals_the_runners_result(op_name, shape
     torch.cuda.synchronize()
     assert len(kept) == len(runner) and all(torch.equal(a, b) for a, b in zip(kept, runner))
     if op_name == "gdn_prefill":
-        assert len(taken) >= 3, [launch.fn.__name__ for launch in taken]  # index, prep, forward at least
+        assert len(taken) >= 2, [launch.fn.__name__ for launch in taken]  # prep and forward at least

@@ -8,6 +8,7 @@ TRITON_INTERPRET must be set before the kernel module is imported.
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"
@@ -136,7 +137,7 @@ def test_prep_hv_equals_hk_cp():
 
 
 def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
-    """Run _index_kernel + the prep kernel alone; return (Tb from the kernel, float64 Tb, rows).
+    """Run the prep kernel alone (it writes the chunk index too); return (Tb from the kernel, float64 Tb, rows).
 
     corr > 0 mixes a shared direction into every key (k_i ~ corr u + (1 - corr) n_i, normalised): the
     correlated keys that make (I + A)^-1 large and series inverses cancel."""
@@ -149,13 +150,16 @@ def prep_tb(lens, hk, hv, cfg, seed=0, corr=0.0):
         beta = (0.5 + 0.5 * beta).contiguous()
     T, N = sum(lens), len(lens)
     cfg = dict(mod.CONFIG, **cfg)
-    cuc = torch.zeros(N + 1, dtype=torch.int32)
-    cus = torch.zeros(N + 1, dtype=torch.int32)
-    mod._index_kernel[(1,)](cu, cuc, cus, N, 10**6, BT=64, BLOCK=16)
+    cuc = torch.full((N + 1,), -1, dtype=torch.int32)
+    cus = torch.full((N + 1,), -1, dtype=torch.int32)
     tb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
     pb = torch.zeros(T, hv, 64, dtype=torch.bfloat16)
     fdec = torch.zeros(T, hv, dtype=torch.float32)
-    mod._prep(q, k, g, beta, cu, cuc, tb, pb, fdec, N, D**-0.5, max(1, N.bit_length()) + 1, int(cuc[-1]), cfg)
+    nt = sum(-(-n // 64) for n in lens)
+    mod._prep(q, k, g, beta, cu, cuc, cus, tb, pb, fdec, N, 10**6, D**-0.5, 16, nt, cfg)
+    # the index the later stages read: chunk and segment counts' exclusive prefix sums (one segment a sequence)
+    assert cuc.tolist() == [0, *itertools.accumulate(-(-n // 64) for n in lens)]
+    assert cus.tolist() == list(range(N + 1))
     ref = torch.zeros(T, hv, 64, dtype=torch.float64)
     heads = torch.arange(hv) // (hv // hk)
     cl = cu.tolist()

@@ -10,12 +10,12 @@ Chunked form, chunk C = 64, gamma = chunk-local cumsum of g kept in log2 units (
     O  = scale (diag(e^gamma) Q S + (Q K^T . Gamma . causal) V~)
     S' = e^{gamma_C} S + (diag(e^{gamma_C - gamma}) K)^T V~
 
-Stages (3 launches without CP, 5 with CP; no host-device sync), one file each:
-  common.py  _index_kernel, one program: per-sequence prefix sums of chunk and segment counts (device
-             side, so no .tolist() on cu_seqlens); the helpers every stage shares.
-  prep.py    _prep64_kernel, grid (HV, chunks): Tb = T diag(beta) as bf16 [T, HV, 64] (1/4 of what fla
-             stores for w+u) and, for the Triton forward only, P = scale Q K^T . Gamma with its column
-             scales f (the Gluon forward forms P and f itself).
+Stages (2 launches without CP, 4 with CP; no host-device sync), one file each:
+  common.py  the helpers every stage shares; _index: per-sequence prefix sums of chunk and segment counts
+             from cu_seqlens in registers (device side, so no .tolist() on cu_seqlens).
+  prep.py    _prep64_kernel, grid (HV, chunks): the index (written by its first program) and Tb = T
+             diag(beta) as bf16 [T, HV, 64] (1/4 of what fla stores for w+u) and, for the Triton forward
+             only, P = scale Q K^T . Gamma with its column scales f (the Gluon forward forms P and f itself).
   cp.py      (CP only) _seg_kernel, grid ((K+V)/BVA, HV, segments): every segment's affine transition
              S_out = M S_in + C; _chain_kernel, grid (V/BVC, HV, N): the entering states, a short serial
              chain of 128x128 GEMMs per sequence. A sequence is cut into segments of SEG chunks by a
@@ -50,7 +50,7 @@ import math
 import torch
 import triton
 
-from .common import _INDEX_LAUNCH, BT
+from .common import BT
 from .cp import _cp_policy, _cp_states, _seg_chunks
 from .fwd import _INTERPRETED, _fwd
 from .fwd_ws import _fwd_ws
@@ -162,8 +162,7 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
     key = (N, seg, log_n, HK, HV, K, V, has_h0, scale, dev, cfg_key, q.dtype, k.dtype, v.dtype,
            tuple(t.data_ptr() & 15 for t in (q, k, v, g, beta, cu, h0)))
     idx = torch.empty(2, N + 1, dtype=torch.int32, device=dev)
-    cuc, cus = idx[0], idx[1]
-    _INDEX_LAUNCH((1,), (cu, cuc, cus, N, seg), dict(BT=BT, BLOCK=block), key)
+    cuc, cus = idx[0], idx[1]  # written by the prep's first program
 
     tb = torch.empty(T, HV, BT, dtype=torch.bfloat16, device=dev)
     if cfg["fwd"] == "triton":  # P and f: only the Triton forward reads them (the Gluon one forms its own)
@@ -171,8 +170,7 @@ def forward(q, k, v, g, beta, cu_seqlens, initial_state: torch.Tensor | None, sc
         fdec = torch.empty(T, HV, dtype=torch.float32, device=dev)
     else:  # dummies of the same dtypes, never read or written (the prep skips P and f for "ws")
         pbuf, fdec = tb, g
-    if T > 0:
-        _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg, key)
+    _prep(q, k, g, beta, cu, cuc, cus, tb, pbuf, fdec, N, seg, scale, block, nt_bound, cfg, key)
     mc = ht  # dummy when CP is off
     if seg * BT < T:  # some sequence has several segments: seg < ceil(T / BT) (triton.cdiv: ~2.8 us a call)
         mc = _cp_states(k, v, g, tb, h0, cu, cus, N, seg, nseg_bound, log_n, has_h0, cfg, key)

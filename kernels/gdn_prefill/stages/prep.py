@@ -8,7 +8,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import BT, LOG2E, _chunk_t0, _Launch, _locate
+from .common import BT, LOG2E, _index, _Launch
 
 
 @triton.jit
@@ -27,8 +27,8 @@ def _shift(b_x, o_4, D: tl.constexpr):
 
 @triton.jit
 def _prep64_kernel(
-    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, tb_ptr, p_ptr, f_ptr, N, scale,
-    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, LOG_N: tl.constexpr,
+    q_ptr, k_ptr, g_ptr, beta_ptr, cu_ptr, cuc_ptr, cus_ptr, tb_ptr, p_ptr, f_ptr, N, SEG, scale,
+    HV: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, BT: tl.constexpr, BLOCK: tl.constexpr,
     WITH_P: tl.constexpr,
 ):
     """Tb [T, HV, BT], and with WITH_P P [T, HV, BT] and f [T, HV], of one chunk and value head (q, k
@@ -43,13 +43,16 @@ def _prep64_kernel(
     [4, 16, 4, 16] form, never gathered into one [BT, BT] tile. This replaced two doubling steps of
     [BT, BT] dots (T <- T - T (L T)): prep alone 115.5 -> 95.6 us at G1, 214.3 -> 175.0 at G8 (H100,
     2026-12-05, scripts/device/gdn_prep_probe.py), 126 instead of 164 registers (ptxas sm_90, Triton 3.6).
-    Addresses: one 64-bit base per tile plus int32 offsets (64-bit offset tensors cost ~90 registers)."""
+    Addresses: one 64-bit base per tile plus int32 offsets (64-bit offset tensors cost ~90 registers).
+
+    Each program finds its chunk from cu_seqlens itself (_index), and program (0, 0) writes the chunk and
+    segment index [N+1] the later stages read (cuc, cus; SEG chunks a segment): the index had a launch of its
+    own before, ~8 us of host time a call (H100 host, 2026-12-07, docs/perf/host.md)."""
     i_h = tl.program_id(0)
     i_c = tl.program_id(1)
-    seq = _locate(cuc_ptr, i_c, N, LOG_N)
+    seq, t0, eos = _index(cu_ptr, cuc_ptr, cus_ptr, N, SEG, i_c, (i_h == 0) & (i_c == 0), BT, BLOCK)
     if seq >= N:
         return
-    t0, eos = _chunk_t0(cu_ptr, cuc_ptr, seq, i_c, BT)
     i_hk = i_h // (HV // HK)
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, K)
@@ -114,8 +117,9 @@ def _prep64_kernel(
 _PREP_LAUNCH = _Launch(_prep64_kernel)
 
 
-def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg, key=None):
-    """_prep64_kernel: q, k [T, HK, K] bf16; g, beta [T, HV] fp32 -> Tb [T, HV, BT] bf16 into tb and, when
+def _prep(q, k, g, beta, cu, cuc, cus, tb, pbuf, fdec, N, seg, scale, block, nt_bound, cfg, key=None):
+    """_prep64_kernel: q, k [T, HK, K] bf16; g, beta [T, HV] fp32; cu [N+1] int32 -> the index cuc, cus [N+1]
+    int32 (segments of seg chunks; block: a power of two >= N) and Tb [T, HV, BT] bf16 into tb and, when
     cfg["fwd"] == "triton", P [T, HV, BT] bf16 into pbuf and f [T, HV] fp32 into fdec (what the Tb tests call
     alone). The Gluon forward ("ws") forms P and f from q, k and g itself, so there pbuf and fdec are never
     touched (any tensors of those dtypes). key: the entry's launch key (_Launch; it holds cfg)."""
@@ -123,5 +127,6 @@ def _prep(q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale, log_n, nt_bound, cfg
     HV = g.shape[1]
     # 4 warps: 126 registers, no spill (ptxas sm_90, Triton 3.6); 8 warps ran 1.4x slower (H100,
     # 2026-12-05, the doubling prep). The kernel has no loop, so num_stages is Triton's default.
-    _PREP_LAUNCH((HV, nt_bound), (q, k, g, beta, cu, cuc, tb, pbuf, fdec, N, scale),
-                 dict(HV=HV, HK=HK, K=K, BT=BT, LOG_N=log_n, WITH_P=cfg["fwd"] == "triton", num_warps=4), key)
+    # at least one program, so that (0, 0) writes the index when no sequence has a token (T = 0)
+    _PREP_LAUNCH((HV, max(nt_bound, 1)), (q, k, g, beta, cu, cuc, cus, tb, pbuf, fdec, N, seg, scale),
+                 dict(HV=HV, HK=HK, K=K, BT=BT, BLOCK=block, WITH_P=cfg["fwd"] == "triton", num_warps=4), key)
