@@ -337,7 +337,15 @@ _FA4_PREFILL_STALE = pytest.mark.xfail(strict=True, reason="fa4_prefill's H200 k
                                                            "baseline (Gluon on sm_90, Triton elsewhere)")
 
 
-@pytest.mark.parametrize("op_name", ["gdn_prefill", "fa4_decode",
+# gdn_prefill's H200 entries (kernels/gdn_prefill/knowledge.json, run 20261207-062539-17e4bb) were measured
+# against the kernel of c86ccd3 (code hash 94a40fd03b5eaaa1); since 1f87846 its prep writes the chunk index (one
+# launch fewer) and its stages launch through aka.launch: other code, so they apply to nothing until an H200 run
+# records against it (H100 measurements are another device's). strict: the day it applies again, this marker goes.
+_GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge predates the index in the prep "
+                                                   "(1f87846)")
+
+
+@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode",
                                      pytest.param("fa4_prefill", marks=_FA4_PREFILL_STALE)])
 def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
     """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
