@@ -198,6 +198,37 @@ _DEC_BN32 = ('    "BLOCK_N": 64,', '    "BLOCK_N": 32,')
 _DEC_NO_MAX = ("            m_new = tl.maximum(m_i, m_blk)\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])",
                "            m_new = m_i * 0.0\n            p = tl.math.exp2(qk * qk_scale - m_new[:, None])")
 
+# torch_attention_ops.py's attention handed to aka.launch.Launcher as a fake JIT function whose "compiled
+# kernel" is the candidate's own callable
+_THROUGH_LAUNCHER = (
+    ("import torch\n", "import torch\n\nfrom aka.launch import Launcher\n"),
+    ("def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n",
+     "def _attention(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):\n"),
+    ("    return o\n", """    return o
+
+
+class _Kernel:
+    packed_metadata = ()
+    arg_names = ["q", "k_cache", "v_cache", "page_table", "kv_lens", "softmax_scale"]
+
+    def __getitem__(self, grid):
+        return self
+
+    def __call__(self, *args):
+        _OUT.append(_attention(*args))
+        return self
+
+
+_OUT = []
+_LAUNCH = Launcher(_Kernel())
+
+
+def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
+    _LAUNCH((1,), (q, k_cache, v_cache, page_table, kv_lens, softmax_scale), {})
+    return _OUT.pop()
+"""),
+)
+
 DECODE = [
     Kernel("ignores_scale", "fa4_decode", "scalars never varied", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
            base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
@@ -276,7 +307,9 @@ DECODE = [
     Kernel("torch_attention_ops", "fa4_decode", "torch compute", r"computed with torch outside its kernels",
            shapes="S1", doc="the whole attention in plain torch operators (the policy cannot see operators)"),
     Kernel("launcher_hides_torch", "fa4_decode", "torch compute", r"computed with torch outside its kernels",
-           shapes="S1", doc="the attention in torch operators, run as a 'kernel' through aka.launch.Launcher"),
+           base="adv:torch_attention_ops", shapes="S1", edits=_THROUGH_LAUNCHER,
+           doc="the attention in torch operators, run as a 'kernel' through aka.launch.Launcher (the one part "
+               "of aka a candidate may import: it must not carry work past the run-time launch check)"),
 ]
 
 # ---------------------------------------------------------------------------------------------
