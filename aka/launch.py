@@ -8,12 +8,12 @@ The runner's layers (device and stream lookups, launch metadata, the wrapper tha
 descriptor's tensor map again on each call) are the difference. :class:`Launcher` keeps, per launch
 key, what those layers compute and calls the C launcher itself.
 
-Rules it keeps so that it can never launch something Triton would not:
+What keeps it equivalent to the runner:
 - The first call for a key goes through Triton's JIT (binding, specialisation, compile), so a new key
   always compiles what Triton would; later calls with that key reuse the compiled kernel. The key is the
   caller's statement of everything the launch specialises on (:func:`launch_key` per argument when the
-  caller has none): a caller whose key omits something gets Triton's code for another specialisation,
-  which the gate refuses as any other wrong result.
+  caller has none). A caller whose key omits something gets Triton's code for another specialisation:
+  wrong results, which the gate refuses as any other.
 - A descriptor's tensor map is kept per (address, shape, strides, box, padding): a map holds nothing
   else, so a kept map is the one Triton would encode for that call.
 - The launch goes to the current device's current stream, as Triton's runner does (under a CUDA graph
