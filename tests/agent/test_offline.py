@@ -338,7 +338,7 @@ _FA4_PREFILL_STALE = pytest.mark.xfail(strict=True, reason="fa4_prefill's H200 k
 
 
 # gdn_prefill's H200 entries (kernels/gdn_prefill/knowledge.json, run 20261207-062539-17e4bb) were measured
-# against the kernel of c86ccd3 (code hash 94a40fd03b5eaaa1); since 1f87846 its prep writes the chunk index (one
+# against the kernel of c86ccd3 (code hash 0ccc1aaab359722f); since 1f87846 its prep writes the chunk index (one
 # launch fewer) and its stages launch through aka.launch: other code, so they apply to nothing until an H200 run
 # records against it (H100 measurements are another device's). strict: the day it applies again, this marker goes.
 _GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge predates the index in the prep "
@@ -505,16 +505,16 @@ def test_stale_first_looks_that_do_not_defer(kstale, what):
 def test_the_shipped_knowledge_defers_single_pass_on_the_h200(kcopy):
     """The H200 run of 2026-12-07: from the hand-edited baseline, the first candidate went to single_pass's
     first look (0.506x) although it had lost 0.73x and 0.614x against two earlier incumbents
-    (kernels/gdn_prefill/knowledge.json, everything but what was measured against the baseline as it is now).
-    The same on the H100 (0.607x, 0.548x)."""
-    from aka.evaluate.parent.outcomes import code_hash
+    (kernels/gdn_prefill/knowledge.json, everything but what that run measured against its baseline, code hash
+    0ccc1aaab359722f). The same on the H100 (0.607x, 0.548x)."""
     from aka.knowledge.measured import knowledge_path, read_knowledge, record
 
     kdir, run_dir = kcopy
     (kdir / "patterns" / "single_pass_cold.yaml").unlink()
     knowledge_path(kdir).unlink()
-    now = code_hash(BASELINE.read_text())
-    record(knowledge_path(kdir), [e for e in read_knowledge(knowledge_path(KDIR)).entries if e.incumbent_hash != now])
+    that_run = "0ccc1aaab359722f"  # the baseline of run 20261207-062539-17e4bb (the code of c86ccd3)
+    record(knowledge_path(kdir), [e for e in read_knowledge(knowledge_path(KDIR)).entries
+                                  if e.incumbent_hash != that_run])
     for name, ratios in (("NVIDIA H200", "0.61x, 0.73x"), ("NVIDIA H100 80GB HBM3", "0.55x, 0.61x")):
         plan, _ = get_backend("offline").plan(kctx(kdir, run_dir, hardware={**H200, "name": name}))
         assert plan.pattern == "context_parallel" and not plan.structural_change
