@@ -37,7 +37,7 @@ def call_key(args: tuple, kwargs: dict, on_gpu: Callable[[Any], bool] | None = N
     import torch
 
     tensor, parts = torch.Tensor, []
-    for name, value in zip(range(len(args)), args) if args else ():
+    for name, value in enumerate(args):
         part = _part(name, value, tensor, on_gpu)
         if part is None:
             return None

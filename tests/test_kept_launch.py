@@ -136,8 +136,6 @@ def test_the_runner_launches_where_the_kept_path_cannot_stand_in(triton36, monke
 
     x = torch.zeros(8)
     scratch = FakeJit(["x", "n", "BLOCK"], SIG, scratch=128)  # the runner allocates scratch per launch
-    kl.Launcher(scratch)((1,), (x, 5), dict(BLOCK=64))
-    kl.Launcher(scratch)((1,), (x, 5), dict(BLOCK=64))
     launcher = kl.Launcher(scratch)
     launcher((1,), (x, 5), dict(BLOCK=64))
     launcher((1,), (x, 5), dict(BLOCK=64))

@@ -132,6 +132,13 @@ def test_prep_ragged_h0():
     check([1, 63, 65, 129], 1, 2, h0=True, seed=12)
 
 
+def test_a_batch_of_empty_sequences_keeps_its_initial_states():
+    # T = 0: the prep still launches (no program has a chunk) and writes the index the forward reads
+    q, k, v, g, beta, cu, init = make([0, 0, 0], 1, 2, seed=14, h0=True)
+    o, s = mod.forward(q, k, v, g, beta, cu, init, None, dict(mod.CONFIG))
+    assert o.shape == (0, 2, D) and torch.equal(s, init.float())
+
+
 def test_prep_hv_equals_hk_cp():
     check([129, 40], 2, 2, cfg=CP, seed=13)
 

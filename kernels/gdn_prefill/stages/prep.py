@@ -127,6 +127,6 @@ def _prep(q, k, g, beta, cu, cuc, cus, tb, pbuf, fdec, N, seg, scale, block, nt_
     HV = g.shape[1]
     # 4 warps: 126 registers, no spill (ptxas sm_90, Triton 3.6); 8 warps ran 1.4x slower (H100,
     # 2026-12-05, the doubling prep). The kernel has no loop, so num_stages is Triton's default.
-    # at least one program, so that (0, 0) writes the index when no sequence has a token (T = 0)
-    _PREP_LAUNCH((HV, max(nt_bound, 1)), (q, k, g, beta, cu, cuc, cus, tb, pbuf, fdec, N, seg, scale),
+    # T = 0 launches too (nt_bound >= N >= 1 programs a head, none with a chunk): (0, 0) writes the index
+    _PREP_LAUNCH((HV, nt_bound), (q, k, g, beta, cu, cuc, cus, tb, pbuf, fdec, N, seg, scale),
                  dict(HV=HV, HK=HK, K=K, BT=BT, BLOCK=block, WITH_P=cfg["fwd"] == "triton", num_warps=4), key)
