@@ -196,14 +196,14 @@ def write_csv(result: BenchValue, path: Path) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["shape", "impl", "kind", "median_us", "q1_us", "q3_us", "n", "graph_us", "host_us", "tflops",
-                    "tbps", "roofline_frac", "peak_extra_bytes", "status", "in_call_us"])
+                    "tbps", "roofline_frac", "peak_extra_bytes", "status", "in_call_us", "stream_us"])
         for row in result.rows:
             for name, r in row.results.items():
                 e, g = r.eager, r.graph
                 status = "skipped" if r.skipped is not None else "error" if r.error is not None else "ok"
                 w.writerow([row.shape, name, e.kind if e else kind, e and e.median_us, e and e.q1_us, e and e.q3_us,
                             e and e.n, g and g.median_us, host_cost(r), r.tflops, r.tbps, r.roofline_frac,
-                            r.peak_extra_bytes, status, e and e.in_call_us])
+                            r.peak_extra_bytes, status, e and e.in_call_us, e and e.stream_us])
 
 
 def bench(

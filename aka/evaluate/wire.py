@@ -358,13 +358,18 @@ class Timing(BaseModel):
     samples_us: list[float] = Field(default_factory=list, description="every sample, in call order")
     in_call_us: float | None = Field(
         None, description="GPU eager: median µs the host spent inside the call itself (its launches, allocations, "
-        "any synchronisation), on the host's clock; the rest of eager - graph is the timer's own round trip")
+        "any synchronisation), on the host's clock")
+    stream_us: float | None = Field(
+        None, description="GPU eager: median µs from the start event to an event recorded on the caller's stream "
+        "right after the call, before the timer's device-wide sync (whose round trip median_us holds); minus the "
+        "graph replay's median, the host's cost per call")
 
     @model_serializer(mode="wrap")
     def _drop_no_in_call(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out = handler(self)  # the files written before in_call_us read and write back unchanged
-        if out.get("in_call_us") is None:
-            out.pop("in_call_us", None)
+        out = handler(self)  # the files written before in_call_us and stream_us read and write back unchanged
+        for name in ("in_call_us", "stream_us"):
+            if out.get(name) is None:
+                out.pop(name, None)
         return out
 
     @property

@@ -23,5 +23,5 @@ marks="gpu and not slow"
 if [ "${1:-}" = "full" ]; then marks="gpu and slow"; shift; fi
 # -v and no tail: each result is printed as it happens, so a call cut off at its time limit still
 # shows what finished (2026-11-29: a `| tail` here hid 130 s of results when the cap was hit).
-python3 -m pytest -v -m "$marks" -p no:cacheprovider -rfE --durations=10 tests/evaluate tests/test_graphed.py tests/test_kept_launch.py "$@" 2>&1 | grep -v "^$"
+python3 -m pytest -v -m "$marks" -p no:cacheprovider -rfE --durations=10 tests/evaluate tests/test_graphed.py tests/test_kept_launch.py tests/knowledge/test_profile_gpu.py "$@" 2>&1 | grep -v "^$"
 exit "${PIPESTATUS[0]}"

@@ -138,3 +138,21 @@ def test_the_host_cost_is_eager_minus_graph_and_never_the_ranked_time(tmp_path):
     assert float(rows["D1", "incumbent"]["host_us"]) == 100.0 and rows["D2", "candidate"]["host_us"] == ""
     interp = bench_outcome(INTERP_ROWS, "graph")
     assert interp.host_us == {}  # interpreter timings give no host figure
+
+
+def test_the_host_cost_is_read_from_the_interval_closed_on_the_callers_stream():
+    """The eager median holds the timer's device-wide sync and its round trip (12-16 µs on an H100's host),
+    the same for every implementation and not the call's: the host's cost is the interval closed on the
+    caller's stream before that sync, minus the replay. A timing written before that interval existed
+    still gives eager minus graph."""
+    from aka.evaluate.parent.outcomes import bench_outcome, host_cost
+
+    rows = bench_value([{"shape": "D1", "floor_us": 50.0, "results": {
+        "incumbent": {"eager": {"median_us": 300.0, "stream_us": 285.0}, "graph": {"median_us": 200.0}},
+        "candidate": {"eager": {"median_us": 250.0}, "graph": {"median_us": 210.0}}}}])
+    cells = rows.rows[0].results
+    assert host_cost(cells["incumbent"]) == 85.0 and host_cost(cells["candidate"]) == 40.0
+    out = bench_outcome(rows, "graph")
+    assert out.incumbent_host_us == {"D1": 85.0} and out.times_us == {"D1": 210.0}
+    assert cells["incumbent"].eager.model_dump()["stream_us"] == 285.0
+    assert "stream_us" not in cells["candidate"].eager.model_dump()  # older files read and write back unchanged

@@ -109,6 +109,22 @@ def test_a_replay_is_timed_without_the_hosts_submission_and_with_all_its_work():
     assert t_big > 1.7 * t_one, (t_big, t_one)  # both matmuls timed
 
 
+def test_the_interval_on_the_callers_stream_leaves_out_the_timers_own_sync():
+    """An eager sample holds the device-wide sync's round trip after the call; the interval the host's cost
+    is read from closes on the caller's stream before it, and still holds the call's GPU work."""
+    from aka.evaluate.host.bench import GraphTimer
+
+    x = torch.zeros(1024, device="cuda")
+    eager = time_fn([lambda: x.add_(1)], CFG, CudaTimer(int(2 * l2_bytes())))
+    assert eager.stream_us is not None and eager.stream_us < eager.median_us, eager
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    big = time_fn([lambda: a @ a], CFG, CudaTimer(int(2 * l2_bytes())))
+    timer = GraphTimer(int(2 * l2_bytes()))
+    replay = timer.capture([lambda: a @ a])[0]
+    graph = sorted(timer.measure(replay) for _ in range(20))[10]
+    assert big.stream_us > 0.95 * graph, (big.stream_us, graph)  # the matmul is inside it
+
+
 def test_the_bench_compiles_every_kernel_specialisation_before_the_first_timing():
     """`aka bench`'s head start (aka.evaluate.host.harness.precompile_kernels): each kernel implementation's
     specialisations over the shapes are recorded and compiled by forked children, none fails, and the shapes are

@@ -27,18 +27,22 @@ def _timer(cls, log: list[str]):
     timer = cls.__new__(cls)  # no CUDA here: the fields __init__ would allocate, faked
     timer._torch = SimpleNamespace(cuda=cuda)
     timer._flush = SimpleNamespace(fill_=lambda v: log.append("flush"))
-    timer._start, timer._end = Event("start"), Event("end")
+    timer._start, timer._after, timer._end = Event("start"), Event("after"), Event("end")
     if cls is GraphTimer:
         timer._spin = cuda._sleep
     return timer
 
 
 def test_an_eager_interval_closes_after_a_device_wide_sync():
-    # a call may leave work on a side stream: only a device-wide sync before the end event holds it
+    # a call may leave work on a side stream: only a device-wide sync before the end event holds it. The
+    # event recorded on the caller's stream before that sync closes the interval the host's cost is read
+    # from: the sync's round trip is the timer's own
     log: list[str] = []
-    us = _timer(CudaTimer, log).measure(lambda: log.append("call"))
-    assert log == ["flush", "device sync", "start.record", "call", "device sync", "end.record", "end.synchronize"]
-    assert us == 500.0
+    timer = _timer(CudaTimer, log)
+    us = timer.measure(lambda: log.append("call"))
+    assert log == ["flush", "device sync", "start.record", "call", "after.record", "device sync", "end.record",
+                   "end.synchronize"]
+    assert us == 500.0 and timer.stream_us == 500.0
 
 
 def test_a_replay_interval_holds_the_gpu_work_and_not_the_hosts_submission():
@@ -74,3 +78,4 @@ def test_an_eager_call_reports_the_hosts_time_inside_the_call_and_a_replay_none(
     t = time_interleaved({"e": [lambda: time.sleep(0.002)], "g": [lambda: None]}, cfg, {"e": eager, "g": graph})
     assert t["e"].n == 3 and 2_000 <= t["e"].in_call_us < 20_000  # the median of its calls
     assert t["g"].in_call_us is None
+    assert t["e"].stream_us == 500.0 and t["g"].stream_us is None
