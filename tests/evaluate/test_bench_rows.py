@@ -141,7 +141,7 @@ def test_the_host_cost_is_eager_minus_graph_and_never_the_ranked_time(tmp_path):
 
 
 def test_the_host_cost_is_read_from_the_interval_closed_on_the_callers_stream():
-    """The eager median holds the timer's device-wide sync and its round trip (12-16 µs on an H100's host),
+    """The eager median holds the timer's device-wide sync and its round trip (12-20 µs on an H100's host),
     the same for every implementation and not the call's: the host's cost is the interval closed on the
     caller's stream before that sync, minus the replay. A timing written before that interval existed
     still gives eager minus graph."""

@@ -4,7 +4,7 @@ One timed call on a GPU is: flush L2 (write a buffer ``flush_factor`` x the L2 s
 device, record a start event, make the call, record an event on the caller's stream, synchronise the
 *device* (not just the stream), record the end event. The device-wide synchronisation is what makes
 work a kernel hides on a side stream count (KernelBench's adversarial kernels did exactly that); the
-price is a constant (the sync's round trip: 12-16 µs on an H100's host, more on the H200's) inside
+price is a constant (the sync's round trip: 12-20 µs on an H100's host, more on the H200's) inside
 every sample, the same for every implementation. The event on the caller's stream closes the
 interval the host's cost per call is read from (eager minus graph replay, reported, never ranked):
 that round trip is the timer's, not the call's.
