@@ -46,7 +46,9 @@ def test_compile_stats_of_the_baseline_match_cuobjdump(ran_baseline):
             if ref is None:
                 pytest.skip("no cuobjdump on this machine")
             assert ck.n_regs == ref["REG"], ck.metadata.name
-            assert ck.n_spills == ref["LOCAL"] // 4, ck.metadata.name
+            # the driver's local size (Triton's n_spills * 4) is the stack frame plus spills: the Gluon
+            # forward's warp-specialised partitions keep a 32-byte stack with no spill (H100, 2026-12-07)
+            assert ck.n_spills == (ref["STACK"] + ref["LOCAL"]) // 4, ck.metadata.name
 
 
 def test_profile_end_to_end_on_a_small_shape(ran_baseline, tmp_path: Path):
