@@ -144,6 +144,48 @@ def test_least_recently_used_graph_is_dropped():
         GraphedOp(fn, max_graphs=0)
 
 
+def test_a_bound_call_replays_without_keying_and_shares_the_ops_graph(monkeypatch):
+    import aka.graphed
+
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    x = torch.ones(4)
+    step = op.bind(x, scale=2.0)
+    first, second = step(), step()
+    assert seen == [False, True] and op.captures == 1 and first.tolist() == [2.0] * 4
+    keyed = []
+    monkeypatch.setattr(aka.graphed, "call_key", lambda *a: keyed.append(a))
+    third = step()
+    assert third is second and seen == [False, True] and _Graph.replays == 2 and not keyed, "no key, no fn"
+    monkeypatch.undo()
+    assert op(x, scale=2.0) is second and op.captures == 1, "the keyed call finds the bound call's graph"
+    assert op.bind(x, scale=3.0)() is not second and op.captures == 1, "other arguments: another key, eager"
+
+
+def test_a_bound_call_does_not_replay_a_graph_the_op_dropped():
+    fn, seen = _recording()
+    op = _op(fn, _API, max_graphs=1)
+    a, b = torch.ones(1), torch.ones(1)
+    step = op.bind(a)
+    step(), step()  # a captured
+    op(b), op(b)  # b captured: a's graph dropped
+    assert op.captures == 2
+    step()
+    assert seen[-1] is False and len(seen) == 5, "a is eager again, from the op's key table"
+    step()
+    assert op.captures == 3 and seen[-1] is True, "and captured again"
+
+
+def test_a_bound_call_inside_the_callers_capture_runs_fn():
+    fn, seen = _recording()
+    op = _op(fn, _API)
+    step = op.bind(torch.ones(2))
+    step(), step()
+    _API.capturing = True
+    step()
+    assert seen == [False, True, True] and _Graph.replays == 1
+
+
 def test_call_key_is_pure_and_typed():
     x = torch.zeros(2, 3)
     on = lambda t: True  # noqa: E731
@@ -167,6 +209,13 @@ def test_real_graph_reads_new_values_from_the_same_buffers():
             torch.testing.assert_close(a, b)
         x.mul_(-0.5)  # new values, same buffer: the next replay reads them
     assert op.captures == 1 and op.replays == 1 and op.eager_calls == 1
+    step = op.bind(x, 3.0)  # the same key: the bound call replays the op's graph from its first call
+    for _ in range(2):
+        got = step()
+        for a, b in zip(got, want()):
+            torch.testing.assert_close(a, b)
+        x.mul_(-0.5)
+    assert op.captures == 1 and op.replays == 3 and op.eager_calls == 1
     g = torch.cuda.CUDAGraph()  # inside a caller's capture the op launches as it is
     with torch.cuda.graph(g):
         out = op(x, 3.0)

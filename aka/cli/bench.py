@@ -215,7 +215,8 @@ def bench(
                                   "kernel, a competitor of the op (fla, flashqla, sdpa, flash_attn4), or a .py file; "
                                   "a kernel with +KEY=VALUE runs with that CONFIG value (baseline+BLOCK_N=32); "
                                   "a kernel with @graph is called through aka.graphed, CUDA graphs kept per "
-                                  "argument key (baseline@graph: its eager time is one graph launch's host cost); "
+                                  "argument key (baseline@graph: its eager time is one graph launch's host cost), "
+                                  "@bound the same with the arguments bound once (GraphedOp.bind); "
                                   "speedups are vs the first"),
     shapes: str = typer.Option(None, "--shapes", metavar="SETS", help="full, smoke, edge, or comma-separated shape ids "
                                "[default: full; CPU: smoke]"),

@@ -146,7 +146,9 @@ class ImplRef(BaseModel):
     function: str = Field(description="kernel entry, or competitor factory(inputs) -> callable")
     config: dict[str, JsonValue] = Field(default_factory=dict, description="CONFIG values set (kernels only)")
     graphed: bool = Field(False, description="kernels only: called through aka.graphed (CUDA graphs the op keeps "
-                          "per argument key), the name's '@graph' suffix")
+                          "per argument key), the name's '@graph' suffix, or '@bound'")
+    bound: bool = Field(False, description="kernels only, with graphed: the arguments bound once (GraphedOp.bind), "
+                        "so a call replays without keying them; the name's '@bound' suffix")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -90,16 +90,18 @@ def test_a_kernel_with_config_values_is_its_own_implementation():
 def test_graph_suffix_wraps_a_kernel_in_aka_graphed(tmp_path):
     """baseline@graph: the same kernel called through aka.graphed, labelled apart; on CPU it runs eagerly."""
     op = get_op("fa4_decode")
-    names = ["baseline", "baseline@graph", "baseline+BLOCK_N=32@graph"]
+    names = ["baseline", "baseline@graph", "baseline+BLOCK_N=32@graph", "baseline@bound"]
     refs, _ = resolve(op, names)
-    assert [r.name for r in refs] == names and [r.graphed for r in refs] == [False, True, True]
+    assert [r.name for r in refs] == names and [r.graphed for r in refs] == [False, True, True, True]
+    assert [r.bound for r in refs] == [False, False, False, True]
     assert refs[2].config == {"BLOCK_N": 32}
     inputs = op.inputs.make_inputs(op.cases("S1")[0], 0, "cpu")
     want = op.reference.reference(**inputs)[0]
-    call = prepare(refs[1], inputs)
-    for _ in range(3):
-        assert ((call().double() - want).norm() / want.norm()).item() < 1e-2
-    with pytest.raises(ImplError, match="unknown implementation 'baseline@eager'.*ending in '@graph'"):
+    for ref in (refs[1], refs[3]):
+        call = prepare(ref, inputs)
+        for _ in range(3):
+            assert ((call().double() - want).norm() / want.norm()).item() < 1e-2
+    with pytest.raises(ImplError, match="unknown implementation 'baseline@eager'.*ending in '@graph' or '@bound'"):
         resolve(op, ["baseline@eager"])
     odd = tmp_path / "v@2" / "mine.py"  # an '@' inside a path is not the suffix
     odd.parent.mkdir()

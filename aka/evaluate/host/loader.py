@@ -64,6 +64,8 @@ def prepare(ref: ImplRef, inputs: dict[str, Any]) -> Callable[[], Any]:
             from aka.graphed import GraphedOp
 
             fn = GraphedOp(fn)
+            if ref.bound:
+                return fn.bind(**inputs)
         return lambda: fn(**inputs)
     call = fn(inputs)
     if not callable(call):

@@ -4,7 +4,8 @@ A kernel name may carry CONFIG values, ``baseline+BV=32+cp=false``: that kernel 
 values set, in a module of its own, beside the others (what the device scripts' variant screens did).
 A kernel name ending in ``@graph`` (``baseline@graph``, ``baseline+cp=false@graph``, ``my.py@graph``) is
 that kernel called through aka.graphed: its eager time is what a caller that keeps its buffers in place
-pays a call (one graph launch); its graph time is the kernel's own.
+pays a call (one graph launch); its graph time is the kernel's own. ``@bound`` is the same with the
+arguments bound once (``GraphedOp.bind``): what a caller that passes the very same buffers every call pays.
 
 Resolution (:func:`resolve`) runs in the parent and imports nothing it times: each name becomes an
 aka.evaluate.wire.ImplRef, which travels to the candidate's process; loading and preparing it there is
@@ -83,7 +84,7 @@ def _competitor(name: str, target: str, op: Op) -> ImplRef:
     return ImplRef(name=name, kind="competitor", path=str((op.root / path).resolve()), function=func)
 
 
-_GRAPHED = "@graph"  # the name's suffix for a kernel called through aka.graphed
+_GRAPHED, _BOUND = "@graph", "@bound"  # the name's suffixes for a kernel called through aka.graphed
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -106,9 +107,9 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
     skipped: list[Skipped] = []
     taken: set[str] = set()
     for full in names:
-        graphed = full.endswith(_GRAPHED)
-        raw, *overrides = full.removesuffix(_GRAPHED).split("+")
-        at = _GRAPHED if graphed else ""
+        at = next((x for x in (_GRAPHED, _BOUND) if full.endswith(x)), "")
+        graphed = bool(at)
+        raw, *overrides = full.removesuffix(at).split("+") if at else full.split("+")
         label = _unique(full, taken)
         start = len(refs)
         if raw == "baseline":
@@ -134,11 +135,11 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
         else:
             known = ["baseline", "promoted", *op.spec.competitors]
             raise ImplError(f"{op.name}: unknown implementation '{raw}'; use one of {', '.join(known)} or a .py file, "
-                            f"a kernel optionally ending in '{_GRAPHED}'")
+                            f"a kernel optionally ending in '{_GRAPHED}' or '{_BOUND}'")
         if graphed and len(refs) > start:
             if refs[-1].kind != "kernel":
-                raise ImplError(f"{full}: '@graph' wraps aka's kernels, not the competitor '{raw}'")
-            refs[-1] = refs[-1].model_copy(update={"graphed": True})
+                raise ImplError(f"{full}: '{at}' wraps aka's kernels, not the competitor '{raw}'")
+            refs[-1] = refs[-1].model_copy(update={"graphed": True, "bound": at == _BOUND})
     return refs, skipped
 
 
