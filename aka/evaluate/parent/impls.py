@@ -107,9 +107,8 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
     skipped: list[Skipped] = []
     taken: set[str] = set()
     for full in names:
-        at = next((x for x in (_GRAPHED, _BOUND) if full.endswith(x)), "")
-        graphed = bool(at)
-        raw, *overrides = full.removesuffix(at).split("+") if at else full.split("+")
+        at = next((x for x in (_GRAPHED, _BOUND) if full.endswith(x)), "")  # "" when called as it is
+        raw, *overrides = full.removesuffix(at).split("+")
         label = _unique(full, taken)
         start = len(refs)
         if raw == "baseline":
@@ -136,7 +135,7 @@ def resolve(op: Op, names: list[str], kernel: Path | None = None) -> tuple[list[
             known = ["baseline", "promoted", *op.spec.competitors]
             raise ImplError(f"{op.name}: unknown implementation '{raw}'; use one of {', '.join(known)} or a .py file, "
                             f"a kernel optionally ending in '{_GRAPHED}' or '{_BOUND}'")
-        if graphed and len(refs) > start:
+        if at and len(refs) > start:
             if refs[-1].kind != "kernel":
                 raise ImplError(f"{full}: '{at}' wraps aka's kernels, not the competitor '{raw}'")
             refs[-1] = refs[-1].model_copy(update={"graphed": True, "bound": at == _BOUND})
