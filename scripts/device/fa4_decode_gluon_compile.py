@@ -26,7 +26,8 @@ from gluon_compile import compile_sm90a, report  # scripts/device/, beside this 
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "kernels" / "fa4_decode" / "gluon.py"
-POINTS = [(16, 1, True), (16, 4, True), (8, 4, True), (16, 4, False)]  # (G, q_len, several splits)
+# (G, q_len, several splits, the balanced chunk)
+POINTS = [(16, 1, True, True), (16, 4, True, True), (8, 4, True, True), (16, 4, True, False), (16, 4, False, False)]
 
 
 def _load_module():
@@ -37,7 +38,7 @@ def _load_module():
     return mod
 
 
-def _signature(mod, group: int, q_len: int, split: bool, stages: int, regs_load: int):
+def _signature(mod, group: int, q_len: int, split: bool, balance: bool, stages: int, regs_load: int):
     fn = mod._fa4_decode_gluon_kernel
     layout = mod._gl_smem_layout()
     desc = f"tensordesc<bf16[{mod._GL_BLOCK_N}, {mod._GL_HEAD_D}],{layout!r}>"
@@ -48,10 +49,12 @@ def _signature(mod, group: int, q_len: int, split: bool, stages: int, regs_load:
         "qk_scale": "fp32",
         "stride_qt": "i32", "stride_qh": "i32", "stride_ot": "i32", "stride_oh": "i32", "stride_pt": "i32",
         "stride_opt": "i32", "stride_oph": "i32", "stride_ops": "i32", "stride_lt": "i32", "stride_lh": "i32",
-        "NUM_SPLITS": "i32",
+        "n_seqs": "i32", "NUM_SPLITS": "i32",
     }
-    consts = dict(Q_LEN=q_len, G=group, PAGE=mod._GL_PAGE, HEAD_D=mod._GL_HEAD_D, BLOCK_M=mod._GL_BLOCK_M,
-                  BLOCK_N=mod._GL_BLOCK_N, STAGES=stages, SPLIT=split, REGS_LOADER=regs_load)
+    cfg = mod.CONFIG
+    consts = dict(Q_LEN=q_len, G=group, HKV=1, PAGE=mod._GL_PAGE, HEAD_D=mod._GL_HEAD_D, BLOCK_M=mod._GL_BLOCK_M,
+                  BLOCK_N=mod._GL_BLOCK_N, STAGES=stages, SPLIT=split, REGS_LOADER=regs_load, BALANCE=balance,
+                  BLOCK_B=128, SLOTS=132, MIN_CHUNK=cfg["MIN_SPLIT_TOKENS"], OVERHEAD=cfg["SPLIT_OVERHEAD_TOKENS"])
     sig.update(dict.fromkeys(consts, "constexpr"))
     # What Triton marks at a launch: 16-byte aligned pointers; 16-divisible strides (Hq * 256, 256, the
     # partials' S * 256 * Hq, S * 256, 256). stride_pt (max_pages), stride_lt / stride_lh (S * Hq, S) and
@@ -71,14 +74,17 @@ def _signature(mod, group: int, q_len: int, split: bool, stages: int, regs_load:
     return fn, sig, consts, attrs
 
 
-def _compile_one(mod, group: int, q_len: int, split: bool, stages: int, regs_load: int, dump: Path | None) -> bool:
-    fn, sig, consts, attrs = _signature(mod, group, q_len, split, stages, regs_load)
-    label = f"G={group} q_len={q_len} {'split' if split else 'one split'} STAGES={stages} REGS_LOADER={regs_load}"
+def _compile_one(mod, group: int, q_len: int, split: bool, balance: bool, stages: int, regs_load: int,
+                 dump: Path | None) -> bool:
+    fn, sig, consts, attrs = _signature(mod, group, q_len, split, balance, stages, regs_load)
+    label = (f"G={group} q_len={q_len} {'split' if split else 'one split'}{' balanced' if balance else ''} "
+             f"STAGES={stages} REGS_LOADER={regs_load}")
     print(f"== {label}")
     kernel = compile_sm90a(fn, sig, consts, attrs, {"num_warps": 4})
     if kernel is None:
         return False
-    ok, facts = report(kernel, dump, f"fa4_decode_gluon_g{group}_q{q_len}_{'split' if split else 'one'}_s{stages}")
+    tag = f"g{group}_q{q_len}_{'split' if split else 'one'}{'_bal' if balance else ''}_s{stages}"
+    ok, facts = report(kernel, dump, f"fa4_decode_gluon_{tag}")
     default = next((int(n) for a, n in facts["setmaxnreg"] if a == "inc"), None)
     loader = next((int(n) for a, n in facts["setmaxnreg"] if a == "dec"), None)
     print(f"registers a thread: {facts['reg']} at launch ({facts['warps']} warps); in the region: consumer "
@@ -99,7 +105,7 @@ def main() -> int:
     print(f"triton {triton.__version__} ({Path(triton.__file__).parent}); target sm_90a")
     stages = args.stages or [int(mod.CONFIG["gluon_stages"])]
     regs_load = int(mod.CONFIG["gluon_regs_load"])
-    ok = [_compile_one(mod, g, ql, split, s, regs_load, args.dump) for s in stages for g, ql, split in POINTS]
+    ok = [_compile_one(mod, g, ql, split, bal, s, regs_load, args.dump) for s in stages for g, ql, split, bal in POINTS]
     print("all compiled without spills" if all(ok) else "FAILED: a compile error, a spill or too much shared memory")
     return 0 if all(ok) else 1
 

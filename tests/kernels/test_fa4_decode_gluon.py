@@ -41,6 +41,7 @@ SMOKE = op.cases("smoke")
 # many splits on the short test sequences (chunks of 64 keys), and none
 SPLITTY = dict(SPLIT_TARGET=64, MIN_SPLIT_TOKENS=64, REDUCE_BLOCK_S=4)
 NOSPLIT = dict(SPLIT_TARGET=1)
+BALANCED = dict(SPLITTY, SPLIT_POLICY="balanced")
 
 
 @pytest.fixture
@@ -231,12 +232,34 @@ def test_the_device_is_asked_once_and_a_shape_decided_once(sm90, monkeypatch):
 
 # --- the Gluon path's host side, with a model of the kernel in place of its launch ------------------------
 
-_MODEL_SEEN = {"rows_without_keys": 0, "tail_blocks": 0}  # what the model met: the cases must reach both
+_MODEL_SEEN = {"rows_without_keys": 0, "tail_blocks": 0, "one_split_seqs": 0, "ctas_of_several_items": 0,
+               "lengthened_chunks": 0}
+
+
+def _cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def _balanced_chunk_model(lens, hkv, bn, slots, min_chunk, overhead):
+    """_gl_balanced_chunk in Python integers (the merge kernel's Triton _split_chunk must count alike)."""
+    def cost(c):
+        return _cdiv(hkv * sum(_cdiv(n, c) for n in lens), slots) * (c + overhead)
+    fair = _cdiv(max(_cdiv(hkv * sum(lens), slots), min_chunk), bn) * bn
+    best_c, best_cost = fair, cost(fair)
+    longest = max(lens)
+    k0 = _cdiv(longest, fair)
+    cands = [_cdiv(fair * (8 + k) // 8, bn) * bn for k in range(1, 9)]
+    cands += [_cdiv(_cdiv(longest, max(k0 - j, 1)), bn) * bn for j in range(8)]
+    for c in cands:
+        if cost(c) < best_cost:
+            best_c, best_cost = c, cost(c)
+    return best_c
 
 
 def _gluon_kernel_model(grid, plan_key, args, kw):
-    """_fa4_decode_gluon_kernel as its source reads, in float32 torch on the CPU, for every CTA of the grid;
-    reads its arguments by the kernel's parameter names (so a misordered argument shows)."""
+    """_fa4_decode_gluon_kernel as its source reads, in float32 torch on the CPU, for every CTA of the
+    persistent grid and each of its items; reads its arguments by the kernel's parameter names (so a
+    misordered argument shows)."""
     fn = mod._fa4_decode_gluon_kernel
     names = list(fn.arg_names)
     assert len(args) + len(set(kw) - {"num_warps"}) == len(names)  # what _Launch hands the kernel
@@ -244,83 +267,101 @@ def _gluon_kernel_model(grid, plan_key, args, kw):
     a.update({n: kw[n] for n in names[len(args):]})
     q, o, pt, kvl = a["q_ptr"], a["o_ptr"], a["pt_ptr"], a["kvl_ptr"]
     q_len, g, page, d, bm, bn = a["Q_LEN"], a["G"], a["PAGE"], a["HEAD_D"], a["BLOCK_M"], a["BLOCK_N"]
+    hkv = a["HKV"]
     assert (page, d, bm, bn, kw["num_warps"]) == (128, 256, 64, 64, 4)
     for desc in (a["k_desc"], a["v_desc"]):  # the 2-D view TMA reads: [pages * 128, Hkv * 256], [64, 256] boxes
         assert list(desc.block_shape) == [bn, d] and desc.base.is_contiguous()
         assert list(desc.shape) == list(desc.base.shape) and list(desc.strides) == [desc.base.shape[1], 1]
     kc, vc = a["k_desc"].base, a["v_desc"].base
+    assert kc.shape[1] == hkv * d
     assert a["q_ptr"].stride() == (a["stride_qt"], a["stride_qh"], 1)
     assert a["o_ptr"].stride() == (a["stride_ot"], a["stride_oh"], 1)
     S, split_on = a["NUM_SPLITS"], a["SPLIT"]
-    assert tuple(grid) == (kvl.shape[0], kc.shape[1] // d, S) and split_on == (S > 1)
+    assert a["n_seqs"] == kvl.shape[0] and a["BLOCK_B"] >= kvl.shape[0] and split_on == (S > 1)
+    assert len(grid) == 1 and grid[0] == min(a["SLOTS"], kvl.shape[0] * hkv * S)
+    lens = [int(n) for n in kvl]
+    min_chunk = (_balanced_chunk_model(lens, hkv, bn, a["SLOTS"], a["MIN_CHUNK"], a["OVERHEAD"])
+                 if a["BALANCE"] else 0)
+    # the item table: sequence-major, Hkv x n_b items for sequence b
+    chunks = [max(_cdiv(_cdiv(n, S), bn) * bn, min_chunk, bn) for n in lens]
+    _MODEL_SEEN["lengthened_chunks"] += sum(c > _cdiv(_cdiv(n, S), bn) * bn for n, c in zip(lens, chunks))
+    n_sp = [_cdiv(n, c) for n, c in zip(lens, chunks)]
+    items = [(b, kvh, split) for b in range(len(lens)) for kvh in range(hkv) for split in range(n_sp[b])]
+    _MODEL_SEEN["one_split_seqs"] += sum(n == 1 for n in n_sp)
     scale = a["qk_scale"]
     r = torch.arange(bm)
     j, row_ok = r // g, r < q_len * g
-    for b, kvh, split in ((b, h, s) for b in range(grid[0]) for h in range(grid[1]) for s in range(grid[2])):
-        kv_len = int(kvl[b])
-        chunk = ((kv_len + S - 1) // S + bn - 1) // bn * bn
-        n_start = split * chunk
-        if split_on and n_start >= kv_len:
-            continue
-        n_end = min(n_start + chunk, kv_len)
-        n_blocks = (n_end - n_start + bn - 1) // bn
-        qrow, head = b * q_len + j, kvh * g + r % g
-        b_q = torch.zeros(bm, d)
-        b_q[row_ok] = q[qrow[row_ok], head[row_ok]].float()
-        lim = torch.minimum(kv_len - q_len + j + 1, torch.tensor(n_end))
-        m_i, l_i, acc = torch.full((bm,), -1.0e30), torch.zeros(bm), torch.zeros(bm, d)
-        for i in range(n_blocks):
-            n0 = n_start + i * bn
-            assert n0 // page < -(-kv_len // page)  # never a page-table slot past the sequence's pages
-            row = int(pt[b, n0 // page]) * page + n0 % page  # the loader's box coordinates
-            b_k = kc[row:row + bn, kvh * d:(kvh + 1) * d].float()
-            b_v = vc[row:row + bn, kvh * d:(kvh + 1) * d].float().clone()
-            s = b_q @ b_k.T
-            s = torch.where((n0 + torch.arange(bn))[None, :] < lim[:, None], s, float("-inf"))
-            m_new = torch.maximum(m_i, s.max(1).values * scale)
-            p = torch.exp2(s * scale - m_new[:, None])
-            alpha = torch.exp2(m_i - m_new)
-            l_i = l_i * alpha + p.sum(1)
-            m_i = m_new
-            if n0 + bn > kv_len:
-                b_v[(n0 + torch.arange(bn)) >= kv_len] = 0.0
-                _MODEL_SEEN["tail_blocks"] += 1
-            acc = acc * alpha[:, None] + p.bfloat16().float() @ b_v
-        has = l_i > 0
-        _MODEL_SEEN["rows_without_keys"] += int((row_ok & ~has).sum())
-        l_safe = torch.where(has, l_i, torch.ones(()))
-        out = acc / l_safe[:, None]
-        if split_on:
-            op_, lp = a["op_ptr"], a["lsep_ptr"]
-            lse = torch.where(has, m_i + torch.log2(l_safe), torch.tensor(float("-inf")))
-            for rr in r[row_ok].tolist():
-                t, h = int(qrow[rr]), int(head[rr])
-                base_o = t * a["stride_opt"] + h * a["stride_oph"] + split * a["stride_ops"]
-                op_[base_o:base_o + d] = out[rr]
-                lp[t * a["stride_lt"] + h * a["stride_lh"] + split] = lse[rr]
-        else:
-            o[qrow[row_ok], head[row_ok]] = out[row_ok].bfloat16()
+    for pid in range(grid[0]):
+        mine = items[pid::grid[0]]
+        _MODEL_SEEN["ctas_of_several_items"] += len(mine) > 1
+        for b, kvh, split in mine:
+            kv_len, chunk = lens[b], chunks[b]
+            n_start = split * chunk
+            assert n_start < kv_len  # every item holds keys
+            n_end = min(n_start + chunk, kv_len)
+            n_blocks = _cdiv(n_end - n_start, bn)
+            qrow, head = b * q_len + j, kvh * g + r % g
+            b_q = torch.zeros(bm, d)
+            b_q[row_ok] = q[qrow[row_ok], head[row_ok]].float()
+            lim = torch.minimum(kv_len - q_len + j + 1, torch.tensor(n_end))
+            m_i, l_i, acc = torch.full((bm,), -1.0e30), torch.zeros(bm), torch.zeros(bm, d)
+            for i in range(n_blocks):
+                n0 = n_start + i * bn
+                assert n0 // page < _cdiv(kv_len, page)  # never a page-table slot past the sequence's pages
+                row = int(pt[b, n0 // page]) * page + n0 % page  # the loader's box coordinates
+                b_k = kc[row:row + bn, kvh * d:(kvh + 1) * d].float()
+                b_v = vc[row:row + bn, kvh * d:(kvh + 1) * d].float().clone()
+                s = b_q @ b_k.T
+                s = torch.where((n0 + torch.arange(bn))[None, :] < lim[:, None], s, float("-inf"))
+                m_new = torch.maximum(m_i, s.max(1).values * scale)
+                p = torch.exp2(s * scale - m_new[:, None])
+                alpha = torch.exp2(m_i - m_new)
+                l_i = l_i * alpha + p.sum(1)
+                m_i = m_new
+                if n0 + bn > kv_len:
+                    b_v[(n0 + torch.arange(bn)) >= kv_len] = 0.0
+                    _MODEL_SEEN["tail_blocks"] += 1
+                acc = acc * alpha[:, None] + p.bfloat16().float() @ b_v
+            has = l_i > 0
+            _MODEL_SEEN["rows_without_keys"] += int((row_ok & ~has).sum())
+            l_safe = torch.where(has, l_i, torch.ones(()))
+            out = acc / l_safe[:, None]
+            if split_on and n_sp[b] > 1:
+                op_, lp = a["op_ptr"], a["lsep_ptr"]
+                lse = torch.where(has, m_i + torch.log2(l_safe), torch.tensor(float("-inf")))
+                for rr in r[row_ok].tolist():
+                    t, h = int(qrow[rr]), int(head[rr])
+                    base_o = t * a["stride_opt"] + h * a["stride_oph"] + split * a["stride_ops"]
+                    op_[base_o:base_o + d] = out[rr]
+                    lp[t * a["stride_lt"] + h * a["stride_lh"] + split] = lse[rr]
+            else:
+                o[qrow[row_ok], head[row_ok]] = out[row_ok].bfloat16()
 
 
 # E7 with kv_lens 66 and 130: with chunks of 64 the last split of each holds 2 keys, which drafts 0 and 1 do not see
 MODEL_CASES = {"S1": {}, "S2": {}, "E7-66": dict(kv_lens=[66, 130]), "E9": {}, "E11": {}}
 
 
-@pytest.mark.parametrize("cfg", [SPLITTY, NOSPLIT], ids=["split", "nosplit"])
+@pytest.mark.parametrize("slots", [132, 3], ids=["sms132", "sms3"])
+@pytest.mark.parametrize("cfg", [SPLITTY, BALANCED, NOSPLIT], ids=["split", "balanced", "nosplit"])
 @pytest.mark.parametrize("name", list(MODEL_CASES))
-def test_the_gluon_host_path_with_a_model_kernel_meets_the_contract(monkeypatch, config, name, cfg):
+def test_the_gluon_host_path_with_a_model_kernel_meets_the_contract(monkeypatch, config, name, cfg, slots):
     """_gluon_forward as it runs on a GPU (plan, descriptors over the 2-D cache views, scratch, the launch
     arguments, the Triton merge kernel), the Gluon launch replaced by _gluon_kernel_model. The page table's
-    padding slots hold an id past the pool: reading one would fail."""
+    padding slots hold an id past the pool: reading one would fail. With 3 SMs the persistent CTAs walk
+    several items each, and the balanced chunk leaves sequences of one split (o written by the split kernel,
+    skipped by the merge)."""
     config.update(cfg)
+    monkeypatch.setattr(mod, "_num_sms", lambda device: slots)
+    monkeypatch.setattr(mod, "_GL_PLANS", {})
     x = _inputs(name.split("-")[0], seed=3, **MODEL_CASES[name])
     pt = x["page_table"]
     need = [-(-int(n) // 128) for n in x["kv_lens"]]
     for b, n in enumerate(need):
         pt[b, n:] = 1 << 30
     launches = []
-    monkeypatch.setitem(_MODEL_SEEN, "rows_without_keys", 0)
-    monkeypatch.setitem(_MODEL_SEEN, "tail_blocks", 0)
+    for k in _MODEL_SEEN:
+        monkeypatch.setitem(_MODEL_SEEN, k, 0)
     monkeypatch.setattr(mod, "_GL_LAUNCH", lambda *a: launches.append(a[2]) or _gluon_kernel_model(*a))
     with Recorder() as rec:
         o = mod._gluon_forward(*(x[a] for a in ARGS), None, dict(mod.CONFIG))
@@ -329,9 +370,15 @@ def test_the_gluon_host_path_with_a_model_kernel_meets_the_contract(monkeypatch,
     # the split count is the Triton path's shape-only policy with blocks of 64 keys; the merge runs iff S > 1
     assert splits == mod.num_splits_for(len(need), x["k_cache"].shape[2], pt.shape[1] * 128, mod.CONFIG, 132, 64)
     assert rec.launches.triton == ({"_fa4_decode_merge_kernel": 1} if splits > 1 else {})
-    if cfg is SPLITTY:
+    if cfg is not NOSPLIT:
         assert splits > 1
     assert _MODEL_SEEN["tail_blocks"] >= 1  # a last block holding rows >= kv_len (NaN in the pool)
+    if slots == 3 and cfg is SPLITTY:
+        assert _MODEL_SEEN["ctas_of_several_items"] >= 1
+    if slots == 3 and cfg is BALANCED:
+        assert _MODEL_SEEN["lengthened_chunks"] >= 1  # fewer, longer splits than "target"
+        if name == "E7-66":  # 196 keys over 3 slots: chunks of 128, so the 66-key sequence is one split
+            assert _MODEL_SEEN["one_split_seqs"] >= 1
     if name == "E7-66" and cfg is SPLITTY:
         # drafts 0 and 1 of 4 heads see neither key of the last split of either sequence (64-65, 128-129)
         assert _MODEL_SEEN["rows_without_keys"] == 2 * 2 * 4
@@ -339,14 +386,18 @@ def test_the_gluon_host_path_with_a_model_kernel_meets_the_contract(monkeypatch,
 
 
 def test_gluon_plan_for_a_full_shape(config):
-    """D3-q4 (32 x 16384 keys, Hq 16, Hkv 1, q_len 4): the 64-row tile, several splits, the merge counting the
-    same chunk (no "balanced" lengthening, blocks of 64)."""
+    """D3-q4 (32 x 16384 keys, Hq 16, Hkv 1, q_len 4): the 64-row tile, several splits, a persistent grid of
+    one CTA an SM, the merge counting the same chunk (blocks of 64, the same slots)."""
     scale, splits, grid, merge_grid, kw, merge_kw, ws_len, n_o, ps, key = mod._gluon_plan(
         dict(mod.CONFIG), 128, 16, 256, 128, 1, 32, 128, torch.device("cpu"), None)
     assert splits == mod.num_splits_for(32, 1, 16384, mod.CONFIG, 132, 64) == 33  # cdiv(1056, 32)
-    assert grid == (32, 1, 33) and merge_grid == (128, 16)
+    assert grid == (132,) and merge_grid == (128, 16)  # persistent: one CTA an SM (132 on CPU tensors)
     assert kw["Q_LEN"] * kw["G"] == 64 and kw["SPLIT"] and kw["STAGES"] == mod.CONFIG["gluon_stages"]
-    assert merge_kw["BALANCE"] is False and merge_kw["BLOCK_N"] == kw["BLOCK_N"] == 64
+    assert kw["HKV"] == 1 and kw["SLOTS"] == 132 and kw["BALANCE"] is (mod.CONFIG["SPLIT_POLICY"] == "balanced")
+    # the merge counts each sequence's splits with the split kernel's integers
+    for k in ("BALANCE", "BLOCK_B", "SLOTS", "MIN_CHUNK", "OVERHEAD", "BLOCK_N"):
+        assert merge_kw[k] == kw[k], k
+    assert merge_kw["SKIP_ONE"] is True and kw["BLOCK_N"] == 64
     assert ps == (33 * 256 * 16, 33 * 256, 256, 33 * 16, 33) and n_o == 128 * 16 * 33 * 256
     assert ws_len == n_o + 128 * 16 * 33
     assert abs(scale - 256 ** -0.5 * 1.4426950408889634) < 1e-12
