@@ -397,6 +397,9 @@ def test_fa4_decode_searches_its_gluon_kernel_where_it_runs():
     assert not applies(gl, {"interpreter": False, "sms": 148, "capability": "sm_100"})
     s = structure_of(gl, SM90, {})
     assert s.space["gluon_stages"] == [2, 3]  # the Gluon kernel's own knob is searched
+    bal = pats["split_gluon_balanced"]  # the same kernel with the chunk balanced from kv_lens, a structure of its own
+    assert bal.template == gl.template and bal.fixed["SPLIT_POLICY"] == "balanced" and bal.fixed["kernel"] == "auto"
+    assert applies(bal, SM90) and not applies(bal, {"interpreter": True, "sms": 0})
 
     def proposed(hw, n_max=5):
         history = []
