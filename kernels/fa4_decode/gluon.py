@@ -640,16 +640,20 @@ def _gl_item_table(kvl_ptr, n_seqs, min_chunk, NUM_SPLITS, HKV: gl.constexpr, BL
 
 
 @gluon.jit
-def _gl_item(w, i_b, lens, chunks, n_sp, ends, HKV: gl.constexpr):
-    # Item w -> (b, kvh, split, kv_len, chunk, splits of b): b is the number of sequences whose items all
-    # come before w; the rest are masked sums picking lane b.
+def _gl_item(w, table, HKV: gl.constexpr, BLOCK_N: gl.constexpr):
+    # Item w -> (b, kvh, split, kv_len, its keys n_start .. n_end - 1 in n_blocks blocks, splits of b): b is
+    # the number of sequences whose items all come before w; the rest are masked sums picking lane b.
+    i_b, lens, chunks, n_sp, ends = table
     b = gl.sum((ends <= w).to(gl.int32), 0)
     sel = i_b == b
     n_b = gl.sum(gl.where(sel, n_sp, 0), 0)
     local = w - (gl.sum(gl.where(sel, ends, 0), 0) - n_b * HKV)
     kv_len = gl.sum(gl.where(sel, lens, 0), 0)
     chunk = gl.sum(gl.where(sel, chunks, 0), 0)
-    return b, local // n_b, local % n_b, kv_len, chunk, n_b
+    split = local % n_b
+    n_start = split * chunk
+    n_end = gl.minimum(n_start + chunk, kv_len)
+    return b, local // n_b, split, kv_len, n_start, n_end, gl.cdiv(n_end - n_start, BLOCK_N), n_b
 
 
 @gluon.jit
@@ -662,14 +666,10 @@ def _gl_loader(k_desc, v_desc, k_smem, v_smem, k_ready, k_empty, v_ready, v_empt
     # over all the CTA's items (`it`), so the next item's loads start while the consumer finishes this one.
     # n_start and the chunk are multiples of BLOCK_N, which divides PAGE: a box never crosses a page, and
     # every block starts below kv_len, so the page-table slot read is one of the sequence's own pages.
-    i_b, lens, chunks, n_sp, ends = _gl_item_table(kvl_ptr, n_seqs, min_chunk, NUM_SPLITS, HKV, BLOCK_N,
-                                                   BLOCK_B, 1)
-    n_items = gl.max(ends, 0)
+    table = _gl_item_table(kvl_ptr, n_seqs, min_chunk, NUM_SPLITS, HKV, BLOCK_N, BLOCK_B, 1)
     it = 0
-    for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        b, kvh, split, kv_len, chunk, n_b = _gl_item(w, i_b, lens, chunks, n_sp, ends, HKV)
-        n_start = split * chunk
-        n_blocks = gl.cdiv(gl.minimum(n_start + chunk, kv_len) - n_start, BLOCK_N)
+    for w in range(gl.program_id(0), gl.max(table[4], 0), gl.num_programs(0)):  # table[4]: ends; its max, the items
+        b, kvh, split, kv_len, n_start, n_end, n_blocks, n_b = _gl_item(w, table, HKV, BLOCK_N)
         pt_row = pt_ptr + b.to(gl.int64) * stride_pt
         for i in range(n_blocks):
             n0 = n_start + i * BLOCK_N
@@ -747,15 +747,10 @@ def _gl_consumer(q_ptr, o_ptr, op_ptr, lsep_ptr, kvl_ptr, q_smem, k_smem, v_smem
     m_ro = (i_ro < Q_LEN * G)[:, None]
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
 
-    i_b, lens, chunks, n_sp, ends = _gl_item_table(kvl_ptr, n_seqs, min_chunk, NUM_SPLITS, HKV, BLOCK_N,
-                                                   BLOCK_B, 4)
-    n_items = gl.max(ends, 0)
+    table = _gl_item_table(kvl_ptr, n_seqs, min_chunk, NUM_SPLITS, HKV, BLOCK_N, BLOCK_B, 4)
     it = 0
-    for w in range(gl.program_id(0), n_items, gl.num_programs(0)):
-        b, kvh, split, kv_len, chunk, n_b = _gl_item(w, i_b, lens, chunks, n_sp, ends, HKV)
-        n_start = split * chunk
-        n_end = gl.minimum(n_start + chunk, kv_len)
-        n_blocks = gl.cdiv(n_end - n_start, BLOCK_N)
+    for w in range(gl.program_id(0), gl.max(table[4], 0), gl.num_programs(0)):  # table[4]: ends; its max, the items
+        b, kvh, split, kv_len, n_start, n_end, n_blocks, n_b = _gl_item(w, table, HKV, BLOCK_N)
         _gl_load_q(q_ptr, q_smem, b, kvh, stride_qt, stride_qh, Q_LEN, G, BLOCK_M, HEAD_D)
         # Keys row r = j * G + g sees in this split: [n_start, min(kv_len - Q_LEN + j + 1, n_end)). Padding
         # rows (j >= Q_LEN) get n_end: zero scores, never stored.
