@@ -152,7 +152,7 @@ CONFIG = {
     # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model; "balanced": at most the
     # "target" count, chunks sized in the kernel from the real kv_lens (module docstring)
     "SPLIT_POLICY": "target",
-    "CTAS_PER_SM": 2,  # "waves" and "balanced" policies: programs resident per SM
+    "CTAS_PER_SM": 2,  # "waves" and "balanced" on the Triton kernel: programs resident per SM (Gluon: the SMs)
     "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" and "balanced" policies: fixed cost of a program, in keys
     # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring)
     "USE_TMA": True,
