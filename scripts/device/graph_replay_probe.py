@@ -6,6 +6,13 @@ current stream's raw handle, cudaGraphLaunch called directly on the graph's exec
 torch's raw_cuda_graph_exec), and aka.graphed's keyed and bound calls of the same op. The GPU work per call
 (a 1-element add) is far shorter than any of these, so the loop measures the host.
 
+Then the bench's own host figure (aka.evaluate.host.bench: the interval from a start event on an idle GPU to an
+event closed on the stream after the call, minus the replay's GPU time with the GPU kept busy before the start)
+for graphs of 1, 2, 4 and 8 such kernels, replayed by torch and by cudaGraphLaunch, and for one eager add. The
+throughput loop above cannot see what a launch costs between the host's call and the GPU's first node; this
+figure holds it, and its growth with the nodes says whether the bound call's 9-29 µs (docs/perf/host.md) are
+the graph's launch on the device rather than Python.
+
     python scripts/device/graph_replay_probe.py [--n 3000]
 """
 
@@ -25,7 +32,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fa4_host_cost import host_us as _per_call_us  # noqa: E402  (mean host µs a call, no sync in the loop)
 
+from aka.evaluate.host.bench import CudaTimer, GraphTimer  # noqa: E402
 from aka.graphed import graphed  # noqa: E402
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def idle_host_us(call, n):
+    """The bench's host figure for ``call``: median stream-closed interval from an idle GPU minus the median
+    GPU time of the same call with the GPU busy before the start event (both µs)."""
+    eager, busy = CudaTimer(1 << 20), GraphTimer(1 << 20)
+    for _ in range(5):
+        call()
+    stream = []
+    for _ in range(n):
+        eager.measure(call)
+        stream.append(eager.stream_us)
+    gpu = _median([busy.measure(call) for _ in range(n)])
+    return _median(stream) - gpu, gpu
 
 
 def _cudart():
@@ -63,6 +90,7 @@ def main() -> int:
             ("torch._C._cuda_getCurrentRawStream(0)", _per_call_us(lambda: torch._C._cuda_getCurrentRawStream(0), n))]
     raw = getattr(g, "raw_cuda_graph_exec", None)
     lib = _cudart()
+    direct = None  # cudaGraphLaunch with its argtypes, once a call of it returned 0
     if raw is not None and lib is not None:
         try:
             exec_ptr = ctypes.c_void_p(raw())
@@ -72,6 +100,7 @@ def main() -> int:
             rc = launch(exec_ptr, ctypes.c_void_p(get_stream(0)))
             torch.cuda.synchronize()
             if rc == 0:
+                direct = launch
                 rows.append(("cudaGraphLaunch (ctypes, current raw stream)",
                              _per_call_us(lambda: launch(exec_ptr, ctypes.c_void_p(get_stream(0))), n)))
             else:
@@ -90,6 +119,22 @@ def main() -> int:
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, {n} calls each, host µs a call:")
     for name, us in rows:
         print(f"  {us:7.2f}  {name}")
+    m = max(n // 10, 50)
+    print(f"the bench's host figure from an idle GPU (medians of {m}): host µs, GPU µs")
+    us, gpu = idle_host_us(lambda: op(x), m)
+    print(f"  {us:7.2f} {gpu:7.2f}  eager x.add_(1)")
+    for nodes in (1, 2, 4, 8):
+        gn = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gn):
+            for _ in range(nodes):
+                op(x)
+        torch.cuda.synchronize()
+        us, gpu = idle_host_us(gn.replay, m)
+        print(f"  {us:7.2f} {gpu:7.2f}  torch replay, {nodes} node(s)")
+        if direct is not None:
+            ep, stream = ctypes.c_void_p(gn.raw_cuda_graph_exec()), torch._C._cuda_getCurrentRawStream
+            us, gpu = idle_host_us(lambda ep=ep, stream=stream: direct(ep, ctypes.c_void_p(stream(0))), m)
+            print(f"  {us:7.2f} {gpu:7.2f}  cudaGraphLaunch, {nodes} node(s)")
     return 0
 
 
