@@ -113,6 +113,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 
+from aka.launch import Launcher
+
 # Values used at call time (the entry reads the module global each call, so a search can swap it).
 CONFIG = {
     # which kernel runs a call: "auto", "triton" or "gluon" (module docstring)
@@ -435,29 +437,20 @@ def _arg_key(a, _tensor=torch.Tensor):
 
 
 class _Launch:
-    """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
-    specialisation, cache lookup, compile on a miss: 38-60 us of host time per launch on the H200's
-    host, 2026-12-02/03), which returns the compiled kernel; later calls with the same key launch that
-    compiled kernel directly (11-22 us). The key is the plan (constexprs, warps, stages) and every
-    argument's _arg_key, so a call Triton would compile differently never reuses the wrong code.
-    The interpreter compiles nothing: there every call takes the JIT path."""
+    """Launches one kernel through aka.launch's Launcher (the first call of a key through Triton's JIT,
+    later ones through Triton's C launcher with the stream lookup, launch metadata and each descriptor's
+    tensor map kept: 6-11 us of host less a call than Triton's compiled runner for the op's Triton kernels on
+    an H100, 2026-12-07, docs/perf/host.md), keyed by the plan (constexprs, warps, stages) and every
+    argument's _arg_key, so a call Triton would compile differently never reuses the wrong code. The
+    interpreter compiles nothing: there every call takes the JIT path."""
 
     def __init__(self, fn):
         self.fn = fn
-        self.hits = {}
+        self.kept = Launcher(fn)
+        self.hits = self.kept.hits  # key -> the compiled kernel's kept launch
 
     def __call__(self, grid, plan_key, args, kw):
-        key = (plan_key, tuple(map(_arg_key, args)))
-        hit = self.hits.get(key)
-        if hit is not None:
-            hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes
-            return
-        compiled = self.fn[grid](*args, **kw)
-        if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)
-            if len(self.hits) >= 256:
-                self.hits.clear()
-            # the launcher takes every parameter in order, constexprs included
-            self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
+        self.kept(grid, args, kw, (plan_key, tuple(map(_arg_key, args))))
 
 
 def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132, block_n=None):
