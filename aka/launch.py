@@ -91,8 +91,9 @@ class Launcher:
         if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)
             if len(self.hits) >= KEYS_KEPT:
                 self.hits.clear()
-            # the launchers take every parameter in order, constexprs included
-            tail = tuple(kw[n] for n in self.fn.arg_names[len(args):])
+            # the launchers take every parameter in order, constexprs included; one the caller left out has
+            # its default, as the JIT bound it
+            tail = tuple(kw[p.name] if p.name in kw else p.default for p in self.fn.params[len(args):])
             self.hits[key] = _Kept(compiled, tail)
 
 

@@ -4,6 +4,9 @@ GPU here); the device test (tests/evaluate/test_gpu_timing.py) checks the kept p
 
 from __future__ import annotations
 
+import inspect
+from types import SimpleNamespace
+
 import pytest
 import torch
 from triton.backends.nvidia import driver as nvidia
@@ -70,8 +73,13 @@ class FakeCompiled:
 
 
 class FakeJit:
-    def __init__(self, arg_names, signature, descs=None, scratch=0):
+    """A @jit function: its parameters (Triton's KernelParam has .name and .default) and what it compiles.
+    defaults: parameter name -> its default value."""
+
+    def __init__(self, arg_names, signature, descs=None, scratch=0, defaults=None):
+        defaults = defaults or {}
         self.arg_names = arg_names
+        self.params = [SimpleNamespace(name=n, default=defaults.get(n, inspect.Parameter.empty)) for n in arg_names]
         self.log = []
         self.compiled = FakeCompiled(self.log, signature, descs, scratch)
 
@@ -129,6 +137,17 @@ def test_a_warm_launch_hands_the_c_launcher_what_the_runner_would(triton36):
     # metadata and no hooks, then every parameter in order, constexprs included
     assert args == (4, 1, 1, 777, 1234, False, False, None, None, ("packed",), None, None, None, x, 5, 64)
     assert launcher.kept_calls == 1
+
+
+def test_a_parameter_left_to_its_default_is_launched_with_the_default(triton36):
+    """A constexpr the caller does not pass (the Triton merge kernel's SKIP_ONE off the Gluon path) goes to the C
+    launcher with its default, as the JIT bound it: a KeyError here took the whole call down on an H100."""
+    fn = FakeJit(["x", "n", "BLOCK", "SKIP"], {**SIG, "SKIP": "constexpr"}, defaults={"SKIP": False})
+    launcher = kl.Launcher(fn)
+    x = torch.zeros(8)
+    launcher((1,), (x, 5), dict(BLOCK=64))
+    launcher((1,), (x, 5), dict(BLOCK=64))
+    assert fn.log[-1][0] == "raw" and fn.log[-1][1][-4:] == (x, 5, 64, False) and launcher.kept_calls == 1
 
 
 def test_the_runner_launches_where_the_kept_path_cannot_stand_in(triton36, monkeypatch):
