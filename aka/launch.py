@@ -92,8 +92,9 @@ class Launcher:
             if len(self.hits) >= KEYS_KEPT:
                 self.hits.clear()
             # the launchers take every parameter in order, constexprs included; one the caller left out has
-            # its default, as the JIT bound it
-            tail = tuple(kw[p.name] if p.name in kw else p.default for p in self.fn.params[len(args):])
+            # its default, as the JIT bound it (Triton's KernelParam)
+            defaults = {p.name: p.default for p in getattr(self.fn, "params", ())}
+            tail = tuple(kw[n] if n in kw else defaults[n] for n in self.fn.arg_names[len(args):])
             self.hits[key] = _Kept(compiled, tail)
 
 
