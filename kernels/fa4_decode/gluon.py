@@ -6,8 +6,10 @@ kernels/fa4_decode/patterns/, searching gluon_stages and the split knobs). Its f
 (sequence, KV head, split), passed the gate on smoke and edge on an H100 (2026-12-06, Triton 3.6.0, torch
 2.11.0+cu130; 13/13, 2 rounds) and ran 1.03x the baseline geomean over the 20 full shapes under graph replay
 (0.96-1.08x at q_len 1, 1.03-1.20x at q_len 4; docs/perf/fa4_decode.md). The persistent form below replaced
-it and has not run on a GPU yet (ptxas for sm_90a offline: no spills). The Triton path is the baseline's code
-unchanged (kernels/fa4_decode/baseline.py), checked in Triton's interpreter (tests/kernels/test_fa4_decode_gluon.py);
+it (ptxas for sm_90a offline: no spills); on a GPU it has only matched its Triton kernel on smoke case S1
+(H100, 2026-12-07; one split a sequence, o written by this kernel): the merge path is unchecked there, nothing timed.
+The Triton path is the baseline's code unchanged (kernels/fa4_decode/baseline.py), checked in Triton's interpreter
+(tests/kernels/test_fa4_decode_gluon.py);
 scripts/device/fa4_decode_gluon_compile.py compiles the Gluon kernel offline for sm_90a.
 
 Interface (workloads/fa4_decode.yaml):
