@@ -48,7 +48,9 @@ def _signature(mod, group: int, cfg: dict):
     }
     consts = dict(G=group, PAGE=mod._PAGE, HEAD_D=mod._HEAD_D, BLOCK_M=mod._BLOCK_M, BLOCK_N=mod._BLOCK_N,
                   STAGES=int(cfg["gluon_stages"]), REGS_CONSUMER=int(cfg["gluon_regs"]),
-                  REGS_LOADER=int(cfg["gluon_regs_load"]))
+                  REGS_LOADER=int(cfg["gluon_regs_load"]),
+                  HEAD_FAST=cfg.get("gluon_grid", "head_fast") == "head_fast",
+                  HEAVY_FIRST=cfg.get("gluon_tile_order", "heavy_first") == "heavy_first")
     sig.update(dict.fromkeys(consts, "constexpr"))
     # Triton marks 16-byte aligned pointers and 16-divisible ints (Hq * 256, 256, a 16-divisible max_pages).
     names = fn.arg_names
@@ -65,7 +67,7 @@ def _compile_one(mod, group: int, cfg: dict, dump: Path | None) -> bool:
     kernel = compile_sm90a(fn, sig, consts, attrs, {"num_warps": 4})
     if kernel is None:
         return False
-    tag = "_".join(f"{k}{int(v)}" for k, v in cfg.items())
+    tag = "_".join(f"{k}{v}" for k, v in cfg.items())
     ok, facts = report(kernel, dump, f"fa4_gluon_{tag}")
     default = next((int(n) for a, n in facts["setmaxnreg"] if a == "dec"), None)  # the default partition's
     print(f"registers a thread: {facts['reg']} at launch ({facts['warps']} warps); in the region: default "

@@ -141,23 +141,24 @@ SM90 = {"name": "NVIDIA H100 80GB HBM3", "sms": 132, "capability": "sm_90", "int
 
 
 def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names():
-    """fa4_prefill's patterns search its Triton kernel: proposed in the interpreter and on other GPUs, never
-    on an sm_90 GPU, where the op runs its Gluon kernel (kernels/fa4_prefill/stages/entry.py, "auto") and
-    a Triton structure would be measured with dead knobs. Each leaves CONFIG "kernel" at "auto", which is
-    the Triton kernel wherever the pattern applies. A `when` that cannot be evaluated is one PatternError
-    naming the pattern."""
+    """fa4_prefill's Triton patterns search its Triton kernel: proposed in the interpreter and on other GPUs,
+    never on an sm_90 GPU, where the op runs its Gluon kernel (kernels/fa4_prefill/stages/entry.py, "auto")
+    and a Triton structure would be measured with dead knobs; there only gluon_order (the Gluon kernel's
+    launch order) applies, and nowhere else. Each leaves CONFIG "kernel" at "auto". A `when` that cannot be
+    evaluated is one PatternError naming the pattern."""
     from aka.agent.llm.base import BackendExhausted
     from aka.agent.llm.offline import Pattern, PatternError, applies
 
     kdir = REPO / "kernels" / "fa4_prefill"
     base = kdir / "baseline.py"
     pats = load_patterns(kdir, base)
-    assert {p.name for p in pats} == {"tma", "tma_ws", "gather"}
+    assert {p.name for p in pats} == {"tma", "tma_ws", "gather", "gluon_order"}
     for p in pats:
         assert p.fixed["kernel"] == "auto", p.name
-        assert applies(p, {"interpreter": True, "sms": 0})
-        assert applies(p, {"interpreter": False, "sms": 148, "capability": "sm_100"})
-        assert not applies(p, SM90), p.name
+        on_sm90 = p.name == "gluon_order"
+        assert applies(p, {"interpreter": True, "sms": 0}) is not on_sm90, p.name
+        assert applies(p, {"interpreter": False, "sms": 148, "capability": "sm_100"}) is not on_sm90, p.name
+        assert applies(p, SM90) is on_sm90, p.name
 
     def patterns_proposed(hw):
         history = []
@@ -174,28 +175,36 @@ def test_a_pattern_is_proposed_only_on_the_hardware_its_when_names():
 
     interpreter = {"name": "cpu (Triton interpreter)", "interpreter": True, "sms": 0}
     assert patterns_proposed(interpreter) >= {"tma_ws", "gather"}
-    assert patterns_proposed(SM90) == set()
+    assert patterns_proposed(SM90) == {"gluon_order"}
     bad = Pattern("typo", "", base, {}, None, [], [], when="smss > 1")
     with pytest.raises(PatternError, match="pattern 'typo': when: 'smss > 1' cannot be evaluated"):
         applies(bad, {"sms": 132})
 
 
-def test_where_no_pattern_applies_the_offline_backend_says_so_in_one_line():
-    """On an sm_90 GPU no fa4_prefill pattern applies: the first plan ends the search with one line naming
-    the hardware and why, not a claim that every configuration was tried."""
+def test_where_no_pattern_applies_the_offline_backend_says_so_in_one_line(tmp_path):
+    """A kernel directory whose only pattern is for sm_90 (fa4_prefill's gluon_order), planned for another
+    GPU: the first plan ends the search with one line naming the hardware and why, not a claim that every
+    configuration was tried."""
+    import shutil
+
     from aka.agent.llm.base import BackendExhausted
 
-    kdir = REPO / "kernels" / "fa4_prefill"
+    src = REPO / "kernels" / "fa4_prefill"
+    kdir = tmp_path / "fa4_prefill"
+    (kdir / "patterns").mkdir(parents=True)
     base = kdir / "baseline.py"
+    shutil.copy(src / "baseline.py", base)
+    shutil.copy(src / "patterns" / "gluon_order.yaml", kdir / "patterns")
+    hw = {"name": "NVIDIA B200", "sms": 148, "capability": "sm_100", "interpreter": False}
     c = Context(op="fa4_prefill", attempt=0, incumbent_source=base.read_text(), incumbent_label="baseline",
-                baseline_path=str(base), kernel_dir=str(kdir), hardware=dict(SM90), history=[])
+                baseline_path=str(base), kernel_dir=str(kdir), hardware=hw, history=[])
     with pytest.raises(BackendExhausted) as exc:
         get_backend("offline").plan(c)
     msg = str(exc.value)
     assert "\n" not in msg and "every configuration" not in msg
     assert msg.startswith("fa4_prefill: no pattern of ")
-    assert "kernels/fa4_prefill/patterns applies on this hardware" in msg
-    assert "capability 'sm_90'" in msg and "each one's `when` excludes it" in msg
+    assert "fa4_prefill/patterns applies on this hardware" in msg
+    assert "capability 'sm_100'" in msg and "each one's `when` excludes it" in msg
 
 
 def test_the_search_sees_which_shape_refused_an_attempt():
@@ -331,8 +340,9 @@ def test_a_promotion_chains_what_was_measured_against_the_kernel_it_replaced(kco
 # fa4_prefill's one H200 entry (kernels/fa4_prefill/knowledge.json) was measured against promoted.py (code hash
 # 39a1c7a8ce18db62) with the pre-stage baseline.py as template; the stage-rendered baseline (the same Triton kernel
 # and CONFIG values beside the Gluon kernel) is other code, so the entry applies to nothing until a run records
-# against it. On sm_90 (H100, H200) no fa4_prefill pattern applies any more, so no offline run there records one;
-# a run on another GPU records under that GPU's name. strict: the day it applies again, this marker must go.
+# against it. On sm_90 (H100, H200) only gluon_order applies (the Gluon kernel's launch order), so the next
+# H200 run of `aka optimize fa4_prefill` records against the rendered baseline; a run on another GPU records
+# under that GPU's name. strict: the day it applies again, this marker must go.
 _FA4_PREFILL_STALE = pytest.mark.xfail(strict=True, reason="fa4_prefill's H200 knowledge predates the stage-rendered "
                                                            "baseline (Gluon on sm_90, Triton elsewhere)")
 

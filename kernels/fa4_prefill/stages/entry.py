@@ -75,6 +75,11 @@ CONFIG = {
     # partition (consumer 0) to 240 as well: 128 * (240 + 240 + 24) = 64512 of the 65536 registers.
     "gluon_regs": 240,
     "gluon_regs_load": 24,
+    # The Gluon kernel's launch order (gluon_fwd.py's docstring): "head_fast" grid (Hq, tiles) or "tile_fast"
+    # (tiles, Hq); "heavy_first" (the causal tiles with the most keys start first) or "in_order". The shipped
+    # pair is the Triton kernel's order; the others are untimed.
+    "gluon_grid": "head_fast",
+    "gluon_tile_order": "heavy_first",
 }
 
 # Name -> values that compile and pass: the Triton kernel's interpreter-checked (tests/kernels/
@@ -93,6 +98,8 @@ SPACE = {
     "gluon_stages": [2],
     "gluon_regs": [240],
     "gluon_regs_load": [24],
+    "gluon_grid": ["head_fast", "tile_fast"],
+    "gluon_tile_order": ["heavy_first", "in_order"],
 }
 
 

@@ -7,7 +7,9 @@ Design (FlashAttention-3 forward, one CTA per (q tile of 128 tokens, q head)):
 - Grid (Hq, T_total // 128 + N): tiles of all sequences share axis 1 without a host sync, as in the
   Triton kernel (triton_fwd.py): sequence s owns tiles [cu[s] // 128 + s, ...), a program finds its
   sequence by binary search over cu_seqlens_q, tiles run heaviest first, and surplus programs return
-  before any shared memory or barrier is touched.
+  before any shared memory or barrier is touched. CONFIG's gluon_grid "tile_fast" swaps the axes (the
+  tiles of one head start together) and gluon_tile_order "in_order" runs the lightest tiles first: the
+  search's points on the kernel's launch order (both compile alike, ptxas sm_90a offline; untimed).
 - gl.warp_specialize, three partitions (12 warps, 384 threads):
     default (4 warps)  consumer warpgroup 0: query rows 0..63 of the tile
     worker  (4 warps)  consumer warpgroup 1: query rows 64..127
@@ -279,12 +281,27 @@ def _fa4_prefill_gluon_kernel(
     G: gl.constexpr, PAGE: gl.constexpr, HEAD_D: gl.constexpr,
     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
     REGS_CONSUMER: gl.constexpr, REGS_LOADER: gl.constexpr,
+    HEAD_FAST: gl.constexpr = True, HEAVY_FIRST: gl.constexpr = True,
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     gl.static_assert(BLOCK_N == PAGE, "a key block is one page")
     gl.static_assert(HALF_M == 64, "one consumer warpgroup owns 64 query rows (wgmma M)")
-    head = gl.program_id(0)
-    tile = gl.num_programs(1) - 1 - gl.program_id(1)  # heaviest (last) tiles first
+    # HEAD_FAST: grid (Hq, tiles), the heads of one tile start together (a KV head's G query heads read the
+    # same pages, through L2); else (tiles, Hq), the tiles of one head together (they share the key prefix).
+    if HEAD_FAST:
+        head = gl.program_id(0)
+        t_id = gl.program_id(1)
+        n_tiles = gl.num_programs(1)
+    else:
+        head = gl.program_id(1)
+        t_id = gl.program_id(0)
+        n_tiles = gl.num_programs(0)
+    # HEAVY_FIRST: the last tiles of a sequence (the most keys under the causal mask) start first, so the
+    # light ones fill the last wave; else in order.
+    if HEAVY_FIRST:
+        tile = n_tiles - 1 - t_id
+    else:
+        tile = t_id
 
     s = _gluon_find_seq(cu_ptr, tile, N, BLOCK_M)
     q_start = gl.load(cu_ptr + s)
@@ -379,9 +396,13 @@ def _gluon_plan(cfg, t_total, hq, d, page, hkv, n, softmax_scale, device):
     if softmax_scale is None:
         softmax_scale = d ** -0.5
     # Upper bound on tiles from shapes alone (no host sync): sum_s cdiv(q_len_s, 128) <= T // 128 + N.
-    grid = (hq, t_total // _BLOCK_M + n)
+    tiles = t_total // _BLOCK_M + n
+    head_fast = cfg.get("gluon_grid", "head_fast") == "head_fast"
+    grid = (hq, tiles) if head_fast else (tiles, hq)
     kw = dict(G=hq // hkv, PAGE=page, HEAD_D=d, BLOCK_M=_BLOCK_M, BLOCK_N=_BLOCK_N, STAGES=int(cfg["gluon_stages"]),
-              REGS_CONSUMER=int(cfg["gluon_regs"]), REGS_LOADER=int(cfg["gluon_regs_load"]), num_warps=4)
+              REGS_CONSUMER=int(cfg["gluon_regs"]), REGS_LOADER=int(cfg["gluon_regs_load"]),
+              HEAD_FAST=head_fast, HEAVY_FIRST=cfg.get("gluon_tile_order", "heavy_first") == "heavy_first",
+              num_warps=4)
     if len(_GLUON_PLANS) >= _PLANS_MAX:
         _GLUON_PLANS.clear()
     _PLAN_COUNT[0] += 1
