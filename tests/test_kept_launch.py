@@ -282,19 +282,20 @@ def _launchers(mod) -> list:
 @pytest.mark.parametrize("op_name,shape,kernel", [
     ("gdn_prefill", "G5", None), ("gdn_prefill", "G1", None), ("gdn_prefill", "G7", None),
     ("fa4_prefill", "P1", None), ("fa4_prefill", "P6", None),
-    ("fa4_decode", "D2-q4", "gluon.py"), ("fa4_decode", "D7-q1", "gluon.py")])
+    ("fa4_decode", "D2-q1", None), ("fa4_decode", "D2-q4", "auto"), ("fa4_decode", "D7-q1", "auto")])
 def test_a_kernel_through_the_kept_path_equals_the_runners_result(op_name, shape, kernel, monkeypatch):
     """The ops' launches (gdn: prep, CP, the Gluon forward with five TMA descriptors; fa4_prefill: the Gluon
-    or Triton attention kernel) take the kept path once warm, and give bit for bit what Triton's runner gives
-    on the same inputs (G1: context parallelism, G7: initial states). fa4_decode's Gluon candidate (the
-    persistent kernel and the Triton merge) launches through it; the op's baseline keeps its own launch cache
-    (docs/perf/host.md: its H200 knowledge is tied to its code)."""
+    or Triton attention kernel; fa4_decode: the Triton split and merge kernels, and with CONFIG kernel "auto"
+    the persistent Gluon kernel and the Triton merge) take the kept path once warm, and give bit for bit what
+    Triton's runner gives on the same inputs (G1: context parallelism, G7: initial states)."""
     from triton import knobs
 
     from aka.contract.ops import get_op, load_module
 
     op = get_op(op_name)
-    mod = load_module(op.path("baseline").parent / kernel if kernel else op.path("baseline"))
+    mod = load_module(op.path("baseline"))
+    if kernel:
+        monkeypatch.setitem(mod.CONFIG, "kernel", kernel)
     fn = getattr(mod, op.spec.entry)
     case = next(c for c in op.cases("full") if c.id == shape)
     x = op.inputs.make_inputs(case, 0, "cuda")

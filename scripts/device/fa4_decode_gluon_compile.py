@@ -1,18 +1,18 @@
-"""Compile fa4_decode's Gluon split kernel (kernels/fa4_decode/gluon.py) for sm_90a offline (no GPU) and print
-what ptxas made of it.
+"""Compile fa4_decode's Gluon split kernel (kernels/fa4_decode/stages/gluon_split.py) for sm_90a offline (no GPU)
+and print what ptxas made of it.
 
     PYTHONPATH=/tmp/t36 .venv/bin/python scripts/device/fa4_decode_gluon_compile.py [--stages N] [--dump DIR]
 
 Runs with whatever Triton it imports (the GPU machines have 3.6.0: install that wheel apart from the venv's,
-e.g. `pip install --no-deps --target /tmp/t36 triton==3.6.0`, and put it first on PYTHONPATH). Loads the
-candidate module by path, builds the kernel's signature by hand as Triton's launcher would specialise it
-(tensor descriptors with their NVMMA layout, 16-byte aligned pointers, 16-divisible strides), compiles
-with scripts/device/gluon_compile.py for the (G, q_len) points (16, 1), (16, 4), (8, 4) with several
-splits (the partial-store epilogue, what every full shape runs) and (16, 4) with one split (the bf16 store),
-and prints per kernel: registers at launch and spills (cuobjdump -res-usage), shared memory (Triton's
-metadata), the setmaxnreg values of the partitions, and PTX facts a hang would come from (mbarrier
-arrivals, named barriers, wgmma and TMA counts, expect-tx bytes). Exit 1 on a spill, shared memory past a
-CTA's 227 KB, or a compile error.
+e.g. `pip install --no-deps --target /tmp/t36 triton==3.6.0`, and put it first on PYTHONPATH). Loads the op's
+baseline as aka renders it from the stage files (one module, the CONFIG in it), builds the kernel's signature
+by hand as Triton's launcher would specialise it (tensor descriptors with their NVMMA layout, 16-byte aligned
+pointers, 16-divisible strides), compiles with scripts/device/gluon_compile.py for the (G, q_len) points (16,
+1), (16, 4), (8, 4) with several splits (the partial-store epilogue, what every full shape runs) and (16, 4)
+with one split (the bf16 store), and prints per kernel: registers at launch and spills (cuobjdump -res-usage),
+shared memory (Triton's metadata), the setmaxnreg values of the partitions, and PTX facts a hang would come
+from (mbarrier arrivals, named barriers, wgmma and TMA counts, expect-tx bytes). Exit 1 on a spill, shared
+memory past a CTA's 227 KB, or a compile error.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ from pathlib import Path
 from gluon_compile import compile_sm90a, report  # scripts/device/, beside this file
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = ROOT / "kernels" / "fa4_decode" / "gluon.py"
 # (G, q_len, several splits, the balanced chunk)
 POINTS = [(16, 1, True, True), (16, 4, True, True), (8, 4, True, True), (16, 4, True, False), (16, 4, False, False)]
 
 
 def _load_module():
-    """kernels/fa4_decode/gluon.py, imported by path (no package-relative imports)."""
-    spec = importlib.util.spec_from_file_location("fa4_decode_gluon_candidate", MODULE)
+    """kernels/fa4_decode/baseline.py, rendered from the stages first, imported by path."""
+    sys.path.insert(0, str(ROOT))
+    from aka.contract.ops import get_op
+
+    spec = importlib.util.spec_from_file_location("fa4_decode_baseline", get_op("fa4_decode").path("baseline"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -355,7 +355,14 @@ _GDN_STALE = pytest.mark.xfail(strict=True, reason="gdn_prefill's H200 knowledge
                                                    "(1f87846)")
 
 
-@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE), "fa4_decode",
+# fa4_decode's entries (H100, run of 2026-12-07 08:51 UTC) were measured with the single-file baseline.py as the
+# template; since the stage split (stages/, the Triton kernels launched through aka.launch beside the Gluon kernel)
+# the template is other code, so they apply to nothing until a device run records against it.
+_FA4_DECODE_STALE = pytest.mark.xfail(strict=True, reason="fa4_decode's knowledge predates the stage-rendered baseline")
+
+
+@pytest.mark.parametrize("op_name", [pytest.param("gdn_prefill", marks=_GDN_STALE),
+                                     pytest.param("fa4_decode", marks=_FA4_DECODE_STALE),
                                      pytest.param("fa4_prefill", marks=_FA4_PREFILL_STALE)])
 def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_loser(op_name, tmp_path):
     """Issue 36's acceptance, replayed on CPU: from the shipped promoted kernel and the knowledge the H200
@@ -393,16 +400,18 @@ def test_twenty_proposals_from_the_shipped_kernel_spend_nothing_on_a_recorded_lo
 
 
 def test_fa4_decode_searches_its_gluon_kernel_where_it_runs():
-    """Issue 39: the offline search knows the decode's Gluon structure (kernels/fa4_decode/gluon.py) and its
-    knobs, proposes it on an sm_90 GPU among its first looks, and never in the interpreter, which cannot run
-    it. Its start leaves the kernel choice at "auto" (a call the Gluon kernel cannot take runs Triton)."""
+    """Issue 39: the offline search knows the decode's Gluon structure (the baseline's CONFIG kernel "auto",
+    stages/gluon_split.py) and its knobs, proposes it on an sm_90 GPU among its first looks, and never in the
+    interpreter, which cannot run it. Its start sets the kernel choice to "auto" (a call the Gluon kernel
+    cannot take runs Triton); the baseline's own default stays "triton"."""
     from aka.agent.llm.offline import applies
 
     kdir = REPO / "kernels" / "fa4_decode"
     base = kdir / "baseline.py"
     pats = {p.name: p for p in load_patterns(kdir, base)}
     gl = pats["split_gluon"]
-    assert gl.template == (kdir / "gluon.py").resolve() and gl.fixed["kernel"] == "auto"
+    assert gl.template == base.resolve() and gl.fixed["kernel"] == "auto"
+    assert read_dict(base.read_text(), "CONFIG")["kernel"] == "triton"
     assert applies(gl, SM90) and not applies(gl, {"interpreter": True, "sms": 0})
     assert not applies(gl, {"interpreter": False, "sms": 148, "capability": "sm_100"})
     s = structure_of(gl, SM90, {})

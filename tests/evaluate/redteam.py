@@ -183,13 +183,14 @@ def _gate_argv():
     return "aka.evaluate.checker.gate:gate_worker" in " ".join(dataclasses.sys.argv)
 '''
 
-_SCALE_ENTRY = ("    if softmax_scale is None:\n        softmax_scale = d ** -0.5\n",
-                "    softmax_scale = d ** -0.5  # ignores the caller's scale\n")
-
 # ---------------------------------------------------------------------------------------------
 # fa4_decode
 
-_DEC_RET = "            splits), merge_kw)\n    return o\n"
+# The entry (kernels/fa4_decode/stages/entry.py) hands each call to the Triton or the Gluon kernels; mutants of the
+# whole op edit the entry, on the Triton hand-off (CONFIG "kernel" defaults to "triton", so it holds on every device)
+_DEC_ENTRY = "    cfg = CONFIG\n"
+_DEC_CALL = "    return _triton_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg)\n"
+_DEC_SCALE = (_DEC_ENTRY, _DEC_ENTRY + "    softmax_scale = None  # ignores the caller's scale\n")
 # CONFIG pins for mutants of a path today's CONFIG does not take on their shapes: the pointer gather
 # (the default loads K/V through TMA) and the 32-key blocks under which E6 has more splits than one
 # merge step and E7 a split in which a draft row sees no key
@@ -231,7 +232,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
 
 DECODE = [
     Kernel("ignores_scale", "fa4_decode", "scalars never varied", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
-           base="baseline", edits=(_SCALE_ENTRY,), shapes="S1", doc="always uses 256**-0.5"),
+           base="baseline", edits=(_DEC_SCALE,), shapes="S1", doc="always uses 256**-0.5"),
     Kernel("reads_page_tail", "fa4_decode", "finite page garbage", r"o: NaN/Inf",
            base="baseline", shapes="S1",
            edits=(("        n_ok = offs_n < n_end\n        if USE_TMA:",
@@ -257,7 +258,7 @@ DECODE = [
            doc="merges only the first REDUCE_BLOCK_S splits"),
     Kernel("empty_draft_split", "fa4_decode", "empty draft window", r"^E7: round 0: o: (NaN/Inf|rel L2)",
            base="baseline", shapes="E7",
-           edits=(("    has = l_i > 0.0  # a draft row can see no key of a late split", "    has = l_i > -1.0"), _DEC_BN32),
+           edits=(("\n    has = l_i > 0.0  # a draft row can see no key of a late split", "\n    has = l_i > -1.0"), _DEC_BN32),
            doc="divides by l = 0 for a draft row that sees no key of a split"),
     Kernel("drafts_see_all", "fa4_decode", "wrong maths", r"^S2: round 0: o: (rel L2|max element)", base="baseline",
            shapes="S2",
@@ -274,10 +275,9 @@ DECODE = [
            doc="right for the gate's calls, zeros from the 4th call of a shape on"),
     Kernel("caches_by_pointer", "fa4_decode", "input caching", r"^S1: round 1 .*o: shares storage with an earlier "
            r"call's output 'o'", base="baseline", prologue=_PTR_CACHE,
-           edits=(("    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape",
-                   "    key = (q.data_ptr(), k_cache.data_ptr(), tuple(q.shape))\n    if key in _MEMO:\n"
-                   "        return _MEMO[key]\n    rows, hq, d = q.shape\n    num_pages, page, hkv, dk = k_cache.shape"),
-                  (_DEC_RET, "            splits), merge_kw)\n    _MEMO[key] = o\n    return o\n")),
+           edits=((_DEC_ENTRY, "    key = (q.data_ptr(), k_cache.data_ptr(), tuple(q.shape))\n    if key in _MEMO:\n"
+                               "        return _MEMO[key]\n" + _DEC_ENTRY),
+                  (_DEC_CALL, _DEC_CALL.replace("    return ", "    o = ") + "    _MEMO[key] = o\n    return o\n")),
            doc="memoises by buffer address: free on repeated buffers"),
     Kernel("detects_gate_by_frames", "fa4_decode", "gate detection", r"timed output wrong", base="baseline",
            where="screen", policy=False, refused=r"attribute '\.gi_frame'|dataclasses", prologue=_FRAMES,
@@ -294,7 +294,7 @@ DECODE = [
            edits=(_DEC_NO_MAX,), shapes="E8", doc="overflows to NaN and makes torch.isnan/isfinite/allclose lie"),
     Kernel("thread_after_call", "fa4_decode", "in-process patching", r"^S1: round 1 \((mixed; )?(softmax_)?scale=[0-9.]+\): o: (rel L2|max element)",
            base="baseline", policy=False, refused=r"'dataclasses\.sys\.modules'|'__import__'", prologue=_THREAD,
-           edits=(_SCALE_ENTRY,), shapes="S1",
+           edits=(_DEC_SCALE,), shapes="S1",
            doc="a thread that keeps replacing the checker's error metric with zeros after the call returns"),
     Kernel("detects_gate_by_argv", "fa4_decode", "gate detection", r"^S1: round 0: o: all zeros", base="baseline",
            policy=False, refused=r"'dataclasses\.sys\.argv' is not allowed", prologue=_ARGV, shapes="S1",

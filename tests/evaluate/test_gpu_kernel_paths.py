@@ -107,15 +107,16 @@ def test_fa4_prefill_gluon_kernel_matches_the_triton_kernel(case_id):
     assert _rel(got[0], ref[0]) <= 4e-3, (case_id, _rel(got[0], ref[0]))
 
 
-# fa4_decode's Gluon candidate walks a persistent grid of one CTA an SM; with the SM count taken as 3 every CTA
-# walks many items, so the ring's slot and phase run on across items (what 132 SMs rarely reach on small cases).
+# fa4_decode's Gluon kernel (the baseline's CONFIG kernel "auto" / "gluon") walks a persistent grid of one CTA
+# an SM; with the SM count taken as 3 every CTA walks many items, so the ring's slot and phase run on across
+# items (what 132 SMs rarely reach on small cases).
 @pytest.mark.skipif(not _sm90(), reason="the Gluon kernel runs on sm_90 only")
 @pytest.mark.parametrize("sms", [None, 3], ids=["sms", "sms3"])
 @pytest.mark.parametrize("policy", ["target", "balanced"])
 @pytest.mark.parametrize("case_id", _ids("fa4_decode"))
 def test_fa4_decode_gluon_kernel_matches_the_triton_kernel(case_id, policy, sms, monkeypatch):
     op = get_op("fa4_decode")
-    mod = load_module(op.path("baseline").parent / "gluon.py")
+    mod = load_module(op.path("baseline"))
     x = _inputs(op, case_id)
     unfit = mod._gluon_unfit(x["q"], x["k_cache"], x["v_cache"], x["page_table"], x["kv_lens"])
     if unfit:

@@ -1,10 +1,10 @@
-"""kernels/fa4_decode/gluon.py on the CPU: the candidate that adds a warp-specialised Gluon split kernel for sm_90a
-to the baseline's Triton kernel.
+"""fa4_decode's Gluon path on the CPU: the baseline (rendered from kernels/fa4_decode/stages/) holds a
+warp-specialised Gluon split kernel for sm_90a beside its Triton kernels, run by CONFIG kernel "auto" or "gluon".
 
 No GPU here, and Triton's interpreter cannot run Gluon, so:
 - the module passes aka's static policy, and its Triton path (what "auto" runs on CPU tensors and in the
-  interpreter, and what "triton" always runs) gives the baseline's exact output and the contract's accuracy
-  on the smoke shapes;
+  interpreter, and what "triton" always runs) gives the exact output of the single-file baseline it was split
+  from (read from git history) and the contract's accuracy on the smoke shapes;
 - the dispatch rules ("auto" / "triton" / "gluon", the reasons a call is unfit for Gluon) are checked on
   stand-in tensors that claim to be on an sm_90 GPU;
 - the Gluon path's host side (_gluon_forward) runs for real with the Gluon launch replaced by a model of the
@@ -32,9 +32,10 @@ from aka.evaluate.host.launches import Recorder  # noqa: E402
 from aka.evaluate.static.policy import check_source  # noqa: E402
 
 install_bf16_dot_shim()
-mod = importlib.import_module("kernels.fa4_decode.gluon")
-base = importlib.import_module("kernels.fa4_decode.baseline")
+mod = importlib.import_module("kernels.fa4_decode.baseline")
 op = get_op("fa4_decode")
+# the single-file baseline the stages were split from (c337d69): the Triton path must give its bits
+SPLIT_FROM = "c337d69"
 PLAIN_RATIO = op.spec.tolerances["o"].plain_ratio
 ARGS = ("q", "k_cache", "v_cache", "page_table", "kv_lens")
 SMOKE = op.cases("smoke")
@@ -75,20 +76,26 @@ def check_accuracy(o, x):
     assert err <= PLAIN_RATIO * rel_l2(op.reference.plain(**x)[0], ref) + 1e-4, err
 
 
+def _split_from():
+    from pre_change import old_baseline
+
+    return old_baseline("fa4_decode", SPLIT_FROM)
+
+
 def test_module_passes_the_policy_and_declares_its_kernels():
     src = open(mod.__file__).read()
     assert check_source(src, op.spec).violations == []
-    # a candidate beside the op, not wired in: the op's kernels are baseline.py and promoted.py
-    assert "a candidate, not the op's kernel" in mod.__doc__.lower()
-    here = Path(mod.__file__).resolve()
-    assert here not in (op.path("baseline").resolve(), op.path("promoted").resolve())
-    assert here.name == "gluon.py" and here.parent == op.path("baseline").resolve().parent
-    assert mod.CONFIG["kernel"] == "auto" and set(mod.SPACE["kernel"]) == {"auto", "triton", "gluon"}
+    # the op's baseline, rendered from its stages; "triton" by default until the Gluon kernel passes a GPU gate
+    assert Path(mod.__file__).resolve() == op.path("baseline").resolve()
+    assert [Path(s).name for s in op.spec.modules.stages] == ["entry.py", "common.py", "triton_split.py",
+                                                              "gluon_split.py"]
+    assert mod.CONFIG["kernel"] == "triton" and set(mod.SPACE["kernel"]) == {"auto", "triton", "gluon"}
     for k in ("gluon_stages", "gluon_regs_load"):
         assert mod.CONFIG[k] in mod.SPACE[k], k
     # 4 ring slots would need 32 + 4 x 64 KB of shared memory, past a CTA's 227 KB
     assert set(mod.SPACE["gluon_stages"]) <= {2, 3}
-    # the Triton kernel's knobs are the baseline's, at the baseline's values
+    # the Triton kernels' knobs are the single-file baseline's, at its values
+    base = _split_from()
     assert {k: mod.CONFIG[k] for k in base.CONFIG} == base.CONFIG
     assert {k: mod.SPACE[k] for k in base.SPACE} == base.SPACE
 
@@ -96,15 +103,15 @@ def test_module_passes_the_policy_and_declares_its_kernels():
 @pytest.mark.parametrize("kernel", ["triton", "auto"])
 @pytest.mark.parametrize("case", SMOKE, ids=[c.id for c in SMOKE])
 def test_smoke_on_the_triton_path_is_the_baseline(config, case, kernel):
-    """On CPU tensors in the interpreter both values run the baseline's Triton kernel: the same bits, and the
-    contract's accuracy against the float64 reference."""
+    """On CPU tensors in the interpreter both values run the Triton kernels: the single-file baseline's bits,
+    and the contract's accuracy against the float64 reference."""
     config["kernel"] = kernel
     x = op.inputs.make_inputs(case, 1, "cpu")
     with Recorder() as rec:
         o = mod.fa4_decode(**x)
     assert set(rec.launches.triton) <= {"_fa4_decode_kernel", "_fa4_decode_merge_kernel"}
     assert rec.launches.triton["_fa4_decode_kernel"] == 1
-    assert torch.equal(o, base.fa4_decode(**x))
+    assert torch.equal(o, _split_from().fa4_decode(**x))
     check_accuracy(o, x)
 
 

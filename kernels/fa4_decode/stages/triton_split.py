@@ -1,16 +1,7 @@
-"""Paged FlashAttention decode (head dim 256, q_len 1 or 4) in Triton — the fa4_decode baseline.
+"""The Triton kernels (flash-decoding; the fa4_decode baseline's since 2026-11-29): runs wherever Triton runs,
+its CPU interpreter included.
 
-Interface (OPS.md, fa4_decode):
-    q          [B * q_len, Hq, 256]          bf16, q_len in {1, 4} (= q rows // B)
-    k_cache    [num_pages, 128, Hkv, 256]    bf16, NHD pages
-    v_cache    [num_pages, 128, Hkv, 256]    bf16
-    page_table [B, max_pages]                int32 page ids
-    kv_lens    [B]                           int32, includes the q_len new tokens
-    -> o       [B * q_len, Hq, 256]          bf16
-
-Draft j of q_len sees keys 0..kv_len - q_len + j (bottom-right causal among the drafts).
-
-Design (flash-decoding, memory-bound):
+Design (memory-bound):
 - One program per (sequence, KV head, split). Its M tile packs the q_len tokens x G = Hq/Hkv
   query heads of that KV head (M = q_len * G rows, padded to >= 16), so every K/V byte is read
   once and both products run on tensor cores (tl.dot).
@@ -20,85 +11,29 @@ Design (flash-decoding, memory-bound):
   Partials (normalised o, log2-sum-exp) go to fp32 scratch; a second kernel merges them by
   max / sum-exp. With one split the first kernel writes o directly. FUSED_MERGE: no second
   kernel; the last split program of each (sequence, KV head) to finish, found by an atomic counter
-  (zeroed per call), merges that tile's partials from L2 (prepared 2026-12-02: the interpreter runs
-  programs one after another, so it checks the counting and the merge, not the memory ordering;
-  off until the H200 has run it).
+  (zeroed per call), merges that tile's partials from L2 (correct on the H200 but slower,
+  2026-12-02: CONFIG's comment).
 - Keys are gathered through the page table per key (any BLOCK_N, any page size and Hkv), or with
   USE_TMA as whole [BLOCK_N, D] boxes through one 2-D tensor descriptor over the cache viewed as
   [pages * PAGE, Hkv * D] (one page-table read per block; needs PAGE % BLOCK_N == 0 so a block never
   crosses a page, and a contiguous cache): the prefill's TMA path. On by default since the H200
   sweep of 2026-12-02 (with BN 64 / 2 stages at q_len 1: +1.7 points of the bandwidth floor).
-- SPLIT_POLICY "balanced" (prepared 2026-12-03, interpreter-checked, not yet timed on the H200): the
-  chunk is also at least the batch's fair share of the SLOTS resident programs, chosen in the
-  kernel from the real kv_lens (_split_chunk), so short sequences take one program and long ones
-  several of about the same length, in about one wave, whatever the raggedness. NUM_SPLITS (the
-  "target" count) stays the upper bound the partials are sized for.
+- SPLIT_POLICY "balanced" (interpreter-checked; on an H100, 2026-12-07, 1.00-1.10x the op's kernel on the
+  >= 537 MB q_len 1 shapes): the chunk is also at least the batch's fair share of the SLOTS resident
+  programs, chosen in the kernel from the real kv_lens (_split_chunk), so short sequences take one program
+  and long ones several of about the same length, in about one wave, whatever the raggedness. NUM_SPLITS
+  (the "target" count) stays the upper bound the partials are sized for.
+- The merge kernel also serves the Gluon split kernel (gluon_split.py), which writes the same partials;
+  SKIP_ONE skips a sequence of one split, whose o that kernel wrote itself.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 import triton
 import triton.language as tl
 
-# Values used at call time (the entry reads the module global each call, so a search can swap it).
-CONFIG = {
-    # Tiles with < 64 packed rows (q_len 1: M = G = 8 or 16). H200 sweep 2026-12-02 (graph replay, six
-    # shapes of >= 537 MB): TMA boxes with BN 64 / 2 stages best (mean 72.0% of the floor vs 70.3% for
-    # the pointer gather at BN 32 / 3 stages; 255 regs, 0 spills, 109 KB smem).
-    "BLOCK_N": 64,
-    "num_warps": 4,
-    "num_stages": 2,
-    # Tiles with >= 64 packed rows (q_len 4 x G 16): more compute per byte, registers are the limit.
-    # Same sweep: with TMA, 2 stages beat 3 by 3-5% (207.9 / 247.4 / 668.6 vs 214.8 / 261.0 / 705.0 us).
-    "BLOCK_N_m64": 32,
-    "num_warps_m64": 4,
-    "num_stages_m64": 2,
-    # Skip the accumulator rescale until the running max grows by > 2^8. Run 3 (with BN 64 / 2 stages):
-    # -10..+3% time on the six sweep shapes, mostly faster but within the ~5% run-to-run spread;
-    # BN 32 / 3 stages + lazy was not measured, so it stays off.
-    "LAZY_RESCALE": False,
-    "SPLIT_TARGET": 1056,  # "target" policy: programs wanted (8 per SM); 264 / 528 / 2112 and "waves" were slower
-    "MIN_SPLIT_TOKENS": 256,  # no split shorter than this (keeps the merge traffic small)
-    "MAX_SPLITS": 256,
-    "REDUCE_BLOCK_S": 16,  # splits merged per step in the reduction kernel
-    # "target": cdiv(SPLIT_TARGET, B*Hkv); "waves": wave-quantisation model; "balanced": at most the
-    # "target" count, chunks sized in the kernel from the real kv_lens (module docstring)
-    "SPLIT_POLICY": "target",
-    "CTAS_PER_SM": 2,  # "waves" and "balanced" policies: programs resident per SM
-    "SPLIT_OVERHEAD_TOKENS": 256,  # "waves" and "balanced" policies: fixed cost of a program, in keys
-    # K/V blocks through TMA descriptors instead of per-key pointer gathers (module docstring)
-    "USE_TMA": True,
-    # split-KV merge inside the split kernel (module docstring): one launch instead of two. Correct on
-    # the H200 but slower (2026-12-02, graph: D2-q4 557.9 vs 214.8 us, mean 53.8% of the floor vs
-    # 70.3%): the last program of each tile merges alone while the SMs idle, and the counter atomics
-    # order every split's stores.
-    "FUSED_MERGE": False,
-}
-
-# Name -> values that compile and pass (interpreter-checked; device-checked by scripts/bench_fa4_decode.py).
-SPACE = {
-    "BLOCK_N": [16, 32, 64, 128],
-    "num_warps": [4, 8],
-    "num_stages": [1, 2, 3, 4],
-    "BLOCK_N_m64": [16, 32, 64],
-    "num_warps_m64": [4, 8],
-    "num_stages_m64": [1, 2, 3, 4],
-    "LAZY_RESCALE": [False, True],
-    "SPLIT_TARGET": [132, 264, 528, 1056, 2112],
-    "MIN_SPLIT_TOKENS": [128, 256, 512, 1024],
-    "MAX_SPLITS": [64, 256],
-    "REDUCE_BLOCK_S": [8, 16, 32],
-    "SPLIT_POLICY": ["target", "waves", "balanced"],
-    "CTAS_PER_SM": [1, 2, 3],
-    "SPLIT_OVERHEAD_TOKENS": [0, 256, 1024],
-    "USE_TMA": [False, True],
-    "FUSED_MERGE": [False, True],
-}
-
-_LOG2E = 1.4426950408889634
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, num_splits_for
 
 
 @triton.jit
@@ -292,14 +227,18 @@ def _fa4_decode_merge_kernel(
     NUM_SPLITS,
     Q_LEN: tl.constexpr, HEAD_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_S: tl.constexpr,
     BALANCE: tl.constexpr = False, BLOCK_B: tl.constexpr = 1, HKV: tl.constexpr = 1, SLOTS: tl.constexpr = 1,
-    MIN_CHUNK: tl.constexpr = 0, OVERHEAD: tl.constexpr = 0,
+    MIN_CHUNK: tl.constexpr = 0, OVERHEAD: tl.constexpr = 0, SKIP_ONE: tl.constexpr = False,
 ):
+    # SKIP_ONE (the Gluon split kernel): a sequence of one split wrote o itself, there is nothing to merge.
     row = tl.program_id(0)  # b * Q_LEN + j
     h = tl.program_id(1)
     kv_len = tl.load(KVL + row // Q_LEN)
     chunk = _split_chunk(KVL, kv_len, tl.num_programs(0) // Q_LEN, HKV, NUM_SPLITS, BLOCK_N, BALANCE, BLOCK_B,
                          SLOTS, MIN_CHUNK, OVERHEAD)
     n_splits = tl.cdiv(kv_len, chunk)  # non-empty splits (same formula as the split kernel)
+    if SKIP_ONE:
+        if n_splits == 1:
+            return
 
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, HEAD_D)
@@ -323,81 +262,6 @@ def _fa4_decode_merge_kernel(
     tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
 
 
-def _arg_key(a, _tensor=torch.Tensor):
-    """What Triton specialises a compiled kernel on, per argument, or more: a tensor's dtype and
-    16-byte alignment, an int's exact value (Triton keys on == 1, % 16 and the int width), a float's
-    or bool's type and value, a descriptor's dtype, alignment, shape, strides and box. The device is
-    in the plan key. Same key -> the same compiled code applies. Cheap on purpose (~0.3 us a tensor):
-    it runs for every argument of every launch."""
-    t = type(a)
-    if t is int:
-        return a
-    if isinstance(a, _tensor):
-        return (a.dtype, a.data_ptr() & 15)
-    if t is float or t is bool:
-        return (t, a)
-    base = a.base  # a host TensorDescriptor
-    return (base.dtype, base.data_ptr() & 15, *a.shape, *a.strides, *a.block_shape)
-
-
-class _Launch:
-    """Launches one @triton.jit kernel. The first call for a key goes through Triton's JIT (binding,
-    specialisation, cache lookup, compile on a miss: 38-60 us of host time per launch on the H200's
-    host, 2026-12-02/03), which returns the compiled kernel; later calls with the same key launch that
-    compiled kernel directly (11-22 us). The key is the plan (constexprs, warps, stages) and every
-    argument's _arg_key, so a call Triton would compile differently never reuses the wrong code.
-    The interpreter compiles nothing: there every call takes the JIT path."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.hits = {}
-
-    def __call__(self, grid, plan_key, args, kw):
-        key = (plan_key, tuple(map(_arg_key, args)))
-        hit = self.hits.get(key)
-        if hit is not None:
-            hit[0][(*grid, 1, 1)[:3]](*args, *hit[1])  # the compiled launcher reads three grid axes
-            return
-        compiled = self.fn[grid](*args, **kw)
-        if hasattr(compiled, "packed_metadata"):  # a real compile (the interpreter returns no kernel)
-            if len(self.hits) >= 256:
-                self.hits.clear()
-            # the launcher takes every parameter in order, constexprs included
-            self.hits[key] = (compiled, tuple(kw[n] for n in self.fn.arg_names[len(args):]))
-
-
-def num_splits_for(batch, hkv, max_kv, cfg=None, num_sms=132, block_n=None):
-    """Split count from shapes only (max_kv is the page table's capacity, an upper bound).
-
-    "target": fill SPLIT_TARGET programs. "waves": minimise waves x (keys per split + a fixed
-    per-program cost), so that B*Hkv*S does not spill a few programs into an extra wave.
-    Either way at least MIN_SPLIT_TOKENS keys per split and at most MAX_SPLITS splits.
-    """
-    cfg = CONFIG if cfg is None else cfg
-    block_n = cfg["BLOCK_N"] if block_n is None else block_n
-    cap = max(1, min(triton.cdiv(max_kv, max(cfg["MIN_SPLIT_TOKENS"], block_n)), cfg["MAX_SPLITS"]))
-    if cfg.get("SPLIT_POLICY", "target") == "waves":
-        return _waves_splits(batch * hkv, max_kv, cap, num_sms * cfg["CTAS_PER_SM"], cfg["SPLIT_OVERHEAD_TOKENS"])
-    # "target", and "balanced" whose kernels only ever lengthen the chunk (fewer splits in use)
-    want = triton.cdiv(cfg["SPLIT_TARGET"], batch * hkv)
-    return max(1, min(want, cap))
-
-
-@functools.lru_cache(maxsize=1024)
-def _waves_splits(base, max_kv, cap, slots, overhead):
-    best_cost, best_s = None, 1
-    for s in range(1, cap + 1):
-        cost = triton.cdiv(base * s, slots) * (triton.cdiv(max_kv, s) + overhead)
-        if best_cost is None or cost < best_cost:
-            best_cost, best_s = cost, s
-    return best_s
-
-
-@functools.lru_cache(maxsize=16)
-def _num_sms(device):
-    if device.type != "cuda":
-        return 132  # interpreter runs: an H200's count
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 # Per-shape launch plans: everything the call derives from shapes, the CONFIG values and the
@@ -405,8 +269,6 @@ def _num_sms(device):
 # plain Python values, so a repeated eager call does no split-policy arithmetic and builds no
 # kwargs dict. The key holds CONFIG's items, so a search that swaps or edits CONFIG gets a new plan.
 _PLANS = {}
-_PLANS_MAX = 256  # a server sees few distinct shapes; a sweep that sees more just starts over
-_PLAN_COUNT = [0]  # plans built so far: a plan's number, never reused (the launch cache keys on it)
 
 
 def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale, contiguous=True):
@@ -476,8 +338,14 @@ def _descs(k_cache, v_cache, block_n):
     return made
 
 
-def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
-    """Paged decode for q_len 1 or 4. Shapes in the module docstring; returns o like q.
+# Triton's interpreter wraps @triton.jit functions in objects without a compile cache: this module runs
+# under it (TRITON_INTERPRET=1, the CPU tests) exactly when the split kernel lacks device_caches.
+_INTERPRETED = not hasattr(_fa4_decode_kernel, "device_caches")
+
+
+
+def _triton_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg):
+    """The op on the Triton kernels: the entry's arguments and the CONFIG to use; returns o like q.
 
     Per call on the host: one plan lookup, one or two allocations (o; the split partials, and with
     FUSED_MERGE the zeroed counters), one or two launches (one with FUSED_MERGE), each straight
@@ -489,7 +357,7 @@ def fa4_decode(q, k_cache, v_cache, page_table, kv_lens, softmax_scale=None):
     assert d == dk and v_cache.shape == k_cache.shape and hq % hkv == 0
     batch = kv_lens.shape[0]
     scale, splits, grid, merge_grid, split_kw, merge_kw, ws_len, n_o, ps, plan_key = _plan(
-        CONFIG, rows, hq, d, page, hkv, batch, page_table.shape[1], q.device, softmax_scale,
+        cfg, rows, hq, d, page, hkv, batch, page_table.shape[1], q.device, softmax_scale,
         k_cache.is_contiguous() and v_cache.is_contiguous())
     o = torch.empty_like(q)
     if split_kw["USE_TMA"]:
