@@ -87,3 +87,14 @@ def _num_sms(device):
     if device.type != "cuda":
         return 132  # interpreter runs: an H200's count
     return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _partials(rows, hq, splits, d):
+    """(scratch length, o-partial length, strides) of the split partials, both kernels' layout: one fp32
+    allocation, o_part [rows, hq, S, d] then lse_part [rows, hq, S], both contiguous, so their strides (and
+    every address the kernels compute) are those of two separate torch.empty calls; one allocation per call
+    instead of two. With one split there are none (zeros)."""
+    if splits <= 1:
+        return 0, rows * hq * splits * d, (0,) * 5
+    n_o = rows * hq * splits * d
+    return n_o + rows * hq * splits, n_o, (splits * d * hq, splits * d, d, splits * hq, splits)

@@ -80,7 +80,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 
-from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, num_splits_for
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, num_splits_for
 from .triton_split import _MERGE_LAUNCH
 
 # The Gluon kernel (sm_90a). Its tile is fixed; its tunables are CONFIG's gluon_* keys.
@@ -403,10 +403,7 @@ def _gluon_plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_
     merge_kw = dict(Q_LEN=q_len, HEAD_D=d, BLOCK_N=_GL_BLOCK_N, BLOCK_S=cfg["REDUCE_BLOCK_S"], HKV=hkv, **balance,
                     SKIP_ONE=True, num_warps=4)
     grid = (min(slots, batch * hkv * splits),)
-    # Partials as the Triton path lays them out: o_part [rows, hq, S, d] then lse_part [rows, hq, S].
-    n_o = rows * hq * splits * d
-    ws_len = n_o + rows * hq * splits if splits > 1 else 0
-    part_strides = (splits * d * hq, splits * d, d, splits * hq, splits) if splits > 1 else (0,) * 5
+    ws_len, n_o, part_strides = _partials(rows, hq, splits, d)  # the Triton kernels' layout
     if len(_GL_PLANS) >= _PLANS_MAX:
         _GL_PLANS.clear()
     _PLAN_COUNT[0] += 1

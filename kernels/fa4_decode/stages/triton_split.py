@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, num_splits_for
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, num_splits_for
 
 
 @triton.jit
@@ -298,12 +298,7 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
     split_kw.update(balance)
     merge_kw = dict(Q_LEN=q_len, HEAD_D=d, BLOCK_N=block_n, BLOCK_S=cfg["REDUCE_BLOCK_S"], HKV=hkv, **balance,
                     num_warps=4)
-    # Partials live in one fp32 allocation: o_part [rows, hq, S, d] then lse_part [rows, hq, S],
-    # both contiguous, so their strides (and every address the kernels compute) are those of two
-    # separate torch.empty calls. One allocation per call instead of two.
-    n_o = rows * hq * splits * d
-    ws_len = n_o + rows * hq * splits if splits > 1 else 0
-    part_strides = (splits * d * hq, splits * d, d, splits * hq, splits) if splits > 1 else (0,) * 5
+    ws_len, n_o, part_strides = _partials(rows, hq, splits, d)
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
     _PLAN_COUNT[0] += 1
