@@ -81,7 +81,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 
 from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, num_splits_for
-from .triton_split import _MERGE_LAUNCH
+from .triton_split import _merge
 
 # The Gluon kernel (sm_90a). Its tile is fixed; its tunables are CONFIG's gluon_* keys.
 _GL_BLOCK_M = 64  # packed rows a CTA: one consumer warpgroup (wgmma M = 64)
@@ -463,10 +463,6 @@ def _gluon_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg)
         ps[0], ps[1], ps[2], ps[3], ps[4],
         batch, splits), kw)
     if splits > 1:
-        _MERGE_LAUNCH(merge_grid, plan_key, (
-            o_part, lse_part, o, kv_lens,
-            ps[0], ps[1], ps[2], ps[3], ps[4],
-            so_t, so_h,
-            splits), merge_kw)
+        _merge(merge_grid, plan_key, o_part, lse_part, o, kv_lens, ps, splits, merge_kw)
     return o
 

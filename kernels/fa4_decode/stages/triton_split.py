@@ -311,6 +311,15 @@ def _plan(cfg, rows, hq, d, page, hkv, batch, table_cols, device, softmax_scale,
 _SPLIT_LAUNCH = _Launch(_fa4_decode_kernel)
 _MERGE_LAUNCH = _Launch(_fa4_decode_merge_kernel)
 
+
+def _merge(grid, plan_key, o_part, lse_part, o, kv_lens, ps, splits, merge_kw):
+    """The merge kernel over the partials of either split kernel (the same layout, ps its strides) into o."""
+    _MERGE_LAUNCH(grid, plan_key, (
+        o_part, lse_part, o, kv_lens,
+        ps[0], ps[1], ps[2], ps[3], ps[4],
+        o.stride(0), o.stride(1),
+        splits), merge_kw)
+
 # The last cache pair's descriptors (host objects: a view and a TensorDescriptor each), reused
 # only for the very same tensors at the same address, shape and strides; one entry, replaced by
 # the next pair (a decode server passes the same caches every step).
@@ -384,9 +393,5 @@ def _triton_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg
         ps[0], ps[1], ps[2], ps[3], ps[4],
         splits), split_kw)
     if splits > 1 and not fused:
-        _MERGE_LAUNCH(merge_grid, plan_key, (
-            o_part, lse_part, o, kv_lens,
-            ps[0], ps[1], ps[2], ps[3], ps[4],
-            so_t, so_h,
-            splits), merge_kw)
+        _merge(merge_grid, plan_key, o_part, lse_part, o, kv_lens, ps, splits, merge_kw)
     return o
