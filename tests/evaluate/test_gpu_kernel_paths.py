@@ -92,15 +92,23 @@ def test_gdn_gluon_forward_matches_the_triton_forward(case_id, split):
         assert e_ws <= 1.25 * e_tr + 1e-5, (case_id, name, e_ws, e_tr)
 
 
+# Every launch order the Gluon kernel's CONFIG offers (gluon_grid x gluon_tile_order; pattern gluon_order)
+# maps each program to another (head, tile), so each one is checked, not only the shipped order.
 @pytest.mark.skipif(not _sm90(), reason="the Gluon kernel runs on sm_90 only")
+@pytest.mark.parametrize("order", ["head_fast/heavy_first", "tile_fast/heavy_first", "head_fast/in_order",
+                                   "tile_fast/in_order"])
 @pytest.mark.parametrize("case_id", _ids("fa4_prefill"))
-def test_fa4_prefill_gluon_kernel_matches_the_triton_kernel(case_id):
+def test_fa4_prefill_gluon_kernel_matches_the_triton_kernel(case_id, order, monkeypatch):
     op = get_op("fa4_prefill")
     mod = load_module(op.path("baseline"))
     x = _inputs(op, case_id)
     unfit = mod._gluon_unfit(x["q"], x["k_cache"], x["v_cache"], x["page_table"], x["cu_seqlens_q"], x["kv_lens"])
     if unfit:
         pytest.skip(f"the Gluon kernel does not take this case: {unfit}")
+    grid, tile_order = order.split("/")
+    assert grid in mod.SPACE["gluon_grid"] and tile_order in mod.SPACE["gluon_tile_order"]
+    monkeypatch.setitem(mod.CONFIG, "gluon_grid", grid)
+    monkeypatch.setitem(mod.CONFIG, "gluon_tile_order", tile_order)
     got, ref = _both(op, mod, "kernel", "gluon", "triton", x)
     # different block orders and softmax rescaling: bf16 outputs a few units of the last place apart
     # (the gate holds both within 2.2e-3 of float64)
