@@ -81,7 +81,6 @@ def _waves_splits(base, max_kv, cap, slots, overhead):
     return best_s
 
 
-
 @functools.lru_cache(maxsize=16)
 def _num_sms(device):
     if device.type != "cuda":
@@ -98,3 +97,13 @@ def _partials(rows, hq, splits, d):
         return 0, rows * hq * splits * d, (0,) * 5
     n_o = rows * hq * splits * d
     return n_o + rows * hq * splits, n_o, (splits * d * hq, splits * d, d, splits * hq, splits)
+
+
+def _scratch(o, splits, ws_len, n_o):
+    """(o_part, lse_part) views of one fresh fp32 allocation (_partials' layout), or o twice as unused
+    placeholders with one split. Fresh per call, not cached: the contract keeps streams out of reach, so a
+    cached buffer could not tell two streams apart (the caching allocator recycles blocks per stream)."""
+    if splits <= 1:
+        return o, o
+    ws = torch.empty(ws_len, dtype=torch.float32, device=o.device)
+    return ws.narrow(0, 0, n_o), ws.narrow(0, n_o, ws_len - n_o)

@@ -80,7 +80,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 
-from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, num_splits_for
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, _scratch, num_splits_for
 from .triton_split import _merge
 
 # The Gluon kernel (sm_90a). Its tile is fixed; its tunables are CONFIG's gluon_* keys.
@@ -447,12 +447,7 @@ def _gluon_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg)
         cfg, rows, hq, d, page, hkv, batch, page_table.shape[1], q.device, softmax_scale)
     o = torch.empty_like(q)
     k_desc, v_desc = _gluon_descs(k_cache, v_cache)
-    if splits > 1:
-        ws = torch.empty(ws_len, dtype=torch.float32, device=q.device)  # fresh per call (streams)
-        o_part = ws.narrow(0, 0, n_o)
-        lse_part = ws.narrow(0, n_o, ws_len - n_o)
-    else:
-        o_part = lse_part = o  # unused placeholders
+    o_part, lse_part = _scratch(o, splits, ws_len, n_o)
     so_t, so_h = o.stride(0), o.stride(1)
     _GL_LAUNCH(grid, plan_key, (
         q, k_desc, v_desc, o, page_table, kv_lens, o_part, lse_part,

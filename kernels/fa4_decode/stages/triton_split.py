@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, num_splits_for
+from .common import _LOG2E, _PLAN_COUNT, _PLANS_MAX, _Launch, _num_sms, _partials, _scratch, num_splits_for
 
 
 @triton.jit
@@ -262,8 +262,6 @@ def _fa4_decode_merge_kernel(
     tl.store(O + row.to(tl.int64) * stride_ot + h * stride_oh + offs_d, out.to(O.dtype.element_ty))
 
 
-
-
 # Per-shape launch plans: everything the call derives from shapes, the CONFIG values and the
 # scale (block sizes, split count, grids, constexprs) is computed once and looked up by a key of
 # plain Python values, so a repeated eager call does no split-policy arithmetic and builds no
@@ -320,6 +318,7 @@ def _merge(grid, plan_key, o_part, lse_part, o, kv_lens, ps, splits, merge_kw):
         o.stride(0), o.stride(1),
         splits), merge_kw)
 
+
 # The last cache pair's descriptors (host objects: a view and a TensorDescriptor each), reused
 # only for the very same tensors at the same address, shape and strides; one entry, replaced by
 # the next pair (a decode server passes the same caches every step).
@@ -347,7 +346,6 @@ def _descs(k_cache, v_cache, block_n):
 _INTERPRETED = not hasattr(_fa4_decode_kernel, "device_caches")
 
 
-
 def _triton_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg):
     """The op on the Triton kernels: the entry's arguments and the CONFIG to use; returns o like q.
 
@@ -368,14 +366,7 @@ def _triton_forward(q, k_cache, v_cache, page_table, kv_lens, softmax_scale, cfg
         k_desc, v_desc = _descs(k_cache, v_cache, split_kw["BLOCK_N"])
     else:
         k_desc, v_desc = k_cache, v_cache  # unused placeholders
-    if splits > 1:
-        # Fresh per call, not cached: the contract keeps streams out of reach, so a cached buffer
-        # could not tell two streams apart (the caching allocator recycles blocks per stream).
-        ws = torch.empty(ws_len, dtype=torch.float32, device=q.device)
-        o_part = ws.narrow(0, 0, n_o)
-        lse_part = ws.narrow(0, n_o, ws_len - n_o)
-    else:
-        o_part = lse_part = o  # unused placeholders
+    o_part, lse_part = _scratch(o, splits, ws_len, n_o)
     fused = split_kw["FUSED_MERGE"]
     # FUSED_MERGE: one arrival counter per (sequence, KV head), zero at every call (a memset, not a
     # kernel of ours: the counters of a call that died mid-way must not leak into the next)
